@@ -1,0 +1,225 @@
+//! `DiskStorage`: the real backend, a thin layer over `std::fs`.
+//!
+//! Invariants:
+//! - File sync is `fdatasync` when only bytes changed and `fsync` after a
+//!   length change, so a grown or cut file has its new length durable too.
+//! - Directory sync opens the directory read-only and calls `fsync` on it:
+//!   that is the only way POSIX offers to make a create, unlink or rename durable.
+//! - Errors carry the operation and the path; the OS message goes in `detail`.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{ErrorKind, OpKind, Result, StorageError};
+use crate::{DurableFile, DurableStorage, OpenMode};
+
+/// The real file system. Paths are used as given (absolute or relative to the
+/// process's working directory).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DiskStorage;
+
+impl DiskStorage {
+    pub fn new() -> Self {
+        DiskStorage
+    }
+}
+
+#[derive(Debug)]
+struct DiskFile {
+    file: File,
+    path: PathBuf,
+    writable: bool,
+    /// Serialises appends on this handle so two appends never pick the same end.
+    append_lock: Mutex<()>,
+    /// Set when the length changed since the last sync, so `sync` knows it
+    /// needs `fsync` (metadata) rather than `fdatasync`.
+    len_changed: AtomicBool,
+}
+
+impl DiskFile {
+    fn check_writable(&self, op: OpKind) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(StorageError::new(op, &self.path, ErrorKind::BadHandle)
+                .with_detail("handle is read-only"))
+        }
+    }
+}
+
+impl DurableFile for DiskFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(StorageError::from_io(OpKind::Read, &self.path, &e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.check_writable(OpKind::Write)?;
+        self.file
+            .write_all_at(data, offset)
+            .map_err(|e| StorageError::from_io(OpKind::Write, &self.path, &e))?;
+        self.len_changed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn append(&self, data: &[u8]) -> Result<u64> {
+        self.check_writable(OpKind::Append)?;
+        let _guard = self
+            .append_lock
+            .lock()
+            .map_err(|_| StorageError::new(OpKind::Append, &self.path, ErrorKind::Io))?;
+        let at = self
+            .file
+            .metadata()
+            .map_err(|e| StorageError::from_io(OpKind::Append, &self.path, &e))?
+            .len();
+        self.file
+            .write_all_at(data, at)
+            .map_err(|e| StorageError::from_io(OpKind::Append, &self.path, &e))?;
+        self.len_changed.store(true, Ordering::Release);
+        Ok(at)
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| StorageError::from_io(OpKind::Len, &self.path, &e))
+    }
+
+    fn truncate(&self, len: u64) -> Result<()> {
+        self.check_writable(OpKind::Truncate)?;
+        self.file
+            .set_len(len)
+            .map_err(|e| StorageError::from_io(OpKind::Truncate, &self.path, &e))?;
+        self.len_changed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        let result = if self.len_changed.swap(false, Ordering::AcqRel) {
+            self.file.sync_all()
+        } else {
+            self.file.sync_data()
+        };
+        result.map_err(|e| {
+            // A failed sync may have dropped the dirty state; the next sync must
+            // still use fsync so a length change is not silently skipped.
+            self.len_changed.store(true, Ordering::Release);
+            StorageError::from_io(OpKind::SyncFile, &self.path, &e)
+        })
+    }
+}
+
+impl DurableStorage for DiskStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn DurableFile>> {
+        let mut options = OpenOptions::new();
+        options.read(true);
+        match mode {
+            OpenMode::Read => {}
+            OpenMode::ReadWrite => {
+                options.write(true);
+            }
+            OpenMode::CreateNew => {
+                options.write(true).create_new(true);
+            }
+            OpenMode::CreateOrOpen => {
+                options.write(true).create(true);
+            }
+        }
+        let file = options
+            .open(path)
+            .map_err(|e| StorageError::from_io(OpKind::Open, path, &e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| StorageError::from_io(OpKind::Open, path, &e))?;
+        if meta.is_dir() {
+            return Err(StorageError::new(
+                OpKind::Open,
+                path,
+                ErrorKind::IsADirectory,
+            ));
+        }
+        Ok(Box::new(DiskFile {
+            file,
+            path: path.to_path_buf(),
+            writable: mode.writable(),
+            append_lock: Mutex::new(()),
+            len_changed: AtomicBool::new(mode != OpenMode::Read),
+        }))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        fs::create_dir_all(path).map_err(|e| StorageError::from_io(OpKind::CreateDir, path, &e))
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let entries =
+            fs::read_dir(path).map_err(|e| StorageError::from_io(OpKind::ListDir, path, &e))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::from_io(OpKind::ListDir, path, &e))?;
+            match entry.file_name().into_string() {
+                Ok(name) => names.push(name),
+                // sluice never writes such a name; one that appears is foreign
+                // and not ours to interpret.
+                Err(raw) => {
+                    tracing::warn!(dir = %path.display(), name = ?raw, "skipping non-UTF-8 directory entry")
+                }
+            }
+        }
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        fs::remove_file(path).map_err(|e| StorageError::from_io(OpKind::RemoveFile, path, &e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        fs::rename(from, to).map_err(|e| {
+            StorageError::from_io(OpKind::Rename, from, &e)
+                .with_detail(format!("to {}: {e}", to.display()))
+        })
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> Result<()> {
+        fs::remove_dir_all(path).map_err(|e| StorageError::from_io(OpKind::RemoveDirAll, path, &e))
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let dir = File::open(path).map_err(|e| StorageError::from_io(OpKind::SyncDir, path, &e))?;
+        let meta = dir
+            .metadata()
+            .map_err(|e| StorageError::from_io(OpKind::SyncDir, path, &e))?;
+        if !meta.is_dir() {
+            return Err(StorageError::new(
+                OpKind::SyncDir,
+                path,
+                ErrorKind::NotADirectory,
+            ));
+        }
+        dir.sync_all()
+            .map_err(|e| StorageError::from_io(OpKind::SyncDir, path, &e))
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        path.try_exists()
+            .map_err(|e| StorageError::from_io(OpKind::Exists, path, &e))
+    }
+}

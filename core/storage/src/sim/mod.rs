@@ -1,0 +1,730 @@
+//! `SimStorage`: a deterministic in-memory file system that keeps only the
+//! promises the Linux kernel keeps, fails the way it fails, and loses power.
+//!
+//! Invariants:
+//! - Every call, successful or not, appends one [`TraceEntry`] (index, kind,
+//!   path, injected fault, error). The trace, and so [`SimStorage::trace_hash`],
+//!   is a pure function of the seed, the configuration and the calls made.
+//! - Nothing reads the wall clock, thread timing or hash-map order: all state
+//!   lives in `BTreeMap`s behind one mutex, randomness comes from [`SimRng`].
+//! - A handle is valid only in the epoch it was opened in; a crash of either
+//!   kind starts a new epoch, so using a pre-crash handle is an error, as it
+//!   would be in a new process.
+//! - See [`fs`] for the cached/durable rules and [`SyncFailureSemantics`] for
+//!   what a failed sync does.
+
+mod fault;
+mod fs;
+mod rng;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use fault::{Fault, FaultMode, FaultPlan, InjectedError, OpMatcher};
+pub use fs::NodeView;
+pub use rng::SimRng;
+
+use crate::error::{ErrorKind, OpKind, Result, StorageError};
+use crate::{DurableFile, DurableStorage, OpenMode};
+use fault::Faults;
+use fs::{DirNode, FileNode, Fs, Ino, Inode};
+
+/// What a failed `fsync` (file or directory) does to the state it was meant to persist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SyncFailureSemantics {
+    /// Linux (ext4, XFS, Btrfs): the failed writeback's dirty state is dropped
+    /// and marked clean, so a retried sync reports success without persisting
+    /// it ("fsyncgate"). The default, because it is what production sees.
+    #[default]
+    Linux,
+    /// The dirty state is kept and a retried sync really persists it.
+    Forgiving,
+}
+
+impl SyncFailureSemantics {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncFailureSemantics::Linux => "linux",
+            SyncFailureSemantics::Forgiving => "forgiving",
+        }
+    }
+}
+
+/// A crash of the process or of the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Crash {
+    /// The process dies; the page cache survives. Handles become invalid.
+    Process,
+    /// Power is cut; only durable state survives.
+    PowerLoss,
+    /// Power is cut after background writeback flushed a seeded random subset
+    /// of the unsynced changes (each dirty directory entry and each dirty file
+    /// independently).
+    PowerLossPartial { seed: u64 },
+}
+
+impl fmt::Display for Crash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Crash::Process => f.write_str("process"),
+            Crash::PowerLoss => f.write_str("power-loss"),
+            Crash::PowerLossPartial { seed } => write!(f, "power-loss-partial:{seed}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SimConfig {
+    /// Seeds torn-write lengths.
+    pub seed: u64,
+    pub sync_failure: SyncFailureSemantics,
+    /// Simulated disk size in bytes; writes beyond it fail with ENOSPC.
+    pub capacity: Option<u64>,
+}
+
+/// One storage call as the simulator saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceEntry {
+    pub index: u64,
+    pub kind: OpKind,
+    pub path: String,
+    /// The rename target, for renames.
+    pub target: Option<String>,
+    pub fault: Option<FaultMode>,
+    pub error: Option<ErrorKind>,
+}
+
+impl fmt::Display for TraceEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{} {} {}", self.index, self.kind, self.path)?;
+        if let Some(t) = &self.target {
+            write!(f, " -> {t}")?;
+        }
+        if let Some(m) = self.fault {
+            write!(f, " [fault {m}]")?;
+        }
+        if let Some(e) = self.error {
+            write!(f, " => {e}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct SimState {
+    config: SimConfig,
+    fs: Fs,
+    epoch: u64,
+    trace: Vec<TraceEntry>,
+    faults: Faults,
+    rng: SimRng,
+    crashes: u64,
+}
+
+/// The simulator. Cloning shares the same file system (like two handles on one
+/// disk); use [`SimStorage::fork`] for an independent copy.
+#[derive(Debug, Clone)]
+pub struct SimStorage {
+    state: Arc<Mutex<SimState>>,
+}
+
+impl Default for SimStorage {
+    fn default() -> Self {
+        SimStorage::new(SimConfig::default())
+    }
+}
+
+/// Normalises a path to its components: `/a/./b` and `a/b` are the same file.
+fn components(op: OpKind, path: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(s) => match s.to_str() {
+                Some(s) => out.push(s.to_string()),
+                None => return Err(StorageError::new(op, path, ErrorKind::InvalidPath)),
+            },
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(StorageError::new(op, path, ErrorKind::InvalidPath));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn display(parts: &[String]) -> String {
+    if parts.is_empty() {
+        "/".to_string()
+    } else {
+        parts.iter().fold(String::new(), |mut s, p| {
+            s.push('/');
+            s.push_str(p);
+            s
+        })
+    }
+}
+
+/// Outcome of consulting the fault rules for one call.
+enum Plan {
+    Run,
+    Fail(Fault),
+}
+
+impl SimState {
+    fn begin(&mut self, kind: OpKind, path: &str, target: Option<String>) -> (usize, Plan) {
+        let index = self.trace.len() as u64;
+        let fault = self.faults.decide(index, kind, path);
+        self.trace.push(TraceEntry {
+            index,
+            kind,
+            path: path.to_string(),
+            target,
+            fault: fault.map(|f| f.mode),
+            error: None,
+        });
+        let plan = match fault {
+            Some(f) => Plan::Fail(f),
+            None => Plan::Run,
+        };
+        (index as usize, plan)
+    }
+
+    fn end<T>(&mut self, slot: usize, result: Result<T>) -> Result<T> {
+        if let (Err(e), Some(entry)) = (&result, self.trace.get_mut(slot)) {
+            entry.error = Some(e.kind);
+        }
+        result
+    }
+
+    fn linux(&self) -> bool {
+        self.config.sync_failure == SyncFailureSemantics::Linux
+    }
+
+    fn check_capacity(&self, growth: u64) -> std::result::Result<(), ErrorKind> {
+        match self.config.capacity {
+            Some(cap) if self.fs.used_bytes().saturating_add(growth) > cap => {
+                Err(ErrorKind::NoSpace)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn injected(op: OpKind, path: &Path, fault: Fault) -> StorageError {
+    StorageError::new(op, path, fault.error.kind())
+        .with_detail(format!("injected fault ({})", fault.mode))
+}
+
+impl SimStorage {
+    pub fn new(config: SimConfig) -> Self {
+        SimStorage {
+            state: Arc::new(Mutex::new(SimState {
+                config,
+                fs: Fs::default(),
+                epoch: 0,
+                trace: Vec::new(),
+                faults: Faults::default(),
+                rng: SimRng::new(config.seed),
+                crashes: 0,
+            })),
+        }
+    }
+
+    /// A simulator with Linux sync-failure semantics and this seed.
+    pub fn with_seed(seed: u64) -> Self {
+        SimStorage::new(SimConfig {
+            seed,
+            ..SimConfig::default()
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        // A panic while holding the lock can only come from a bug in this
+        // module; the state is still consistent enough to inspect, so recover it.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// An independent deep copy (same files, trace, faults and RNG state).
+    /// Handles opened on `self` are not valid on the copy.
+    pub fn fork(&self) -> SimStorage {
+        let st = self.lock();
+        SimStorage {
+            state: Arc::new(Mutex::new(SimState {
+                config: st.config,
+                fs: st.fs.clone(),
+                epoch: st.epoch + 1,
+                trace: st.trace.clone(),
+                faults: st.faults.clone(),
+                rng: st.rng.clone(),
+                crashes: st.crashes,
+            })),
+        }
+    }
+
+    pub fn config(&self) -> SimConfig {
+        self.lock().config
+    }
+
+    pub fn set_sync_failure(&self, semantics: SyncFailureSemantics) {
+        self.lock().config.sync_failure = semantics;
+    }
+
+    /// Sets (or removes) the simulated disk size.
+    pub fn set_capacity(&self, capacity: Option<u64>) {
+        self.lock().config.capacity = capacity;
+    }
+
+    /// Fails exactly the operation with this trace index.
+    pub fn fail_at(&self, index: u64, mode: FaultMode) {
+        self.fail_at_with(index, Fault::io(mode));
+    }
+
+    pub fn fail_at_with(&self, index: u64, fault: Fault) {
+        self.lock().faults.fail_at(index, fault);
+    }
+
+    /// Fails the next `times` operations that match, after letting `skip` matching ones pass.
+    pub fn fail_when(&self, matcher: OpMatcher, fault: Fault, skip: u32, times: u32) {
+        self.lock().faults.fail_when(matcher, fault, skip, times);
+    }
+
+    pub fn set_fault_plan(&self, plan: Option<FaultPlan>) {
+        self.lock().faults.set_plan(plan);
+    }
+
+    /// Removes every fault rule and plan.
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
+    /// Crashes the process or the machine. The trace records no entry: a crash
+    /// is not a storage call, but [`SimStorage::crashes`] counts it.
+    pub fn crash(&self, crash: Crash) {
+        let mut st = self.lock();
+        st.epoch += 1;
+        st.crashes += 1;
+        match crash {
+            Crash::Process => st.fs.collect_garbage(false),
+            Crash::PowerLoss => st.fs.power_loss(None),
+            Crash::PowerLossPartial { seed } => {
+                let mut rng = SimRng::new(seed);
+                st.fs.power_loss(Some(&mut rng));
+            }
+        }
+    }
+
+    pub fn crashes(&self) -> u64 {
+        self.lock().crashes
+    }
+
+    pub fn trace(&self) -> Vec<TraceEntry> {
+        self.lock().trace.clone()
+    }
+
+    /// Number of operations so far (the index the next one will get).
+    pub fn op_count(&self) -> u64 {
+        self.lock().trace.len() as u64
+    }
+
+    /// How many operations of each kind were issued.
+    pub fn op_counts(&self) -> BTreeMap<OpKind, u64> {
+        let mut out = BTreeMap::new();
+        for e in self.lock().trace.iter() {
+            *out.entry(e.kind).or_insert(0) += 1;
+        }
+        out
+    }
+
+    /// FNV-1a over the rendered trace: equal hashes mean equal traces (for all
+    /// practical purposes), and the value is stable across platforms.
+    pub fn trace_hash(&self) -> u64 {
+        let st = self.lock();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for e in st.trace.iter() {
+            for b in e.to_string().bytes().chain(std::iter::once(b'\n')) {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    /// Every path and its contents as the page cache sees them.
+    pub fn cached_view(&self) -> BTreeMap<String, NodeView> {
+        self.lock().fs.view(false)
+    }
+
+    /// Every path and its contents as they would be after a power loss now.
+    pub fn durable_view(&self) -> BTreeMap<String, NodeView> {
+        self.lock().fs.view(true)
+    }
+
+    /// Runs one path-addressed call with tracing and fault handling. `body`
+    /// performs the effect; `on_failed_sync` is what a failed sync does under
+    /// Linux semantics (drop dirty state).
+    fn path_op<T>(
+        &self,
+        kind: OpKind,
+        path: &Path,
+        target: Option<&Path>,
+        body: impl FnOnce(&mut SimState, &[String], Option<&[String]>) -> Result<T>,
+    ) -> Result<T> {
+        let mut st = self.lock();
+        let parts = components(kind, path);
+        let target_parts = target.map(|t| components(kind, t)).transpose();
+        let shown = parts
+            .as_deref()
+            .map_or_else(|_| path.display().to_string(), display);
+        let shown_target = match (&target_parts, target) {
+            (Ok(Some(t)), _) => Some(display(t)),
+            (_, Some(t)) => Some(t.display().to_string()),
+            _ => None,
+        };
+        let (slot, plan) = st.begin(kind, &shown, shown_target);
+        let result = (|| {
+            let parts = parts?;
+            let target_parts = target_parts?;
+            match plan {
+                Plan::Run => body(&mut st, &parts, target_parts.as_deref()),
+                Plan::Fail(fault) => match fault.mode {
+                    FaultMode::After => {
+                        body(&mut st, &parts, target_parts.as_deref())?;
+                        Err(injected(kind, path, fault))
+                    }
+                    FaultMode::Before | FaultMode::TornWrite => {
+                        if kind == OpKind::SyncDir && st.linux() {
+                            let ino = st
+                                .fs
+                                .resolve(&parts)
+                                .map_err(|k| StorageError::new(kind, path, k))?;
+                            if let Ok(d) = st.fs.dir_mut(ino) {
+                                d.drop_dirty();
+                            }
+                        }
+                        Err(injected(kind, path, fault))
+                    }
+                },
+            }
+        })();
+        st.end(slot, result)
+    }
+}
+
+/// An open simulated file: an inode number plus the epoch it was opened in.
+#[derive(Debug)]
+struct SimFile {
+    sim: SimStorage,
+    ino: Ino,
+    epoch: u64,
+    path: PathBuf,
+    shown: String,
+    writable: bool,
+}
+
+impl SimFile {
+    /// Runs one handle call with tracing, epoch check and fault handling.
+    fn file_op<T>(
+        &self,
+        kind: OpKind,
+        body: impl FnOnce(&mut SimState, Option<Fault>) -> std::result::Result<T, ErrorKind>,
+    ) -> Result<T> {
+        let mut st = self.sim.lock();
+        let (slot, plan) = st.begin(kind, &self.shown, None);
+        let result = if st.epoch != self.epoch {
+            Err(StorageError::new(kind, &self.path, ErrorKind::BadHandle)
+                .with_detail("handle opened before a crash"))
+        } else if kind.is_mutation() && !self.writable {
+            Err(StorageError::new(kind, &self.path, ErrorKind::BadHandle)
+                .with_detail("handle is read-only"))
+        } else {
+            let fault = match plan {
+                Plan::Run => None,
+                Plan::Fail(f) => Some(f),
+            };
+            match body(&mut st, fault) {
+                Ok(v) => match fault {
+                    Some(f) => Err(injected(kind, &self.path, f)),
+                    None => Ok(v),
+                },
+                Err(k) => Err(StorageError::new(kind, &self.path, k)),
+            }
+        };
+        st.end(slot, result)
+    }
+
+    /// Writes `data` at `offset` (or at the end when `None`) under `fault`.
+    fn write_common(&self, kind: OpKind, offset: Option<u64>, data: &[u8]) -> Result<u64> {
+        let ino = self.ino;
+        let mut torn_err = None;
+        let r = self.file_op(kind, |st, fault| {
+            let at = match offset {
+                Some(o) => o,
+                None => st.fs.file(ino)?.cached.len() as u64,
+            };
+            let len = match fault.map(|f| f.mode) {
+                Some(FaultMode::Before) => {
+                    return Err(fault.map_or(ErrorKind::Io, |f| f.error.kind()));
+                }
+                Some(FaultMode::TornWrite) => {
+                    torn_err = fault;
+                    st.rng.below(data.len() as u64) as usize
+                }
+                Some(FaultMode::After) | None => data.len(),
+            };
+            let file = st.fs.file(ino)?;
+            let growth = (at + len as u64).saturating_sub(file.cached.len() as u64);
+            st.check_capacity(growth)?;
+            st.fs.file_mut(ino)?.write(at, &data[..len])?;
+            Ok(at)
+        });
+        if let (Err(e), Some(f)) = (&r, torn_err) {
+            // Keep the message honest: the prefix landed.
+            return Err(e
+                .clone()
+                .with_detail(format!("injected fault ({}): prefix written", f.mode)));
+        }
+        r
+    }
+}
+
+impl DurableFile for SimFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let ino = self.ino;
+        self.file_op(OpKind::Read, |st, fault| {
+            if let Some(f) = fault.filter(|f| f.mode != FaultMode::After) {
+                return Err(f.error.kind());
+            }
+            let data = &st.fs.file(ino)?.cached;
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(data.len());
+            let n = buf.len().min(data.len() - start);
+            buf[..n].copy_from_slice(&data[start..start + n]);
+            Ok(n)
+        })
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.write_common(OpKind::Write, Some(offset), data)
+            .map(|_| ())
+    }
+
+    fn append(&self, data: &[u8]) -> Result<u64> {
+        self.write_common(OpKind::Append, None, data)
+    }
+
+    fn len(&self) -> Result<u64> {
+        let ino = self.ino;
+        self.file_op(OpKind::Len, |st, fault| {
+            if let Some(f) = fault.filter(|f| f.mode != FaultMode::After) {
+                return Err(f.error.kind());
+            }
+            Ok(st.fs.file(ino)?.cached.len() as u64)
+        })
+    }
+
+    fn truncate(&self, len: u64) -> Result<()> {
+        let ino = self.ino;
+        self.file_op(OpKind::Truncate, |st, fault| {
+            if let Some(f) = fault.filter(|f| f.mode != FaultMode::After) {
+                return Err(f.error.kind());
+            }
+            let cur = st.fs.file(ino)?.cached.len() as u64;
+            st.check_capacity(len.saturating_sub(cur))?;
+            st.fs.file_mut(ino)?.truncate(len)
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        let ino = self.ino;
+        self.file_op(OpKind::SyncFile, |st, fault| {
+            let linux = st.linux();
+            let file = st.fs.file_mut(ino)?;
+            match fault.map(|f| f.mode) {
+                None | Some(FaultMode::After) => {
+                    file.flush();
+                    Ok(())
+                }
+                Some(FaultMode::Before | FaultMode::TornWrite) => {
+                    if linux {
+                        file.drop_dirty();
+                    }
+                    Err(fault.map_or(ErrorKind::Io, |f| f.error.kind()))
+                }
+            }
+        })
+    }
+}
+
+impl DurableStorage for SimStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn DurableFile>> {
+        let (ino, epoch, shown) = self.path_op(OpKind::Open, path, None, |st, parts, _| {
+            let err = |k| StorageError::new(OpKind::Open, path, k);
+            let (parent, name) = st.fs.resolve_parent(parts).map_err(err)?;
+            let existing = st.fs.dir(parent).map_err(err)?.cached.get(name).copied();
+            let ino = match (existing, mode) {
+                (Some(_), OpenMode::CreateNew) => return Err(err(ErrorKind::AlreadyExists)),
+                (Some(ino), _) => {
+                    if matches!(st.fs.get(ino), Some(Inode::Dir(_))) {
+                        return Err(err(ErrorKind::IsADirectory));
+                    }
+                    ino
+                }
+                (None, OpenMode::Read | OpenMode::ReadWrite) => {
+                    return Err(err(ErrorKind::NotFound));
+                }
+                (None, OpenMode::CreateNew | OpenMode::CreateOrOpen) => {
+                    let ino = st.fs.alloc(Inode::File(FileNode::default()));
+                    st.fs.dir_mut(parent).map_err(err)?.set(name, Some(ino));
+                    ino
+                }
+            };
+            Ok((ino, st.epoch, display(parts)))
+        })?;
+        Ok(Box::new(SimFile {
+            sim: self.clone(),
+            ino,
+            epoch,
+            path: path.to_path_buf(),
+            shown,
+            writable: mode.writable(),
+        }))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.path_op(OpKind::CreateDir, path, None, |st, parts, _| {
+            let err = |k| StorageError::new(OpKind::CreateDir, path, k);
+            let mut cur = fs::ROOT;
+            for (i, part) in parts.iter().enumerate() {
+                let dir = st.fs.dir(cur).map_err(err)?;
+                cur = match dir.cached.get(part).copied() {
+                    Some(child) => match st.fs.get(child) {
+                        Some(Inode::Dir(_)) => child,
+                        _ if i + 1 == parts.len() => return Err(err(ErrorKind::AlreadyExists)),
+                        _ => return Err(err(ErrorKind::NotADirectory)),
+                    },
+                    None => {
+                        let child = st.fs.alloc(Inode::Dir(DirNode::default()));
+                        st.fs.dir_mut(cur).map_err(err)?.set(part, Some(child));
+                        child
+                    }
+                };
+            }
+            Ok(())
+        })
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        self.path_op(OpKind::ListDir, path, None, |st, parts, _| {
+            let err = |k| StorageError::new(OpKind::ListDir, path, k);
+            let ino = st.fs.resolve(parts).map_err(err)?;
+            Ok(st
+                .fs
+                .dir(ino)
+                .map_err(err)?
+                .cached
+                .keys()
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        self.path_op(OpKind::RemoveFile, path, None, |st, parts, _| {
+            let err = |k| StorageError::new(OpKind::RemoveFile, path, k);
+            let (parent, name) = st.fs.resolve_parent(parts).map_err(err)?;
+            let ino = *st
+                .fs
+                .dir(parent)
+                .map_err(err)?
+                .cached
+                .get(name)
+                .ok_or(err(ErrorKind::NotFound))?;
+            if matches!(st.fs.get(ino), Some(Inode::Dir(_))) {
+                return Err(err(ErrorKind::IsADirectory));
+            }
+            st.fs.dir_mut(parent).map_err(err)?.set(name, None);
+            Ok(())
+        })
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.path_op(OpKind::Rename, from, Some(to), |st, src, dst| {
+            let err = |k| StorageError::new(OpKind::Rename, from, k);
+            let dst = dst.ok_or(err(ErrorKind::InvalidPath))?;
+            let (sp, sname) = st.fs.resolve_parent(src).map_err(err)?;
+            let ino = *st
+                .fs
+                .dir(sp)
+                .map_err(err)?
+                .cached
+                .get(sname)
+                .ok_or(err(ErrorKind::NotFound))?;
+            let (dp, dname) = st.fs.resolve_parent(dst).map_err(err)?;
+            if src == dst {
+                return Ok(());
+            }
+            let moving_dir = matches!(st.fs.get(ino), Some(Inode::Dir(_)));
+            if moving_dir && dst.starts_with(src) {
+                return Err(err(ErrorKind::InvalidPath));
+            }
+            if let Some(existing) = st.fs.dir(dp).map_err(err)?.cached.get(dname).copied() {
+                match (moving_dir, st.fs.get(existing)) {
+                    (false, Some(Inode::Dir(_))) => return Err(err(ErrorKind::IsADirectory)),
+                    (true, Some(Inode::File(_))) => return Err(err(ErrorKind::NotADirectory)),
+                    (true, Some(Inode::Dir(d))) if !d.cached.is_empty() => {
+                        return Err(err(ErrorKind::DirectoryNotEmpty));
+                    }
+                    _ => {}
+                }
+            }
+            st.fs.dir_mut(sp).map_err(err)?.set(sname, None);
+            st.fs.dir_mut(dp).map_err(err)?.set(dname, Some(ino));
+            Ok(())
+        })
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> Result<()> {
+        self.path_op(OpKind::RemoveDirAll, path, None, |st, parts, _| {
+            let err = |k| StorageError::new(OpKind::RemoveDirAll, path, k);
+            let (parent, name) = st.fs.resolve_parent(parts).map_err(err)?;
+            let ino = *st
+                .fs
+                .dir(parent)
+                .map_err(err)?
+                .cached
+                .get(name)
+                .ok_or(err(ErrorKind::NotFound))?;
+            st.fs.clear_tree(ino).map_err(err)?;
+            st.fs.dir_mut(parent).map_err(err)?.set(name, None);
+            Ok(())
+        })
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        self.path_op(OpKind::SyncDir, path, None, |st, parts, _| {
+            let err = |k| StorageError::new(OpKind::SyncDir, path, k);
+            let ino = st.fs.resolve(parts).map_err(err)?;
+            st.fs.dir_mut(ino).map_err(err)?.flush();
+            Ok(())
+        })
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        self.path_op(OpKind::Exists, path, None, |st, parts, _| {
+            match st.fs.resolve(parts) {
+                Ok(_) => Ok(true),
+                Err(ErrorKind::NotFound) => Ok(false),
+                Err(k) => Err(StorageError::new(OpKind::Exists, path, k)),
+            }
+        })
+    }
+}
