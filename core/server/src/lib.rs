@@ -1,1 +1,22 @@
-pub fn x() {}
+//! `sluice-server`: the engine (metadata, partitions, logs, offsets), its
+//! recovery, and the `sluice` binary.
+//!
+//! Layering (docs/adr/0001-architecture.md): callers → [`engine::Engine`] →
+//! [`partition::Partition`] → `sluice_storage::DurableStorage`. Nothing in this
+//! crate touches `std::fs`; every byte goes through the storage trait, so the
+//! simulator sees exactly what a disk would.
+
+pub mod clock;
+pub mod dirsync;
+pub mod engine;
+pub mod error;
+pub mod frame;
+pub mod identifier;
+pub mod layout;
+pub mod metadata;
+pub mod partition;
+pub mod slots;
+
+pub use engine::{Engine, EngineConfig, Partitioning, RecoveryReport, Sent};
+pub use error::{EngineError, Result};
+pub use identifier::Identifier;

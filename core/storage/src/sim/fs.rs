@@ -249,15 +249,24 @@ impl Fs {
         Ok((parent, name))
     }
 
-    /// Total cached bytes, for the simulated disk capacity.
+    /// Bytes of the files the cached view reaches, for the simulated disk
+    /// capacity: an unlinked file frees its space (as it does once its last
+    /// handle closes; the simulator does not count handles).
     pub fn used_bytes(&self) -> u64 {
-        self.inodes
-            .values()
-            .map(|n| match n {
-                Inode::File(f) => f.cached.len().max(f.durable.len()) as u64,
-                Inode::Dir(_) => 0,
-            })
-            .sum()
+        let mut total = 0u64;
+        let mut stack = vec![ROOT];
+        let mut seen = BTreeSet::new();
+        while let Some(ino) = stack.pop() {
+            if !seen.insert(ino) {
+                continue;
+            }
+            match self.inodes.get(&ino) {
+                Some(Inode::Dir(d)) => stack.extend(d.cached.values().copied()),
+                Some(Inode::File(f)) => total += f.cached.len() as u64,
+                None => {}
+            }
+        }
+        total
     }
 
     /// Empties a directory tree in the cached view, marking every removed name

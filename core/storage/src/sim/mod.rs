@@ -437,7 +437,7 @@ impl SimFile {
         let result = if st.epoch != self.epoch {
             Err(StorageError::new(kind, &self.path, ErrorKind::BadHandle)
                 .with_detail("handle opened before a crash"))
-        } else if kind.is_mutation() && !self.writable {
+        } else if kind.is_mutation() && kind != OpKind::SyncFile && !self.writable {
             Err(StorageError::new(kind, &self.path, ErrorKind::BadHandle)
                 .with_detail("handle is read-only"))
         } else {

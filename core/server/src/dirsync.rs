@@ -1,0 +1,134 @@
+//! Tracking which names in a directory are not yet durable, and making a
+//! directory sync mean what it says under Linux sync-failure semantics.
+//!
+//! Invariants:
+//! - Every create or remove of a name this process performs in the directory
+//!   is recorded until a directory sync *issued after it* succeeds.
+//! - After a failed directory sync the kernel may have dropped the dirty
+//!   entries (fsyncgate), so a successful retry proves nothing. Before the next
+//!   sync every unconfirmed change is therefore performed again: a created
+//!   name is renamed away and back, a removed name is created and removed.
+//!   Only then can the sync confirm them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameChange {
+    Created,
+    Removed,
+}
+
+/// Suffix of the temporary name used to re-dirty a created name.
+pub const REDIRTY_SUFFIX: &str = ".redirty";
+
+#[derive(Debug, Clone)]
+pub struct DirTracker {
+    dir: PathBuf,
+    unconfirmed: BTreeMap<String, NameChange>,
+    redirty: bool,
+}
+
+impl DirTracker {
+    pub fn new(dir: &Path) -> Self {
+        DirTracker {
+            dir: dir.to_path_buf(),
+            unconfirmed: BTreeMap::new(),
+            redirty: false,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn note(&mut self, name: &str, change: NameChange) {
+        self.unconfirmed.insert(name.to_string(), change);
+    }
+
+    /// Whether a change to `name` still awaits a directory sync.
+    pub fn is_unconfirmed(&self, name: &str) -> bool {
+        self.unconfirmed.contains_key(name)
+    }
+
+    pub fn has_unconfirmed(&self) -> bool {
+        !self.unconfirmed.is_empty()
+    }
+
+    /// Whether the last sync of this directory failed (and so changes must be redone).
+    pub fn needs_redirty(&self) -> bool {
+        self.redirty
+    }
+
+    /// Syncs the directory so every recorded change is durable.
+    pub fn sync(&mut self, storage: &dyn DurableStorage) -> Result<(), StorageError> {
+        if self.redirty {
+            for (name, change) in &self.unconfirmed {
+                redo(storage, &self.dir, name, *change)?;
+            }
+        }
+        match storage.sync_dir(&self.dir) {
+            Ok(()) => {
+                self.redirty = false;
+                self.unconfirmed.clear();
+                Ok(())
+            }
+            Err(e) => {
+                self.redirty = true;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Performs a name change again so it is dirty in the page cache.
+fn redo(
+    storage: &dyn DurableStorage,
+    dir: &Path,
+    name: &str,
+    change: NameChange,
+) -> Result<(), StorageError> {
+    let path = dir.join(name);
+    match change {
+        NameChange::Created => {
+            let aside = dir.join(format!("{name}{REDIRTY_SUFFIX}"));
+            match storage.rename(&path, &aside) {
+                Ok(()) => storage.rename(&aside, &path),
+                // Removed again since: nothing to make durable.
+                Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        NameChange::Removed => match storage.open(&path, OpenMode::CreateNew) {
+            Ok(file) => {
+                drop(file);
+                storage.remove_file(&path)
+            }
+            // Created again since (a fresh write): that name is not ours to remove.
+            Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// Recovery: a crash between the two renames of a re-dirty leaves
+/// `name.redirty`; move it back (or drop it if `name` exists again).
+pub fn repair_redirty_leftovers(
+    storage: &dyn DurableStorage,
+    dir: &Path,
+    names: &[String],
+) -> Result<(), StorageError> {
+    for leftover in names.iter().filter(|n| n.ends_with(REDIRTY_SUFFIX)) {
+        let base = &leftover[..leftover.len() - REDIRTY_SUFFIX.len()];
+        let from = dir.join(leftover);
+        if names.iter().any(|n| n == base) {
+            storage.remove_file(&from)?;
+        } else {
+            storage.rename(&from, &dir.join(base))?;
+        }
+        tracing::info!(dir = %dir.display(), name = base, "repaired an interrupted re-dirty rename");
+    }
+    Ok(())
+}

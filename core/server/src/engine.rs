@@ -1,0 +1,832 @@
+//! The engine: metadata plus every partition, and the operations users call.
+//!
+//! Data flows one way: a caller (HTTP, simulator, test) → `Engine` →
+//! `Partition` → `DurableStorage`. The engine is single-threaded (`&mut self`);
+//! the server serialises calls (docs/adr/0001-architecture.md).
+//!
+//! Invariants:
+//! - A metadata change is acknowledged only after `MetadataStore::save`
+//!   returned: on failure the in-memory metadata is rolled back, so memory never
+//!   claims a change the disk may not hold.
+//! - Directories a new partition needs are durable before the metadata that
+//!   names the partition is written; deleted resources are removed from disk
+//!   only after the metadata without them is durable.
+//! - `partitions` has exactly one entry per partition in `meta`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_storage::{DurableStorage, ErrorKind};
+
+use crate::clock::Clock;
+use crate::error::{EngineError, Result};
+use crate::identifier::Identifier;
+use crate::layout::{stream_dir, topic_dir};
+use crate::metadata::{
+    GroupMeta, Metadata, MetadataStore, PartitionKey, PartitionMeta, StreamMeta, TopicMeta,
+    TopicOptions,
+};
+use crate::partition::log::{Message, NewMessage};
+use crate::partition::offsets::OffsetKind;
+use crate::partition::{Consumer, Partition, PartitionRecovery, Polled, PollingStrategy};
+use sluice_storage::sim::SimRng;
+
+/// Ids assigned by the server start here (as in Iggy).
+pub const FIRST_ID: u32 = 1;
+pub const MAX_NAME_LEN: usize = 255;
+pub const MAX_PARTITIONS: u32 = 1000;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub data_dir: PathBuf,
+    /// Seeds server-assigned message ids.
+    pub seed: u64,
+}
+
+/// How a send picks its partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Partitioning {
+    Balanced,
+    PartitionId(u32),
+    MessagesKey(Vec<u8>),
+}
+
+/// The outcome of a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub partition_id: u32,
+    pub base_offset: u64,
+    pub count: u64,
+    pub durability: crate::metadata::Durability,
+}
+
+/// What start-up found, summed over all partitions.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub partitions: u64,
+    pub messages: u64,
+    pub consumer_offsets: u64,
+    pub group_offsets: u64,
+    /// Records of an older purge generation ignored (never seeded).
+    pub stale_records: u64,
+    pub corrupt_offset_records: u64,
+    pub tail_cuts: u64,
+    pub degraded: Vec<(PartitionKey, String)>,
+    pub per_partition: BTreeMap<PartitionKey, PartitionRecovery>,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    storage: Arc<dyn DurableStorage>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    store: MetadataStore,
+    meta: Metadata,
+    partitions: BTreeMap<PartitionKey, Partition>,
+    balance: BTreeMap<(u32, u32), u32>,
+    ids: SimRng,
+}
+
+fn check_name(what: &'static str, name: &str) -> Result<()> {
+    if name.trim().is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(EngineError::Invalid {
+            what,
+            reason: format!("name must be 1 to {MAX_NAME_LEN} bytes and not blank"),
+        });
+    }
+    if name.parse::<u32>().is_ok() {
+        return Err(EngineError::Invalid {
+            what,
+            reason: format!("name '{name}' is numeric and would be read as an id"),
+        });
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Opens (recovers) the engine on `config.data_dir`.
+    pub fn open(
+        storage: Arc<dyn DurableStorage>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> Result<(Engine, RecoveryReport)> {
+        storage.create_dir_all(&config.data_dir)?;
+        let store = MetadataStore::new(storage.clone(), &config.data_dir);
+        let meta = store.load()?.unwrap_or_default();
+        let mut engine = Engine {
+            ids: SimRng::new(config.seed),
+            storage,
+            clock,
+            store,
+            meta,
+            partitions: BTreeMap::new(),
+            balance: BTreeMap::new(),
+            config,
+        };
+        let report = engine.recover_partitions()?;
+        Ok((engine, report))
+    }
+
+    fn recover_partitions(&mut self) -> Result<RecoveryReport> {
+        let mut report = RecoveryReport::default();
+        for key in self.meta.partition_keys() {
+            let (options, generation) = self.partition_settings(key)?;
+            let partition = match Partition::recover(
+                self.storage.clone(),
+                &self.config.data_dir,
+                key,
+                options,
+                generation,
+            ) {
+                Ok((p, r)) => {
+                    report.messages += p.log().message_count();
+                    report.consumer_offsets += r.consumers.loaded;
+                    report.group_offsets += r.groups.loaded;
+                    report.stale_records += r.stale_records();
+                    report.corrupt_offset_records +=
+                        (r.consumers.corrupt.len() + r.groups.corrupt.len()) as u64;
+                    report.tail_cuts += r.log.tail_cuts.len() as u64;
+                    report.per_partition.insert(key, r);
+                    p
+                }
+                Err(e @ EngineError::CorruptFile { .. }) => {
+                    tracing::error!(partition = %key, error = %e, "partition degraded at recovery");
+                    report.degraded.push((key, e.to_string()));
+                    Partition::degraded(
+                        self.storage.clone(),
+                        &self.config.data_dir,
+                        key,
+                        options,
+                        generation,
+                        e.to_string(),
+                    )
+                }
+                Err(e) => return Err(e),
+            };
+            self.partitions.insert(key, partition);
+            report.partitions += 1;
+        }
+        if report.stale_records > 0 {
+            tracing::info!(
+                stale_records = report.stale_records,
+                "ignored records of purged generations at recovery"
+            );
+        }
+        Ok(report)
+    }
+
+    fn partition_settings(&self, key: PartitionKey) -> Result<(TopicOptions, u64)> {
+        let topic = self
+            .meta
+            .topic(key.stream, key.topic)
+            .ok_or_else(|| EngineError::Internal(format!("no topic for {key}")))?;
+        let p = topic
+            .partitions
+            .get(&key.partition)
+            .ok_or_else(|| EngineError::Internal(format!("no partition {key}")))?;
+        Ok((topic.options, p.committed_generation))
+    }
+
+    pub fn storage(&self) -> &Arc<dyn DurableStorage> {
+        &self.storage
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    pub fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+
+    pub fn partition(&self, key: PartitionKey) -> Option<&Partition> {
+        self.partitions.get(&key)
+    }
+
+    pub fn partitions(&self) -> impl Iterator<Item = &Partition> {
+        self.partitions.values()
+    }
+
+    /// Applies `change` to a copy of the metadata and commits it durably; the
+    /// in-memory metadata changes only if the commit succeeded.
+    fn commit<T>(&mut self, change: impl FnOnce(&mut Metadata) -> Result<T>) -> Result<T> {
+        let mut next = self.meta.clone();
+        let out = change(&mut next)?;
+        next.version = self.meta.version + 1;
+        self.store.save(&next)?;
+        self.meta = next;
+        Ok(out)
+    }
+
+    // ---- lookups -------------------------------------------------------
+
+    pub fn resolve_stream(&self, id: &Identifier) -> Result<u32> {
+        self.meta
+            .streams
+            .values()
+            .find(|s| id.matches(s.id, &s.name))
+            .map(|s| s.id)
+            .ok_or_else(|| EngineError::StreamNotFound(id.clone()))
+    }
+
+    pub fn resolve_topic(&self, stream: &Identifier, topic: &Identifier) -> Result<(u32, u32)> {
+        let s = self.resolve_stream(stream)?;
+        self.meta.streams[&s]
+            .topics
+            .values()
+            .find(|t| topic.matches(t.id, &t.name))
+            .map(|t| (s, t.id))
+            .ok_or_else(|| EngineError::TopicNotFound {
+                stream: stream.clone(),
+                topic: topic.clone(),
+            })
+    }
+
+    pub fn stream(&self, id: &Identifier) -> Result<&StreamMeta> {
+        let s = self.resolve_stream(id)?;
+        Ok(&self.meta.streams[&s])
+    }
+
+    pub fn streams(&self) -> impl Iterator<Item = &StreamMeta> {
+        self.meta.streams.values()
+    }
+
+    pub fn topic(&self, stream: &Identifier, topic: &Identifier) -> Result<&TopicMeta> {
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        Ok(&self.meta.streams[&s].topics[&t])
+    }
+
+    fn partition_mut(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+    ) -> Result<&mut Partition> {
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        let key = PartitionKey {
+            stream: s,
+            topic: t,
+            partition,
+        };
+        self.partitions
+            .get_mut(&key)
+            .ok_or(EngineError::PartitionNotFound {
+                stream: s,
+                topic: t,
+                partition,
+            })
+    }
+
+    /// Messages and bytes stored in a topic's partitions.
+    pub fn topic_stats(&self, stream: u32, topic: u32) -> (u64, u64) {
+        self.partitions
+            .range(
+                PartitionKey {
+                    stream,
+                    topic,
+                    partition: 0,
+                }..=PartitionKey {
+                    stream,
+                    topic,
+                    partition: u32::MAX,
+                },
+            )
+            .fold((0, 0), |(m, b), (_, p)| {
+                (m + p.log().message_count(), b + p.log().size_bytes())
+            })
+    }
+
+    // ---- streams -------------------------------------------------------
+
+    pub fn create_stream(&mut self, id: Option<u32>, name: &str) -> Result<StreamMeta> {
+        check_name("stream name", name)?;
+        let now = self.clock.now_micros();
+        self.commit(|m| {
+            if m.streams.values().any(|s| s.name == name) {
+                return Err(EngineError::NameTaken {
+                    kind: "stream",
+                    name: name.into(),
+                });
+            }
+            let id = match id {
+                Some(id) if m.streams.contains_key(&id) => {
+                    return Err(EngineError::IdTaken { kind: "stream", id });
+                }
+                Some(id) => id,
+                None => m.streams.keys().next_back().map_or(FIRST_ID, |k| k + 1),
+            };
+            let s = StreamMeta {
+                id,
+                name: name.to_string(),
+                created_at: now,
+                topics: BTreeMap::new(),
+            };
+            m.streams.insert(id, s.clone());
+            Ok(s)
+        })
+    }
+
+    pub fn update_stream(&mut self, id: &Identifier, name: &str) -> Result<()> {
+        check_name("stream name", name)?;
+        let s = self.resolve_stream(id)?;
+        self.commit(|m| {
+            if m.streams.values().any(|x| x.name == name && x.id != s) {
+                return Err(EngineError::NameTaken {
+                    kind: "stream",
+                    name: name.into(),
+                });
+            }
+            if let Some(st) = m.streams.get_mut(&s) {
+                st.name = name.to_string();
+            }
+            Ok(())
+        })
+    }
+
+    pub fn delete_stream(&mut self, id: &Identifier) -> Result<()> {
+        let s = self.resolve_stream(id)?;
+        self.commit(|m| {
+            m.streams.remove(&s);
+            Ok(())
+        })?;
+        self.partitions.retain(|k, _| k.stream != s);
+        self.balance.retain(|k, _| k.0 != s);
+        self.remove_tree(&stream_dir(&self.config.data_dir, s));
+        Ok(())
+    }
+
+    /// Best-effort removal of a deleted resource's files: the metadata no
+    /// longer names them, so a leftover is garbage, never data.
+    fn remove_tree(&self, dir: &Path) {
+        match self.storage.remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove a deleted resource's files")
+            }
+        }
+        if let Some(parent) = dir.parent()
+            && let Err(e) = self.storage.sync_dir(parent)
+        {
+            tracing::warn!(dir = %parent.display(), error = %e, "directory sync after removal failed");
+        }
+    }
+
+    // ---- topics --------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_topic(
+        &mut self,
+        stream: &Identifier,
+        id: Option<u32>,
+        name: &str,
+        partitions: u32,
+        options: TopicOptions,
+        message_expiry: u64,
+        max_topic_size: u64,
+        replication_factor: u8,
+    ) -> Result<TopicMeta> {
+        check_name("topic name", name)?;
+        if partitions > MAX_PARTITIONS {
+            return Err(EngineError::Invalid {
+                what: "partitions_count",
+                reason: format!("{partitions} exceeds the limit of {MAX_PARTITIONS}"),
+            });
+        }
+        let s = self.resolve_stream(stream)?;
+        let st = &self.meta.streams[&s];
+        if st.topics.values().any(|t| t.name == name) {
+            return Err(EngineError::NameTaken {
+                kind: "topic",
+                name: name.into(),
+            });
+        }
+        let id = match id {
+            Some(id) if st.topics.contains_key(&id) => {
+                return Err(EngineError::IdTaken { kind: "topic", id });
+            }
+            Some(id) => id,
+            None => st.topics.keys().next_back().map_or(FIRST_ID, |k| k + 1),
+        };
+        let now = self.clock.now_micros();
+        let topic = TopicMeta {
+            id,
+            name: name.to_string(),
+            created_at: now,
+            options,
+            message_expiry,
+            max_topic_size,
+            replication_factor: replication_factor.max(1),
+            partitions: BTreeMap::new(),
+            groups: BTreeMap::new(),
+        };
+        let ids: Vec<u32> = (FIRST_ID..FIRST_ID + partitions).collect();
+        let created = self.create_partition_dirs(s, &topic, &ids)?;
+        let committed = self.commit(|m| {
+            let mut topic = topic.clone();
+            for &p in &ids {
+                topic.partitions.insert(
+                    p,
+                    PartitionMeta {
+                        id: p,
+                        created_at: now,
+                        committed_generation: 0,
+                    },
+                );
+            }
+            if let Some(st) = m.streams.get_mut(&s) {
+                st.topics.insert(id, topic.clone());
+            }
+            Ok(topic)
+        })?;
+        for p in created {
+            self.partitions.insert(p.key, p);
+        }
+        Ok(committed)
+    }
+
+    /// Creates and durably links partition directories before metadata names them.
+    fn create_partition_dirs(
+        &self,
+        s: u32,
+        topic: &TopicMeta,
+        ids: &[u32],
+    ) -> Result<Vec<Partition>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for &p in ids {
+            let key = PartitionKey {
+                stream: s,
+                topic: topic.id,
+                partition: p,
+            };
+            out.push(Partition::create(
+                self.storage.clone(),
+                &self.config.data_dir,
+                key,
+                topic.options,
+            )?);
+        }
+        // New names up the tree: partitions/, the topic, topics/, the stream, streams/, data dir.
+        let tdir = topic_dir(&self.config.data_dir, s, topic.id);
+        self.storage.create_dir_all(&tdir.join("partitions"))?;
+        let mut dir = tdir.join("partitions");
+        loop {
+            self.storage.sync_dir(&dir)?;
+            if dir == self.config.data_dir {
+                break;
+            }
+            match dir.parent() {
+                Some(parent) => dir = parent.to_path_buf(),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn update_topic(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        name: &str,
+        message_expiry: u64,
+        max_topic_size: u64,
+    ) -> Result<()> {
+        check_name("topic name", name)?;
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        self.commit(|m| {
+            let st = m
+                .streams
+                .get_mut(&s)
+                .ok_or_else(|| EngineError::Internal("stream vanished".into()))?;
+            if st.topics.values().any(|x| x.name == name && x.id != t) {
+                return Err(EngineError::NameTaken {
+                    kind: "topic",
+                    name: name.into(),
+                });
+            }
+            if let Some(tp) = st.topics.get_mut(&t) {
+                tp.name = name.to_string();
+                tp.message_expiry = message_expiry;
+                tp.max_topic_size = max_topic_size;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn delete_topic(&mut self, stream: &Identifier, topic: &Identifier) -> Result<()> {
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        self.commit(|m| {
+            if let Some(st) = m.streams.get_mut(&s) {
+                st.topics.remove(&t);
+            }
+            Ok(())
+        })?;
+        self.partitions
+            .retain(|k, _| !(k.stream == s && k.topic == t));
+        self.balance.remove(&(s, t));
+        self.remove_tree(&topic_dir(&self.config.data_dir, s, t));
+        Ok(())
+    }
+
+    pub fn create_partitions(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        count: u32,
+    ) -> Result<Vec<u32>> {
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        let tm = self.meta.streams[&s].topics[&t].clone();
+        let have = tm.partitions.len() as u32;
+        if count == 0 || have + count > MAX_PARTITIONS {
+            return Err(EngineError::Invalid {
+                what: "partitions_count",
+                reason: format!(
+                    "must be 1 or more, and at most {MAX_PARTITIONS} in all (the topic has {have})"
+                ),
+            });
+        }
+        let first = tm.partitions.keys().next_back().map_or(FIRST_ID, |k| k + 1);
+        let ids: Vec<u32> = (first..first + count).collect();
+        let created = self.create_partition_dirs(s, &tm, &ids)?;
+        let now = self.clock.now_micros();
+        self.commit(|m| {
+            if let Some(tp) = m.streams.get_mut(&s).and_then(|st| st.topics.get_mut(&t)) {
+                for &p in &ids {
+                    tp.partitions.insert(
+                        p,
+                        PartitionMeta {
+                            id: p,
+                            created_at: now,
+                            committed_generation: 0,
+                        },
+                    );
+                }
+            }
+            Ok(())
+        })?;
+        for p in created {
+            self.partitions.insert(p.key, p);
+        }
+        Ok(ids)
+    }
+
+    /// Deletes the last `count` partitions of a topic.
+    pub fn delete_partitions(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        count: u32,
+    ) -> Result<Vec<u32>> {
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        let ids: Vec<u32> = self.meta.streams[&s].topics[&t]
+            .partitions
+            .keys()
+            .rev()
+            .take(count as usize)
+            .copied()
+            .collect();
+        if count == 0 || ids.len() < count as usize {
+            return Err(EngineError::Invalid {
+                what: "partitions_count",
+                reason: format!("cannot delete {count} of {} partitions", ids.len()),
+            });
+        }
+        self.commit(|m| {
+            if let Some(tp) = m.streams.get_mut(&s).and_then(|st| st.topics.get_mut(&t)) {
+                for p in &ids {
+                    tp.partitions.remove(p);
+                }
+            }
+            Ok(())
+        })?;
+        for &p in &ids {
+            let key = PartitionKey {
+                stream: s,
+                topic: t,
+                partition: p,
+            };
+            if let Some(part) = self.partitions.remove(&key) {
+                self.remove_tree(&part.paths.root);
+            }
+        }
+        Ok(ids)
+    }
+
+    // ---- consumer groups -----------------------------------------------
+
+    pub fn create_group(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        id: Option<u32>,
+        name: &str,
+    ) -> Result<GroupMeta> {
+        check_name("consumer group name", name)?;
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        let now = self.clock.now_micros();
+        self.commit(|m| {
+            let tp = m
+                .streams
+                .get_mut(&s)
+                .and_then(|st| st.topics.get_mut(&t))
+                .ok_or_else(|| EngineError::Internal("topic vanished".into()))?;
+            if tp.groups.values().any(|g| g.name == name) {
+                return Err(EngineError::NameTaken {
+                    kind: "consumer group",
+                    name: name.into(),
+                });
+            }
+            let id = match id {
+                Some(id) if tp.groups.contains_key(&id) => {
+                    return Err(EngineError::IdTaken {
+                        kind: "consumer group",
+                        id,
+                    });
+                }
+                Some(id) => id,
+                None => tp.groups.keys().next_back().map_or(FIRST_ID, |k| k + 1),
+            };
+            let g = GroupMeta {
+                id,
+                name: name.to_string(),
+                created_at: now,
+            };
+            tp.groups.insert(id, g.clone());
+            Ok(g)
+        })
+    }
+
+    pub fn group(
+        &self,
+        stream: &Identifier,
+        topic: &Identifier,
+        group: &Identifier,
+    ) -> Result<&GroupMeta> {
+        let tm = self.topic(stream, topic)?;
+        tm.groups
+            .values()
+            .find(|g| group.matches(g.id, &g.name))
+            .ok_or_else(|| EngineError::GroupNotFound(group.clone()))
+    }
+
+    /// Deletes a group and its offsets in every partition of the topic.
+    pub fn delete_group(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        group: &Identifier,
+    ) -> Result<()> {
+        let gid = self.group(stream, topic, group)?.id;
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        self.commit(|m| {
+            if let Some(tp) = m.streams.get_mut(&s).and_then(|st| st.topics.get_mut(&t)) {
+                tp.groups.remove(&gid);
+            }
+            Ok(())
+        })?;
+        let keys: Vec<PartitionKey> = self
+            .partitions
+            .keys()
+            .filter(|k| k.stream == s && k.topic == t)
+            .copied()
+            .collect();
+        for key in keys {
+            if let Some(p) = self.partitions.get_mut(&key)
+                && let Err(e) = p.delete_offset(Consumer::group(gid))
+            {
+                tracing::warn!(partition = %key, group = gid, error = %e, "could not delete a deleted group's offset");
+            }
+        }
+        Ok(())
+    }
+
+    // ---- messages ------------------------------------------------------
+
+    fn pick_partition(&mut self, s: u32, t: u32, partitioning: &Partitioning) -> Result<u32> {
+        let ids: Vec<u32> = self.meta.streams[&s].topics[&t]
+            .partitions
+            .keys()
+            .copied()
+            .collect();
+        if ids.is_empty() {
+            return Err(EngineError::Invalid {
+                what: "partitioning",
+                reason: "the topic has no partitions".into(),
+            });
+        }
+        Ok(match partitioning {
+            Partitioning::PartitionId(p) => *p,
+            Partitioning::Balanced => {
+                let next = self.balance.entry((s, t)).or_insert(0);
+                let id = ids[*next as usize % ids.len()];
+                *next = next.wrapping_add(1);
+                id
+            }
+            Partitioning::MessagesKey(key) => ids[crc32c::crc32c(key) as usize % ids.len()],
+        })
+    }
+
+    pub fn send(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partitioning: &Partitioning,
+        messages: Vec<NewMessage>,
+    ) -> Result<Sent> {
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        let partition_id = self.pick_partition(s, t, partitioning)?;
+        let now = self.clock.now_micros();
+        let stored: Vec<Message> = messages
+            .into_iter()
+            .map(|m| Message {
+                offset: 0,
+                timestamp: now,
+                id: if m.id == 0 {
+                    (u128::from(self.ids.next_u64()) << 64 | u128::from(self.ids.next_u64())).max(1)
+                } else {
+                    m.id
+                },
+                checksum: crc32c::crc32c(&m.payload),
+                headers: m.headers,
+                payload: m.payload,
+            })
+            .collect();
+        let p = self.partition_mut(stream, topic, partition_id)?;
+        let durability = p.options().durability;
+        let (base_offset, count) = p.append(stored)?;
+        Ok(Sent {
+            partition_id,
+            base_offset,
+            count,
+            durability,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn poll(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+        strategy: PollingStrategy,
+        count: u64,
+        auto_commit: bool,
+    ) -> Result<Polled> {
+        self.check_group(stream, topic, consumer)?;
+        self.partition_mut(stream, topic, partition)?
+            .poll(consumer, strategy, count, auto_commit)
+    }
+
+    fn check_group(
+        &self,
+        stream: &Identifier,
+        topic: &Identifier,
+        consumer: Consumer,
+    ) -> Result<()> {
+        if consumer.kind == OffsetKind::Group {
+            self.group(stream, topic, &Identifier::Numeric(consumer.id))?;
+        }
+        Ok(())
+    }
+
+    pub fn store_offset(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+        offset: u64,
+    ) -> Result<()> {
+        self.check_group(stream, topic, consumer)?;
+        self.partition_mut(stream, topic, partition)?
+            .store_offset(consumer, offset)
+    }
+
+    /// `(current_offset, stored_offset)`; `None` when the consumer has no stored offset.
+    pub fn get_offset(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+    ) -> Result<Option<(u64, u64)>> {
+        self.check_group(stream, topic, consumer)?;
+        let p = self.partition_mut(stream, topic, partition)?;
+        let current = p.log().last_offset().unwrap_or(0);
+        Ok(p.stored_offset(consumer)?.map(|o| (current, o)))
+    }
+
+    pub fn delete_offset(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+    ) -> Result<bool> {
+        self.check_group(stream, topic, consumer)?;
+        self.partition_mut(stream, topic, partition)?
+            .delete_offset(consumer)
+    }
+}

@@ -1,0 +1,49 @@
+//! Engine errors: typed, and each names what it is about.
+
+use std::path::PathBuf;
+
+use sluice_storage::StorageError;
+
+use crate::identifier::Identifier;
+use crate::metadata::PartitionKey;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("stream {0} not found")]
+    StreamNotFound(Identifier),
+    #[error("topic {topic} not found in stream {stream}")]
+    TopicNotFound {
+        stream: Identifier,
+        topic: Identifier,
+    },
+    #[error("partition {partition} not found in topic {topic} of stream {stream}")]
+    PartitionNotFound {
+        stream: u32,
+        topic: u32,
+        partition: u32,
+    },
+    #[error("consumer group {0} not found")]
+    GroupNotFound(Identifier),
+    #[error("{kind} name '{name}' is already taken")]
+    NameTaken { kind: &'static str, name: String },
+    #[error("{kind} id {id} is already taken")]
+    IdTaken { kind: &'static str, id: u32 },
+    #[error("invalid {what}: {reason}")]
+    Invalid { what: &'static str, reason: String },
+    #[error("offset {offset} is beyond the partition's current offset{}", match current { Some(c) => format!(" {c}"), None => " (the partition is empty)".to_string() })]
+    OffsetOutOfRange { offset: u64, current: Option<u64> },
+    #[error("partition {key} is degraded and refuses reads and writes: {reason}")]
+    Degraded { key: PartitionKey, reason: String },
+    #[error("corrupt file {}: at offset {offset}: {reason}", path.display())]
+    CorruptFile {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -1,0 +1,278 @@
+//! Record framing: every record sluice writes is `header ‖ payload`.
+//!
+//! ```text
+//! offset size field
+//!  0     4    magic          identifies the record kind (b"SLMD", b"SLBT", ...)
+//!  4     2    version        payload format version, little endian
+//!  6     2    flags          reserved, 0
+//!  8     4    payload_len    little endian, bounded per record kind
+//! 12     4    payload_crc    CRC32C of the payload
+//! 16     4    header_crc     CRC32C of bytes 0..16
+//! 20     n    payload        bincode 2.0.1 (serde API, standard config)
+//! ```
+//!
+//! Invariants:
+//! - A record is accepted only if the magic, both checksums, the version and
+//!   the length bound all hold; nothing else in sluice interprets raw bytes.
+//! - The header has its own checksum, so a corrupt length can never make a
+//!   reader allocate or skip an absurd amount, and a reader can tell a torn
+//!   tail (bad header) from a damaged payload followed by valid records.
+//! - The codec (bincode) sits only behind this module: swapping it changes
+//!   the version number, not the framing (docs/adr/0004-record-framing.md).
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub const HEADER_LEN: usize = 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Magic(pub [u8; 4]);
+
+impl Magic {
+    pub const METADATA: Magic = Magic(*b"SLMD");
+    pub const BATCH: Magic = Magic(*b"SLBT");
+    pub const OFFSET: Magic = Magic(*b"SLOF");
+    pub const OBLIGATION: Magic = Magic(*b"SLOB");
+    pub const INDEX: Magic = Magic(*b"SLIX");
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("truncated record: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    #[error("bad magic {found:02x?}, expected {expected:02x?}")]
+    BadMagic { found: [u8; 4], expected: [u8; 4] },
+    #[error("header checksum mismatch")]
+    BadHeaderChecksum,
+    #[error("payload of {len} bytes exceeds the limit of {max}")]
+    TooLarge { len: usize, max: usize },
+    #[error("payload checksum mismatch")]
+    BadPayloadChecksum,
+    #[error("unsupported format version {found} (this build reads {expected})")]
+    UnsupportedVersion { found: u16, expected: u16 },
+    #[error("payload does not decode: {0}")]
+    Decode(String),
+    #[error("record does not encode: {0}")]
+    Encode(String),
+}
+
+impl FrameError {
+    /// A torn write (or a record never written) rather than damage to a whole record.
+    pub fn is_torn(&self) -> bool {
+        matches!(self, FrameError::Truncated { .. })
+    }
+}
+
+/// A validated header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub version: u16,
+    pub payload_len: usize,
+    pub payload_crc: u32,
+}
+
+impl Header {
+    pub fn frame_len(&self) -> usize {
+        HEADER_LEN + self.payload_len
+    }
+}
+
+/// The largest payload any record kind may declare; per-kind bounds are smaller.
+pub const MAX_PAYLOAD: usize = 64 << 20;
+
+type Config = bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<MAX_PAYLOAD>,
+>;
+
+/// bincode's own limit is a second guard: no length field inside a payload can
+/// make the decoder claim more than `MAX_PAYLOAD` bytes.
+fn config() -> Config {
+    bincode::config::standard().with_limit::<MAX_PAYLOAD>()
+}
+
+/// Encodes `value` as one framed record.
+pub fn encode<T: Serialize>(magic: Magic, version: u16, value: &T) -> Result<Vec<u8>, FrameError> {
+    let mut out = vec![0u8; HEADER_LEN];
+    bincode::serde::encode_into_std_write(value, &mut out, config())
+        .map_err(|e| FrameError::Encode(e.to_string()))?;
+    let payload_len = out.len() - HEADER_LEN;
+    let len32 = u32::try_from(payload_len).map_err(|_| FrameError::TooLarge {
+        len: payload_len,
+        max: u32::MAX as usize,
+    })?;
+    let payload_crc = crc32c::crc32c(&out[HEADER_LEN..]);
+    out[0..4].copy_from_slice(&magic.0);
+    out[4..6].copy_from_slice(&version.to_le_bytes());
+    out[6..8].copy_from_slice(&0u16.to_le_bytes());
+    out[8..12].copy_from_slice(&len32.to_le_bytes());
+    out[12..16].copy_from_slice(&payload_crc.to_le_bytes());
+    let header_crc = crc32c::crc32c(&out[0..16]);
+    out[16..20].copy_from_slice(&header_crc.to_le_bytes());
+    Ok(out)
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a)
+}
+
+/// Validates a header (the first `HEADER_LEN` bytes of `bytes`).
+pub fn decode_header(magic: Magic, bytes: &[u8], max_payload: usize) -> Result<Header, FrameError> {
+    if bytes.len() < HEADER_LEN {
+        return Err(FrameError::Truncated {
+            need: HEADER_LEN,
+            have: bytes.len(),
+        });
+    }
+    let mut found = [0u8; 4];
+    found.copy_from_slice(&bytes[0..4]);
+    if found != magic.0 {
+        return Err(FrameError::BadMagic {
+            found,
+            expected: magic.0,
+        });
+    }
+    if crc32c::crc32c(&bytes[0..16]) != le_u32(&bytes[16..20]) {
+        return Err(FrameError::BadHeaderChecksum);
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    let payload_len = le_u32(&bytes[8..12]) as usize;
+    if payload_len > max_payload {
+        return Err(FrameError::TooLarge {
+            len: payload_len,
+            max: max_payload,
+        });
+    }
+    Ok(Header {
+        version,
+        payload_len,
+        payload_crc: le_u32(&bytes[12..16]),
+    })
+}
+
+/// Checks a payload against its header and decodes it.
+pub fn decode_payload<T: DeserializeOwned>(
+    header: &Header,
+    expected_version: u16,
+    payload: &[u8],
+) -> Result<T, FrameError> {
+    if payload.len() < header.payload_len {
+        return Err(FrameError::Truncated {
+            need: header.frame_len(),
+            have: HEADER_LEN + payload.len(),
+        });
+    }
+    let payload = &payload[..header.payload_len];
+    if crc32c::crc32c(payload) != header.payload_crc {
+        return Err(FrameError::BadPayloadChecksum);
+    }
+    if header.version != expected_version {
+        return Err(FrameError::UnsupportedVersion {
+            found: header.version,
+            expected: expected_version,
+        });
+    }
+    let (value, used) = bincode::serde::decode_from_slice(payload, config())
+        .map_err(|e| FrameError::Decode(e.to_string()))?;
+    if used != payload.len() {
+        return Err(FrameError::Decode(format!(
+            "{} trailing bytes after the record",
+            payload.len() - used
+        )));
+    }
+    Ok(value)
+}
+
+/// Decodes one whole record at the start of `bytes`; returns it and its length.
+pub fn decode<T: DeserializeOwned>(
+    magic: Magic,
+    expected_version: u16,
+    bytes: &[u8],
+    max_payload: usize,
+) -> Result<(T, usize), FrameError> {
+    let header = decode_header(magic, bytes, max_payload)?;
+    let value = decode_payload(&header, expected_version, &bytes[HEADER_LEN..])?;
+    Ok((value, header.frame_len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Rec {
+        a: u64,
+        b: String,
+    }
+
+    fn rec() -> Vec<u8> {
+        encode(
+            Magic::OFFSET,
+            1,
+            &Rec {
+                a: 7,
+                b: "x".into(),
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn round_trip() {
+        let bytes = rec();
+        let (r, n): (Rec, usize) = decode(Magic::OFFSET, 1, &bytes, 1024).unwrap();
+        assert_eq!(
+            r,
+            Rec {
+                a: 7,
+                b: "x".into()
+            }
+        );
+        assert_eq!(n, bytes.len());
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_detected() {
+        let bytes = rec();
+        for i in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            assert!(
+                decode::<Rec>(Magic::OFFSET, 1, &b, 1024).is_err(),
+                "bit {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_reported_as_torn_or_rejected() {
+        let bytes = rec();
+        for n in 0..bytes.len() {
+            let err = decode::<Rec>(Magic::OFFSET, 1, &bytes[..n], 1024).unwrap_err();
+            assert!(err.is_torn(), "{n}: {err}");
+        }
+    }
+
+    #[test]
+    fn wrong_version_and_oversize_are_typed_errors() {
+        let bytes = rec();
+        assert!(matches!(
+            decode::<Rec>(Magic::OFFSET, 2, &bytes, 1024),
+            Err(FrameError::UnsupportedVersion {
+                found: 1,
+                expected: 2
+            })
+        ));
+        assert!(matches!(
+            decode::<Rec>(Magic::OFFSET, 1, &bytes, 2),
+            Err(FrameError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            decode::<Rec>(Magic::BATCH, 1, &bytes, 1024),
+            Err(FrameError::BadMagic { .. })
+        ));
+    }
+}

@@ -1,0 +1,81 @@
+//! Where every file lives. The one place that turns ids into paths.
+//!
+//! ```text
+//! <data>/metadata                                   streams, topics, partitions, generations
+//! <data>/streams/<s>/topics/<t>/partitions/<p>/
+//!     segments/<generation:020>-<base_offset:020>.log   message batches
+//!     segments/<generation:020>-<base_offset:020>.idx   sparse index
+//!     consumers/<consumer_id>                         consumer offset (two slots)
+//!     groups/<group_id>                               consumer-group offset (two slots)
+//!     purge.obligation                                purge cleanup obligation (two slots)
+//! ```
+//! Generation and base offset are zero-padded so a directory listing (sorted
+//! bytewise) is already in (generation, offset) order.
+
+use std::path::{Path, PathBuf};
+
+use crate::metadata::PartitionKey;
+
+#[derive(Debug, Clone)]
+pub struct PartitionPaths {
+    pub root: PathBuf,
+    pub segments: PathBuf,
+    pub consumers: PathBuf,
+    pub groups: PathBuf,
+    pub obligation: PathBuf,
+}
+
+pub fn topic_dir(data: &Path, stream: u32, topic: u32) -> PathBuf {
+    stream_dir(data, stream)
+        .join("topics")
+        .join(topic.to_string())
+}
+
+pub fn stream_dir(data: &Path, stream: u32) -> PathBuf {
+    data.join("streams").join(stream.to_string())
+}
+
+impl PartitionPaths {
+    pub fn new(data: &Path, key: PartitionKey) -> Self {
+        let root = topic_dir(data, key.stream, key.topic)
+            .join("partitions")
+            .join(key.partition.to_string());
+        PartitionPaths {
+            segments: root.join("segments"),
+            consumers: root.join("consumers"),
+            groups: root.join("groups"),
+            obligation: root.join("purge.obligation"),
+            root,
+        }
+    }
+}
+
+/// A segment's file names.
+pub fn segment_name(generation: u64, base_offset: u64, ext: &str) -> String {
+    format!("{generation:020}-{base_offset:020}.{ext}")
+}
+
+/// Parses `<generation>-<base_offset>.<ext>`.
+pub fn parse_segment_name(name: &str) -> Option<(u64, u64, &str)> {
+    let (stem, ext) = name.rsplit_once('.')?;
+    let (g, b) = stem.split_once('-')?;
+    if g.len() != 20 || b.len() != 20 {
+        return None;
+    }
+    Some((g.parse().ok()?, b.parse().ok()?, ext))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_round_trip_and_sort_by_generation_then_offset() {
+        let a = segment_name(2, 100, "log");
+        assert_eq!(parse_segment_name(&a), Some((2, 100, "log")));
+        assert!(segment_name(1, 999, "log") < segment_name(2, 0, "log"));
+        assert!(segment_name(2, 9, "log") < segment_name(2, 10, "log"));
+        assert_eq!(parse_segment_name("garbage.log"), None);
+        assert_eq!(parse_segment_name("1-2.log"), None);
+    }
+}

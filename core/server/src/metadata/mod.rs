@@ -1,0 +1,7 @@
+//! Streams, topics, partitions and consumer groups, and their durable store.
+
+mod model;
+mod store;
+
+pub use model::*;
+pub use store::{METADATA_VERSION, MetadataStore};

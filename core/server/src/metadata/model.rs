@@ -1,0 +1,161 @@
+//! The metadata model: streams → topics → partitions (and consumer groups).
+//!
+//! Invariants:
+//! - Ids are unique within their parent; names are unique within their parent
+//!   (streams globally, topics per stream, groups per topic). Both are checked
+//!   by the engine before a change is persisted.
+//! - `PartitionMeta::committed_generation` only grows. It is the purge commit
+//!   point: once a metadata write carrying generation G is durable, every
+//!   record of an older generation in that partition is dead.
+//! - Maps are `BTreeMap`s: listings and encodings have one order.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// When a write is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum Durability {
+    /// Acknowledged once in the page cache: survives a process crash.
+    #[default]
+    Buffered,
+    /// Acknowledged after the file sync (and the directory sync for a new or
+    /// removed name): survives power loss.
+    Persisted,
+}
+
+impl Durability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Buffered => "buffered",
+            Durability::Persisted => "persisted",
+        }
+    }
+
+    pub fn is_persisted(self) -> bool {
+        self == Durability::Persisted
+    }
+}
+
+/// Per-topic options, fixed at creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicOptions {
+    /// For message appends.
+    pub durability: Durability,
+    /// For consumer and group offset stores and deletes.
+    pub consumer_offset_durability: Durability,
+    /// A segment is sealed and a new one started once it reaches this size.
+    pub segment_size: u64,
+}
+
+pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
+
+impl Default for TopicOptions {
+    fn default() -> Self {
+        TopicOptions {
+            durability: Durability::Buffered,
+            consumer_offset_durability: Durability::Buffered,
+            segment_size: DEFAULT_SEGMENT_SIZE,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionMeta {
+    pub id: u32,
+    pub created_at: u64,
+    /// The purge generation whose history this partition serves.
+    pub committed_generation: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupMeta {
+    pub id: u32,
+    pub name: String,
+    pub created_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub id: u32,
+    pub name: String,
+    pub created_at: u64,
+    pub options: TopicOptions,
+    /// Iggy's message expiry (microseconds, 0 = never) and size cap (bytes, 0 =
+    /// unlimited); kept and reported for compatibility.
+    pub message_expiry: u64,
+    pub max_topic_size: u64,
+    pub replication_factor: u8,
+    pub partitions: BTreeMap<u32, PartitionMeta>,
+    pub groups: BTreeMap<u32, GroupMeta>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamMeta {
+    pub id: u32,
+    pub name: String,
+    pub created_at: u64,
+    pub topics: BTreeMap<u32, TopicMeta>,
+}
+
+/// Everything the metadata file holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Metadata {
+    /// Bumped on every durable write; a newer file always has a larger value.
+    pub version: u64,
+    pub streams: BTreeMap<u32, StreamMeta>,
+}
+
+/// A partition's coordinates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PartitionKey {
+    pub stream: u32,
+    pub topic: u32,
+    pub partition: u32,
+}
+
+impl std::fmt::Display for PartitionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.stream, self.topic, self.partition)
+    }
+}
+
+impl Metadata {
+    pub fn partition_keys(&self) -> Vec<PartitionKey> {
+        let mut out = Vec::new();
+        for s in self.streams.values() {
+            for t in s.topics.values() {
+                for p in t.partitions.values() {
+                    out.push(PartitionKey {
+                        stream: s.id,
+                        topic: t.id,
+                        partition: p.id,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    pub fn partition(&self, key: PartitionKey) -> Option<&PartitionMeta> {
+        self.streams
+            .get(&key.stream)?
+            .topics
+            .get(&key.topic)?
+            .partitions
+            .get(&key.partition)
+    }
+
+    pub fn partition_mut(&mut self, key: PartitionKey) -> Option<&mut PartitionMeta> {
+        self.streams
+            .get_mut(&key.stream)?
+            .topics
+            .get_mut(&key.topic)?
+            .partitions
+            .get_mut(&key.partition)
+    }
+
+    pub fn topic(&self, stream: u32, topic: u32) -> Option<&TopicMeta> {
+        self.streams.get(&stream)?.topics.get(&topic)
+    }
+}

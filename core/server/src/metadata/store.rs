@@ -1,0 +1,95 @@
+//! Durable metadata: one framed file replaced atomically.
+//!
+//! A write is: create `metadata.tmp` fresh, write the record, sync it, rename
+//! it over `metadata`, sync the data directory. The rename is the commit point
+//! (docs/adr/0003-metadata-and-layout.md).
+//!
+//! Invariants:
+//! - After any crash, `metadata` holds either the previous or the new record,
+//!   never a mix: the new bytes are durable before the name points at them,
+//!   and the name flips in one rename.
+//! - `save` returns only after the directory sync: a returned `Ok` is a durable
+//!   commit. A failed `save` may or may not have committed; the caller must
+//!   treat the in-memory change as not acknowledged and retry or report.
+//! - A missing file means a new, empty data directory. A present but invalid
+//!   file is fatal at start-up, named by path: silently starting empty would
+//!   "undo" every stream and every purge.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_storage::{DurableStorage, ErrorKind, OpenMode};
+
+use super::model::Metadata;
+use crate::error::{EngineError, Result};
+use crate::frame::{self, Magic};
+
+pub const METADATA_VERSION: u16 = 1;
+const MAX_METADATA: usize = 64 << 20;
+
+#[derive(Debug)]
+pub struct MetadataStore {
+    storage: Arc<dyn DurableStorage>,
+    dir: PathBuf,
+}
+
+impl MetadataStore {
+    pub fn new(storage: Arc<dyn DurableStorage>, data_dir: &Path) -> Self {
+        MetadataStore {
+            storage,
+            dir: data_dir.to_path_buf(),
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("metadata")
+    }
+
+    fn tmp_path(&self) -> PathBuf {
+        self.dir.join("metadata.tmp")
+    }
+
+    /// Loads the committed metadata, or `None` for a fresh data directory.
+    pub fn load(&self) -> Result<Option<Metadata>> {
+        let path = self.path();
+        let bytes = match self.storage.read_file(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let (meta, used) =
+            frame::decode::<Metadata>(Magic::METADATA, METADATA_VERSION, &bytes, MAX_METADATA)
+                .map_err(|e| EngineError::CorruptFile {
+                    path: path.clone(),
+                    offset: 0,
+                    reason: e.to_string(),
+                })?;
+        if used != bytes.len() {
+            return Err(EngineError::CorruptFile {
+                path,
+                offset: used as u64,
+                reason: format!("{} bytes after the record", bytes.len() - used),
+            });
+        }
+        Ok(Some(meta))
+    }
+
+    /// Durably replaces the metadata (see the module docs for the protocol).
+    pub fn save(&self, meta: &Metadata) -> Result<()> {
+        let bytes = frame::encode(Magic::METADATA, METADATA_VERSION, meta)
+            .map_err(|e| EngineError::Internal(format!("metadata does not encode: {e}")))?;
+        let tmp = self.tmp_path();
+        match self.storage.remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        let file = self.storage.open(&tmp, OpenMode::CreateNew)?;
+        file.write_at(0, &bytes)?;
+        file.sync()?;
+        drop(file);
+        self.storage.rename(&tmp, &self.path())?;
+        self.storage.sync_dir(&self.dir)?;
+        Ok(())
+    }
+}

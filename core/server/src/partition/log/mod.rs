@@ -1,0 +1,247 @@
+//! A partition's message log for one purge generation.
+//!
+//! Invariants:
+//! - Every segment and every batch belongs to `generation`; segments of other
+//!   generations are never opened by the log (recovery reports them, purge
+//!   cleanup removes the older ones).
+//! - Offsets are dense from the first segment's base: `next_offset` is one past
+//!   the last acknowledged message, and an append either lands whole (and
+//!   advances it) or fails and leaves it unchanged.
+//! - One `write` per batch, one positioned read per header and per payload on
+//!   polls; no per-message syscall.
+
+mod message;
+mod segment;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use message::BATCH_VERSION;
+pub use message::{
+    BatchRecord, HeaderValue, Headers, IndexEntry, MAX_BATCH_BYTES, Message, NewMessage,
+};
+pub use segment::ScanIssue;
+use segment::{Segment, read_batch};
+use sluice_storage::DurableStorage;
+
+use crate::error::{EngineError, Result};
+use crate::frame::{self, Magic};
+use crate::layout::parse_segment_name;
+
+/// What recovery found in a segment directory.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LogRecovery {
+    /// Segment files of older generations: dead, left for purge cleanup.
+    pub stale_files: Vec<String>,
+    /// Segment files of a *newer* generation than the committed one, or with
+    /// names sluice does not write. Ignored and reported.
+    pub foreign_files: Vec<String>,
+    /// Torn tails that were cut, per segment path.
+    pub tail_cuts: Vec<(PathBuf, ScanIssue)>,
+}
+
+#[derive(Debug)]
+pub struct Log {
+    storage: Arc<dyn DurableStorage>,
+    dir: PathBuf,
+    generation: u64,
+    segment_size: u64,
+    segments: Vec<Segment>,
+    /// Offset the next message gets.
+    next_offset: u64,
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: u64,
+    pub count: u64,
+    /// Whether this append created a new segment file.
+    pub new_segment: bool,
+}
+
+impl Log {
+    /// A log with no segments yet (the first append creates one).
+    pub fn empty(
+        storage: Arc<dyn DurableStorage>,
+        dir: &Path,
+        generation: u64,
+        segment_size: u64,
+    ) -> Log {
+        Log {
+            storage,
+            dir: dir.to_path_buf(),
+            generation,
+            segment_size: segment_size.max(1),
+            segments: Vec::new(),
+            next_offset: 0,
+        }
+    }
+
+    /// Rebuilds the log of `generation` from its directory.
+    pub fn recover(
+        storage: Arc<dyn DurableStorage>,
+        dir: &Path,
+        generation: u64,
+        segment_size: u64,
+    ) -> Result<(Log, LogRecovery)> {
+        let mut log = Log::empty(storage.clone(), dir, generation, segment_size);
+        let mut report = LogRecovery::default();
+        let names = storage.list_dir(dir)?;
+        for name in &names {
+            match parse_segment_name(name) {
+                Some((g, _, _)) if g < generation => report.stale_files.push(name.clone()),
+                Some((g, base, "log")) if g == generation => {
+                    let (seg, issue) = Segment::recover(storage.as_ref(), dir, generation, base)?;
+                    if let Some(issue) = issue {
+                        tracing::warn!(path = %seg.log_path.display(), ?issue, "cut a torn or corrupt segment tail");
+                        report.tail_cuts.push((seg.log_path.clone(), issue));
+                    }
+                    log.next_offset = seg.next_offset;
+                    log.segments.push(seg);
+                }
+                Some((g, _, "idx")) if g == generation => {}
+                _ => report.foreign_files.push(name.clone()),
+            }
+        }
+        Ok((log, report))
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset
+    }
+
+    /// The offset of the last message, `None` when the log is empty.
+    pub fn last_offset(&self) -> Option<u64> {
+        self.next_offset
+            .checked_sub(1)
+            .filter(|_| self.message_count() > 0)
+    }
+
+    /// The first offset still stored.
+    pub fn first_offset(&self) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| !s.is_empty())
+            .map(|s| s.base_offset)
+    }
+
+    pub fn message_count(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| s.next_offset - s.base_offset)
+            .sum()
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.size).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Appends one batch. `sync` makes it durable before returning (and, when a
+    /// new segment was created, the caller must also sync the directory).
+    pub fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {
+        let count = messages.len() as u64;
+        let base_offset = self.next_offset;
+        let timestamp = messages.first().map_or(0, |m| m.timestamp);
+        let batch = BatchRecord {
+            generation: self.generation,
+            base_offset,
+            messages,
+        };
+        let encoded = frame::encode(Magic::BATCH, BATCH_VERSION, &batch)
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        if encoded.len() > MAX_BATCH_BYTES {
+            return Err(EngineError::Invalid {
+                what: "batch",
+                reason: format!(
+                    "{} bytes exceeds the limit of {MAX_BATCH_BYTES}",
+                    encoded.len()
+                ),
+            });
+        }
+        let roll = self
+            .segments
+            .last()
+            .is_none_or(|s| s.size > 0 && s.size + encoded.len() as u64 > self.segment_size);
+        if roll {
+            let seg = Segment::create(
+                self.storage.as_ref(),
+                &self.dir,
+                self.generation,
+                base_offset,
+            )?;
+            self.segments.push(seg);
+        }
+        let seg = self
+            .segments
+            .last_mut()
+            .ok_or_else(|| EngineError::Internal("log has no segment after roll".into()))?;
+        seg.write_batch(&encoded, base_offset, count, timestamp, sync)?;
+        self.next_offset = base_offset + count;
+        Ok(Appended {
+            base_offset,
+            count,
+            new_segment: roll,
+        })
+    }
+
+    /// Up to `count` messages starting at `offset` (or at the first stored one after it).
+    pub fn read(&self, offset: u64, count: u64) -> Result<Vec<Message>> {
+        let mut out = Vec::new();
+        if count == 0 {
+            return Ok(out);
+        }
+        let first = self.segments.partition_point(|s| s.next_offset <= offset);
+        for seg in &self.segments[first..] {
+            let mut pos = seg.position_for(offset);
+            while pos < seg.size {
+                let (batch, len) = self.batch_at(seg, pos)?;
+                for m in batch.messages {
+                    if m.offset >= offset {
+                        out.push(m);
+                        if out.len() as u64 == count {
+                            return Ok(out);
+                        }
+                    }
+                }
+                pos += len;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The offset of the first message with a timestamp >= `ts`.
+    pub fn offset_for_timestamp(&self, ts: u64) -> Result<Option<u64>> {
+        for seg in &self.segments {
+            let mut pos = seg.position_for_timestamp(ts);
+            while pos < seg.size {
+                let (batch, len) = self.batch_at(seg, pos)?;
+                if let Some(m) = batch.messages.iter().find(|m| m.timestamp >= ts) {
+                    return Ok(Some(m.offset));
+                }
+                pos += len;
+            }
+        }
+        Ok(None)
+    }
+
+    fn batch_at(&self, seg: &Segment, pos: u64) -> Result<(BatchRecord, u64)> {
+        read_batch(seg.file(), pos, seg.size)?.map_err(|e| EngineError::CorruptFile {
+            path: seg.log_path.clone(),
+            offset: pos,
+            reason: e.to_string(),
+        })
+    }
+}

@@ -1,0 +1,346 @@
+//! One segment: a `.log` file of framed batches and its sparse `.idx`.
+//!
+//! Invariants:
+//! - `size` is the end of the last whole, valid batch. Nothing at or beyond it
+//!   is ever served, and the next batch is written at `size` (not at the file's
+//!   end), so the bytes of a failed write are overwritten, never exposed.
+//! - Every index entry points at the start of a valid batch whose base offset
+//!   it names; entries are strictly increasing in offset and position.
+//! - The index is a cache of the log: losing or tearing it loses nothing,
+//!   recovery re-validates it and rebuilds what is missing by scanning.
+
+use std::path::{Path, PathBuf};
+
+use sluice_storage::{DurableFile, DurableStorage, OpenMode};
+
+use super::message::{
+    BATCH_VERSION, BatchRecord, INDEX_VERSION, IndexEntry, MAX_BATCH_BYTES, MAX_INDEX_ENTRY,
+};
+use crate::error::{EngineError, Result};
+use crate::frame::{self, FrameError, HEADER_LEN, Magic};
+use crate::layout::segment_name;
+
+/// Index an entry at least every this many bytes of log.
+pub const INDEX_INTERVAL: u64 = 4096;
+
+#[derive(Debug)]
+pub struct Segment {
+    pub generation: u64,
+    pub base_offset: u64,
+    pub log_path: PathBuf,
+    pub idx_path: PathBuf,
+    log: Box<dyn DurableFile>,
+    idx: Box<dyn DurableFile>,
+    pub size: u64,
+    /// One past the last offset stored here (== `base_offset` when empty).
+    pub next_offset: u64,
+    pub index: Vec<IndexEntry>,
+    idx_size: u64,
+    bytes_since_index: u64,
+}
+
+/// What a recovery scan found wrong with a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanIssue {
+    /// A torn or corrupt tail was cut: `bytes` removed from `position`.
+    TailCut {
+        position: u64,
+        bytes: u64,
+        reason: String,
+    },
+}
+
+/// Reads and validates the batch framed at `position`.
+pub fn read_batch(
+    file: &dyn DurableFile,
+    position: u64,
+    limit: u64,
+) -> Result<Result<(BatchRecord, u64), FrameError>> {
+    let avail = limit.saturating_sub(position);
+    let mut head = [0u8; HEADER_LEN];
+    let want = (HEADER_LEN as u64).min(avail) as usize;
+    let n = file.read_at(position, &mut head[..want])?;
+    let header = match frame::decode_header(Magic::BATCH, &head[..n], MAX_BATCH_BYTES) {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(e)),
+    };
+    if header.frame_len() as u64 > avail {
+        return Ok(Err(FrameError::Truncated {
+            need: header.frame_len(),
+            have: avail as usize,
+        }));
+    }
+    let mut payload = vec![0u8; header.payload_len];
+    let n = file.read_at(position + HEADER_LEN as u64, &mut payload)?;
+    payload.truncate(n);
+    Ok(
+        frame::decode_payload::<BatchRecord>(&header, BATCH_VERSION, &payload)
+            .map(|b| (b, header.frame_len() as u64)),
+    )
+}
+
+impl Segment {
+    /// Creates a new, empty segment (both files). The caller syncs the directory
+    /// when the policy needs the new names durable.
+    pub fn create(
+        storage: &dyn DurableStorage,
+        dir: &Path,
+        generation: u64,
+        base_offset: u64,
+    ) -> Result<Segment> {
+        let log_path = dir.join(segment_name(generation, base_offset, "log"));
+        let idx_path = dir.join(segment_name(generation, base_offset, "idx"));
+        let log = storage.open(&log_path, OpenMode::CreateOrOpen)?;
+        let idx = storage.open(&idx_path, OpenMode::CreateOrOpen)?;
+        // A leftover from an earlier failed attempt at this same segment holds
+        // nothing acknowledged (its batches would have advanced the offset).
+        log.truncate(0)?;
+        idx.truncate(0)?;
+        Ok(Segment {
+            generation,
+            base_offset,
+            log_path,
+            idx_path,
+            log,
+            idx,
+            size: 0,
+            next_offset: base_offset,
+            index: Vec::new(),
+            idx_size: 0,
+            bytes_since_index: 0,
+        })
+    }
+
+    /// Opens an existing segment, validates its index and scans its tail.
+    pub fn recover(
+        storage: &dyn DurableStorage,
+        dir: &Path,
+        generation: u64,
+        base_offset: u64,
+    ) -> Result<(Segment, Option<ScanIssue>)> {
+        let log_path = dir.join(segment_name(generation, base_offset, "log"));
+        let idx_path = dir.join(segment_name(generation, base_offset, "idx"));
+        let log = storage.open(&log_path, OpenMode::ReadWrite)?;
+        let idx = storage.open(&idx_path, OpenMode::CreateOrOpen)?;
+        let file_len = log.len()?;
+        let mut seg = Segment {
+            generation,
+            base_offset,
+            log_path,
+            idx_path,
+            log,
+            idx,
+            size: 0,
+            next_offset: base_offset,
+            index: Vec::new(),
+            idx_size: 0,
+            bytes_since_index: 0,
+        };
+        seg.load_index(file_len)?;
+        let issue = seg.scan_tail(file_len)?;
+        Ok((seg, issue))
+    }
+
+    /// Reads the index, keeping the longest prefix of entries that are
+    /// well-formed, increasing, and point at a batch that really starts there.
+    fn load_index(&mut self, log_len: u64) -> Result<()> {
+        let bytes = self.idx.read_to_end()?;
+        let mut pos = 0usize;
+        let mut entries: Vec<IndexEntry> = Vec::new();
+        while pos < bytes.len() {
+            match frame::decode::<IndexEntry>(
+                Magic::INDEX,
+                INDEX_VERSION,
+                &bytes[pos..],
+                MAX_INDEX_ENTRY,
+            ) {
+                Ok((e, used)) => {
+                    let increasing = entries
+                        .last()
+                        .is_none_or(|l| e.offset > l.offset && e.position > l.position);
+                    if !increasing || e.position >= log_len {
+                        break;
+                    }
+                    entries.push(e);
+                    pos += used;
+                }
+                Err(_) => break,
+            }
+        }
+        // Trust only entries whose batch checks out; drop from the end until one does.
+        while let Some(last) = entries.last() {
+            match read_batch(self.log.as_ref(), last.position, log_len)? {
+                Ok((b, _)) if b.base_offset == last.offset && b.generation == self.generation => {
+                    break;
+                }
+                _ => {
+                    entries.pop();
+                }
+            }
+        }
+        let keep = entries.len();
+        // Re-derive the byte length of the kept prefix so new entries append after it.
+        let mut idx_size = 0usize;
+        for _ in 0..keep {
+            let h = frame::decode_header(Magic::INDEX, &bytes[idx_size..], MAX_INDEX_ENTRY)
+                .map_err(|e| EngineError::Internal(format!("index re-read: {e}")))?;
+            idx_size += h.frame_len();
+        }
+        if idx_size as u64 != bytes.len() as u64 {
+            self.idx.truncate(idx_size as u64)?;
+        }
+        self.idx_size = idx_size as u64;
+        self.index = entries;
+        Ok(())
+    }
+
+    /// Validates batches from the last index entry to the end of the file,
+    /// rebuilding index entries, and cuts a torn or corrupt tail.
+    fn scan_tail(&mut self, file_len: u64) -> Result<Option<ScanIssue>> {
+        let (mut pos, mut expected) = match self.index.last() {
+            Some(e) => (e.position, e.offset),
+            None => (0, self.base_offset),
+        };
+        // Entries before `pos` are already indexed; don't index `pos` twice.
+        let mut skip_index_at = self.index.last().map(|e| e.position);
+        while pos < file_len {
+            match read_batch(self.log.as_ref(), pos, file_len)? {
+                Ok((batch, len))
+                    if batch.generation == self.generation
+                        && batch.base_offset == expected
+                        && !batch.messages.is_empty() =>
+                {
+                    let count = batch.messages.len() as u64;
+                    let ts = batch.messages.first().map_or(0, |m| m.timestamp);
+                    if skip_index_at != Some(pos) {
+                        self.maybe_index(batch.base_offset, pos, ts, len)?;
+                    } else {
+                        self.bytes_since_index = len;
+                    }
+                    skip_index_at = None;
+                    expected += count;
+                    pos += len;
+                }
+                other => {
+                    let reason = match other {
+                        Ok((b, _)) => format!(
+                            "batch at offset {} of generation {} breaks the sequence (expected offset {expected}, generation {})",
+                            b.base_offset, b.generation, self.generation
+                        ),
+                        Err(e) => e.to_string(),
+                    };
+                    if let Some(after) = self.valid_batch_after(pos, file_len)? {
+                        return Err(EngineError::CorruptFile {
+                            path: self.log_path.clone(),
+                            offset: pos,
+                            reason: format!(
+                                "{reason}; a valid batch follows at byte {after}, so this is not a torn tail"
+                            ),
+                        });
+                    }
+                    self.log.truncate(pos)?;
+                    self.size = pos;
+                    self.next_offset = expected;
+                    return Ok(Some(ScanIssue::TailCut {
+                        position: pos,
+                        bytes: file_len - pos,
+                        reason,
+                    }));
+                }
+            }
+        }
+        self.size = pos;
+        self.next_offset = expected;
+        Ok(None)
+    }
+
+    /// If the header at `pos` is intact, whether a valid batch starts right after its frame.
+    fn valid_batch_after(&self, pos: u64, file_len: u64) -> Result<Option<u64>> {
+        let mut head = [0u8; HEADER_LEN];
+        let n = self.log.read_at(pos, &mut head)?;
+        let Ok(h) = frame::decode_header(Magic::BATCH, &head[..n], MAX_BATCH_BYTES) else {
+            return Ok(None);
+        };
+        let next = pos + h.frame_len() as u64;
+        if next >= file_len {
+            return Ok(None);
+        }
+        Ok(read_batch(self.log.as_ref(), next, file_len)?
+            .ok()
+            .map(|_| next))
+    }
+
+    fn maybe_index(&mut self, offset: u64, position: u64, timestamp: u64, len: u64) -> Result<()> {
+        if self.index.is_empty() || self.bytes_since_index >= INDEX_INTERVAL {
+            let entry = IndexEntry {
+                offset,
+                position,
+                timestamp,
+            };
+            let bytes = frame::encode(Magic::INDEX, INDEX_VERSION, &entry)
+                .map_err(|e| EngineError::Internal(e.to_string()))?;
+            self.idx.write_at(self.idx_size, &bytes)?;
+            self.idx_size += bytes.len() as u64;
+            self.index.push(entry);
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += len;
+        Ok(())
+    }
+
+    /// Writes one encoded batch at `size`. On failure the segment is unchanged
+    /// (a best-effort truncate removes any prefix that landed).
+    pub fn write_batch(
+        &mut self,
+        encoded: &[u8],
+        base_offset: u64,
+        count: u64,
+        timestamp: u64,
+        sync: bool,
+    ) -> Result<()> {
+        let at = self.size;
+        let written = self
+            .log
+            .write_at(at, encoded)
+            .and_then(|()| if sync { self.log.sync() } else { Ok(()) });
+        if let Err(e) = written {
+            let _ = self.log.truncate(at);
+            return Err(e.into());
+        }
+        self.size = at + encoded.len() as u64;
+        self.next_offset = base_offset + count;
+        // The index is a cache: failing to extend it never fails the append.
+        if let Err(e) = self.maybe_index(base_offset, at, timestamp, encoded.len() as u64) {
+            tracing::warn!(path = %self.idx_path.display(), error = %e, "index entry not written; recovery will rebuild it");
+        }
+        Ok(())
+    }
+
+    /// Byte position to start scanning from to find `offset`.
+    pub fn position_for(&self, offset: u64) -> u64 {
+        let i = self.index.partition_point(|e| e.offset <= offset);
+        if i == 0 {
+            0
+        } else {
+            self.index[i - 1].position
+        }
+    }
+
+    /// Byte position to start scanning from to find the first batch with a timestamp >= `ts`.
+    pub fn position_for_timestamp(&self, ts: u64) -> u64 {
+        let i = self.index.partition_point(|e| e.timestamp < ts);
+        if i == 0 {
+            0
+        } else {
+            self.index[i - 1].position
+        }
+    }
+
+    pub fn file(&self) -> &dyn DurableFile {
+        self.log.as_ref()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+}

@@ -1,0 +1,395 @@
+//! One partition: its message log, its two offset stores, its purge generation.
+//!
+//! Invariants:
+//! - `generation` equals the committed purge generation in the metadata; the
+//!   log and both offset stores serve only records of that generation.
+//! - A degraded partition refuses every read and write with a typed error
+//!   naming why; it never serves a guess.
+//! - Durability is the topic's policy: under `persisted` nothing is
+//!   acknowledged before its file sync and, for a new or removed name, its
+//!   directory sync (through `DirTracker`, which redoes changes a failed sync
+//!   may have dropped).
+
+pub mod log;
+pub mod offsets;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sluice_storage::DurableStorage;
+
+use crate::dirsync::{DirTracker, NameChange};
+use crate::error::{EngineError, Result};
+use crate::layout::{PartitionPaths, segment_name};
+use crate::metadata::{PartitionKey, TopicOptions};
+use log::{Log, LogRecovery, Message};
+use offsets::{OffsetKind, OffsetRecovery, OffsetStore};
+
+/// Where a poll starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollingStrategy {
+    Offset(u64),
+    Timestamp(u64),
+    First,
+    Last,
+    Next,
+}
+
+/// Who is consuming: an individual consumer or a consumer group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Consumer {
+    pub kind: OffsetKind,
+    pub id: u32,
+}
+
+impl Consumer {
+    pub fn consumer(id: u32) -> Self {
+        Consumer {
+            kind: OffsetKind::Consumer,
+            id,
+        }
+    }
+
+    pub fn group(id: u32) -> Self {
+        Consumer {
+            kind: OffsetKind::Group,
+            id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Polled {
+    pub partition_id: u32,
+    /// The offset of the last message in the partition (0 when empty, as Iggy reports).
+    pub current_offset: u64,
+    pub messages: Vec<Message>,
+}
+
+/// What recovery found in one partition.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PartitionRecovery {
+    pub log: LogRecovery,
+    pub consumers: OffsetRecovery,
+    pub groups: OffsetRecovery,
+}
+
+impl PartitionRecovery {
+    /// Records of an older generation that recovery ignored.
+    pub fn stale_records(&self) -> u64 {
+        (self.log.stale_files.len() + self.consumers.stale.len() + self.groups.stale.len()) as u64
+    }
+}
+
+#[derive(Debug)]
+pub struct Partition {
+    pub key: PartitionKey,
+    pub paths: PartitionPaths,
+    storage: Arc<dyn DurableStorage>,
+    options: TopicOptions,
+    generation: u64,
+    log: Log,
+    segment_names: DirTracker,
+    consumers: OffsetStore,
+    groups: OffsetStore,
+    degraded: Option<String>,
+}
+
+impl Partition {
+    fn assemble(
+        storage: Arc<dyn DurableStorage>,
+        paths: PartitionPaths,
+        key: PartitionKey,
+        options: TopicOptions,
+        generation: u64,
+        log: Log,
+        consumers: OffsetStore,
+        groups: OffsetStore,
+    ) -> Partition {
+        Partition {
+            key,
+            segment_names: DirTracker::new(&paths.segments),
+            paths,
+            storage,
+            options,
+            generation,
+            log,
+            consumers,
+            groups,
+            degraded: None,
+        }
+    }
+
+    /// Creates the partition's directories (the caller syncs parents and commits metadata).
+    pub fn create(
+        storage: Arc<dyn DurableStorage>,
+        data_dir: &Path,
+        key: PartitionKey,
+        options: TopicOptions,
+    ) -> Result<Partition> {
+        let paths = PartitionPaths::new(data_dir, key);
+        for dir in [&paths.segments, &paths.consumers, &paths.groups] {
+            storage.create_dir_all(dir)?;
+        }
+        storage.sync_dir(&paths.root)?;
+        Ok(Partition::fresh(storage, paths, key, options, 0))
+    }
+
+    fn fresh(
+        storage: Arc<dyn DurableStorage>,
+        paths: PartitionPaths,
+        key: PartitionKey,
+        options: TopicOptions,
+        generation: u64,
+    ) -> Partition {
+        let log = Log::empty(
+            storage.clone(),
+            &paths.segments,
+            generation,
+            options.segment_size,
+        );
+        let consumers = OffsetStore::empty(
+            storage.clone(),
+            OffsetKind::Consumer,
+            &paths.consumers,
+            generation,
+        );
+        let groups = OffsetStore::empty(
+            storage.clone(),
+            OffsetKind::Group,
+            &paths.groups,
+            generation,
+        );
+        Partition::assemble(
+            storage, paths, key, options, generation, log, consumers, groups,
+        )
+    }
+
+    /// Rebuilds the partition of `generation` from storage.
+    pub fn recover(
+        storage: Arc<dyn DurableStorage>,
+        data_dir: &Path,
+        key: PartitionKey,
+        options: TopicOptions,
+        generation: u64,
+    ) -> Result<(Partition, PartitionRecovery)> {
+        let paths = PartitionPaths::new(data_dir, key);
+        // A directory lost to a crash before the topic's creation was committed
+        // cannot hold acknowledged data: recreate it empty.
+        for dir in [&paths.segments, &paths.consumers, &paths.groups] {
+            if !storage.exists(dir)? {
+                tracing::warn!(dir = %dir.display(), "partition directory missing; recreated empty");
+                storage.create_dir_all(dir)?;
+                storage.sync_dir(&paths.root)?;
+            }
+        }
+        let (log, log_report) = Log::recover(
+            storage.clone(),
+            &paths.segments,
+            generation,
+            options.segment_size,
+        )?;
+        let (consumers, c_report) = OffsetStore::recover(
+            storage.clone(),
+            OffsetKind::Consumer,
+            &paths.consumers,
+            generation,
+        )?;
+        let (groups, g_report) = OffsetStore::recover(
+            storage.clone(),
+            OffsetKind::Group,
+            &paths.groups,
+            generation,
+        )?;
+        let partition = Partition::assemble(
+            storage, paths, key, options, generation, log, consumers, groups,
+        );
+        Ok((
+            partition,
+            PartitionRecovery {
+                log: log_report,
+                consumers: c_report,
+                groups: g_report,
+            },
+        ))
+    }
+
+    /// A partition that refuses service (recovery could not trust its files).
+    pub fn degraded(
+        storage: Arc<dyn DurableStorage>,
+        data_dir: &Path,
+        key: PartitionKey,
+        options: TopicOptions,
+        generation: u64,
+        reason: String,
+    ) -> Partition {
+        let paths = PartitionPaths::new(data_dir, key);
+        let mut p = Partition::fresh(storage, paths, key, options, generation);
+        p.degraded = Some(reason);
+        p
+    }
+
+    /// Switches to a new, empty history of `generation` (after a purge commit).
+    /// Files of older generations stay on disk for cleanup; nothing here touches them.
+    pub fn reset_to_generation(&mut self, generation: u64) {
+        debug_assert!(generation > self.generation, "generations only grow");
+        let degraded = self.degraded.take();
+        *self = Partition::fresh(
+            self.storage.clone(),
+            self.paths.clone(),
+            self.key,
+            self.options,
+            generation,
+        );
+        self.degraded = degraded;
+    }
+
+    pub fn mark_degraded(&mut self, reason: String) {
+        self.degraded = Some(reason);
+    }
+
+    pub fn degraded_reason(&self) -> Option<&str> {
+        self.degraded.as_deref()
+    }
+
+    fn check_serving(&self) -> Result<()> {
+        match &self.degraded {
+            Some(reason) => Err(EngineError::Degraded {
+                key: self.key,
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn options(&self) -> TopicOptions {
+        self.options
+    }
+
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    pub fn offsets(&self, kind: OffsetKind) -> &OffsetStore {
+        match kind {
+            OffsetKind::Consumer => &self.consumers,
+            OffsetKind::Group => &self.groups,
+        }
+    }
+
+    fn offsets_mut(&mut self, kind: OffsetKind) -> &mut OffsetStore {
+        match kind {
+            OffsetKind::Consumer => &mut self.consumers,
+            OffsetKind::Group => &mut self.groups,
+        }
+    }
+
+    /// Appends a batch of fully formed messages (offsets assigned here).
+    pub fn append(&mut self, mut messages: Vec<Message>) -> Result<(u64, u64)> {
+        self.check_serving()?;
+        if messages.is_empty() {
+            return Err(EngineError::Invalid {
+                what: "messages",
+                reason: "a batch must hold at least one message".into(),
+            });
+        }
+        let base = self.log.next_offset();
+        for (i, m) in messages.iter_mut().enumerate() {
+            m.offset = base + i as u64;
+        }
+        let persisted = self.options.durability.is_persisted();
+        let appended = self.log.append(messages, persisted)?;
+        if appended.new_segment {
+            for ext in ["log", "idx"] {
+                self.segment_names.note(
+                    &segment_name(self.generation, appended.base_offset, ext),
+                    NameChange::Created,
+                );
+            }
+        }
+        if persisted && self.segment_names.has_unconfirmed() {
+            self.segment_names.sync(self.storage.as_ref())?;
+        }
+        Ok((appended.base_offset, appended.count))
+    }
+
+    /// Polls up to `count` messages.
+    pub fn poll(
+        &mut self,
+        consumer: Consumer,
+        strategy: PollingStrategy,
+        count: u64,
+        auto_commit: bool,
+    ) -> Result<Polled> {
+        self.check_serving()?;
+        let start = match strategy {
+            PollingStrategy::Offset(o) => Some(o),
+            PollingStrategy::Timestamp(t) => self.log.offset_for_timestamp(t)?,
+            PollingStrategy::First => self.log.first_offset(),
+            PollingStrategy::Last => self.log.last_offset().map(|last| {
+                (last + 1)
+                    .saturating_sub(count)
+                    .max(self.log.first_offset().unwrap_or(0))
+            }),
+            PollingStrategy::Next => Some(
+                self.offsets(consumer.kind)
+                    .get(consumer.id)
+                    .map_or(0, |o| o + 1),
+            ),
+        };
+        let messages = match start {
+            Some(s) => self.log.read(s, count)?,
+            None => Vec::new(),
+        };
+        if auto_commit && let Some(last) = messages.last() {
+            let persisted = self.options.consumer_offset_durability.is_persisted();
+            let offset = last.offset;
+            self.offsets_mut(consumer.kind)
+                .store(consumer.id, offset, persisted)?;
+        }
+        Ok(Polled {
+            partition_id: self.key.partition,
+            current_offset: self.log.last_offset().unwrap_or(0),
+            messages,
+        })
+    }
+
+    pub fn store_offset(&mut self, consumer: Consumer, offset: u64) -> Result<()> {
+        self.check_serving()?;
+        match self.log.last_offset() {
+            None => {
+                return Err(EngineError::OffsetOutOfRange {
+                    offset,
+                    current: None,
+                });
+            }
+            Some(last) if offset > last => {
+                return Err(EngineError::OffsetOutOfRange {
+                    offset,
+                    current: Some(last),
+                });
+            }
+            Some(_) => {}
+        }
+        let persisted = self.options.consumer_offset_durability.is_persisted();
+        self.offsets_mut(consumer.kind)
+            .store(consumer.id, offset, persisted)
+    }
+
+    pub fn stored_offset(&self, consumer: Consumer) -> Result<Option<u64>> {
+        self.check_serving()?;
+        Ok(self.offsets(consumer.kind).get(consumer.id))
+    }
+
+    /// Deletes a stored offset; `Ok(false)` if there was none.
+    pub fn delete_offset(&mut self, consumer: Consumer) -> Result<bool> {
+        self.check_serving()?;
+        let persisted = self.options.consumer_offset_durability.is_persisted();
+        self.offsets_mut(consumer.kind)
+            .delete(consumer.id, persisted)
+    }
+}
