@@ -149,7 +149,7 @@ fn sync_result() -> impl Strategy<Value = SyncResult> {
 fn op() -> impl Strategy<Value = Op> {
     let dir = prop::sample::select(DIRS.to_vec());
     let file = || prop::sample::select(FILES.to_vec());
-    let any = || prop::sample::select(all_paths());
+    let any_path = || prop::sample::select(all_paths());
     let sync_dir_target = prop::sample::select(
         std::iter::once("/")
             .chain(DIRS)
@@ -165,18 +165,18 @@ fn op() -> impl Strategy<Value = Op> {
     ];
     prop_oneof![
         3 => dir.prop_map(Op::CreateDirAll),
-        1 => any().prop_map(Op::CreateDirAll),
+        1 => any_path().prop_map(Op::CreateDirAll),
         4 => (file(), create_mode).prop_map(|(f, m)| Op::Open(f, m)),
-        1 => (any(), any_mode).prop_map(|(f, m)| Op::Open(f, m)),
+        1 => (any_path(), any_mode).prop_map(|(f, m)| Op::Open(f, m)),
         4 => (file(), 0u64..=8, bytes()).prop_map(|(f, o, d)| Op::WriteAt(f, o, d)),
         3 => (file(), bytes()).prop_map(|(f, d)| Op::Append(f, d)),
         2 => (file(), 0u64..=8).prop_map(|(f, l)| Op::Truncate(f, l)),
         4 => (file(), sync_result()).prop_map(|(f, s)| Op::SyncFile(f, s)),
         4 => (sync_dir_target, sync_result()).prop_map(|(d, s)| Op::SyncDir(d, s)),
-        2 => any().prop_map(Op::RemoveFile),
+        2 => any_path().prop_map(Op::RemoveFile),
         3 => (file(), file()).prop_map(|(a, b)| Op::Rename(a, b)),
-        1 => (any(), any()).prop_map(|(a, b)| Op::Rename(a, b)),
-        1 => any().prop_map(Op::RemoveDirAll),
+        1 => (any_path(), any_path()).prop_map(|(a, b)| Op::Rename(a, b)),
+        1 => any_path().prop_map(Op::RemoveDirAll),
         1 => Just(Op::Crash(Crash::Process)),
         1 => Just(Op::Crash(Crash::PowerLoss)),
         1 => any::<u64>().prop_map(|seed| Op::Crash(Crash::PowerLossPartial { seed })),
@@ -1119,10 +1119,9 @@ fn sim_with_two_names_for_one_file() -> SimStorage {
     sim.create_dir_all(p("/d0")).unwrap();
     sim.create_dir_all(p("/d1")).unwrap();
     sim.sync_dir(p("/")).unwrap();
-    sim.open(p("/d0/a"), OpenMode::CreateNew)
-        .unwrap()
-        .write_at(0, b"x")
-        .unwrap();
+    let a = sim.open(p("/d0/a"), OpenMode::CreateNew).unwrap();
+    a.write_at(0, b"x").unwrap();
+    a.sync().unwrap();
     sim.sync_dir(p("/d0")).unwrap();
     sim.rename(p("/d0/a"), p("/d1/a")).unwrap();
     sim.sync_dir(p("/d1")).unwrap();

@@ -18,7 +18,7 @@
 //!   reader allocate or skip an absurd amount, and a reader can tell a torn
 //!   tail (bad header) from a damaged payload followed by valid records.
 //! - The codec (bincode) sits only behind this module: swapping it changes
-//!   the version number, not the framing (docs/adr/0004-record-framing.md).
+//!   the version number, not the framing (docs/adr/0005-record-framing-and-codec.md).
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

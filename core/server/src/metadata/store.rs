@@ -2,7 +2,7 @@
 //!
 //! A write is: create `metadata.tmp` fresh, write the record, sync it, rename
 //! it over `metadata`, sync the data directory. The rename is the commit point
-//! (docs/adr/0003-metadata-and-layout.md).
+//! (docs/adr/0004-on-disk-layout-and-formats.md).
 //!
 //! Invariants:
 //! - After any crash, `metadata` holds either the previous or the new record,
