@@ -57,6 +57,12 @@ impl DirTracker {
         !self.unconfirmed.is_empty()
     }
 
+    /// Treat every unconfirmed change as possibly dropped (used when the
+    /// changes were made by an earlier process whose syncs are unknown).
+    pub fn force_redirty(&mut self) {
+        self.redirty = true;
+    }
+
     /// Whether the last sync of this directory failed (and so changes must be redone).
     pub fn needs_redirty(&self) -> bool {
         self.redirty

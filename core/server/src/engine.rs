@@ -29,6 +29,8 @@ use crate::metadata::{
 };
 use crate::partition::log::{Message, NewMessage};
 use crate::partition::offsets::OffsetKind;
+use crate::partition::purge::PurgeState;
+use crate::partition::reconciler::{Reconciler, ReconcilerConfig};
 use crate::partition::{Consumer, Partition, PartitionRecovery, Polled, PollingStrategy};
 use sluice_storage::sim::SimRng;
 
@@ -42,6 +44,17 @@ pub struct EngineConfig {
     pub data_dir: PathBuf,
     /// Seeds server-assigned message ids.
     pub seed: u64,
+    pub reconciler: ReconcilerConfig,
+}
+
+impl EngineConfig {
+    pub fn new(data_dir: impl Into<PathBuf>, seed: u64) -> Self {
+        EngineConfig {
+            data_dir: data_dir.into(),
+            seed,
+            reconciler: ReconcilerConfig { seed, ..ReconcilerConfig::default() },
+        }
+    }
 }
 
 /// How a send picks its partition.
@@ -86,6 +99,16 @@ pub struct Engine {
     partitions: BTreeMap<PartitionKey, Partition>,
     balance: BTreeMap<(u32, u32), u32>,
     ids: SimRng,
+    reconciler: Reconciler,
+}
+
+/// What one reconciler pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassReport {
+    pub attempted: Vec<PartitionKey>,
+    pub applied: Vec<PartitionKey>,
+    pub failed: Vec<(PartitionKey, String)>,
+    pub still_pending: usize,
 }
 
 fn check_name(what: &'static str, name: &str) -> Result<()> {
@@ -122,6 +145,7 @@ impl Engine {
             meta,
             partitions: BTreeMap::new(),
             balance: BTreeMap::new(),
+            reconciler: Reconciler::new(config.reconciler),
             config,
         };
         let report = engine.recover_partitions()?;
@@ -164,6 +188,14 @@ impl Engine {
                 }
                 Err(e) => return Err(e),
             };
+            if partition.obligation().is_some_and(|o| !o.is_applied()) {
+                self.reconciler.mark_pending(key, 0);
+            }
+            if partition.degraded_reason().is_some() && !report.degraded.iter().any(|(k, _)| *k == key) {
+                let reason = partition.degraded_reason().unwrap_or_default().to_string();
+                tracing::error!(partition = %key, reason, "partition degraded at recovery");
+                report.degraded.push((key, reason));
+            }
             self.partitions.insert(key, partition);
             report.partitions += 1;
         }
@@ -699,6 +731,124 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    // ---- purge ---------------------------------------------------------
+
+    /// Purges every partition of a stream (one commit point for all of them).
+    pub fn purge_stream(&mut self, stream: &Identifier) -> Result<()> {
+        let s = self.resolve_stream(stream)?;
+        let keys: Vec<PartitionKey> = self.partitions.keys().filter(|k| k.stream == s).copied().collect();
+        self.purge(keys)
+    }
+
+    /// Purges every partition of a topic (one commit point for all of them).
+    pub fn purge_topic(&mut self, stream: &Identifier, topic: &Identifier) -> Result<()> {
+        let (s, t) = self.resolve_topic(stream, topic)?;
+        let keys: Vec<PartitionKey> = self.partitions.keys().filter(|k| k.stream == s && k.topic == t).copied().collect();
+        self.purge(keys)
+    }
+
+    pub fn purge_partition(&mut self, stream: &Identifier, topic: &Identifier, partition: u32) -> Result<()> {
+        let key = self.partition_mut(stream, topic, partition)?.key;
+        self.purge(vec![key])
+    }
+
+    /// The commit point: one metadata write bumps the committed generation of
+    /// every partition in `keys`. Once it returns `Ok`, the purge is
+    /// acknowledged and every read and write sees only the new, empty history;
+    /// cleanup of the old files is the reconciler's obligation.
+    fn purge(&mut self, keys: Vec<PartitionKey>) -> Result<()> {
+        for key in &keys {
+            if let Some(p) = self.partitions.get(key)
+                && let Some(reason) = p.degraded_reason()
+            {
+                return Err(EngineError::Degraded { key: *key, reason: reason.to_string() });
+            }
+        }
+        let generations = self.commit(|m| {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in &keys {
+                let p = m.partition_mut(*key).ok_or_else(|| EngineError::Internal(format!("no partition {key}")))?;
+                p.committed_generation += 1;
+                out.push((*key, p.committed_generation));
+            }
+            Ok(out)
+        })?;
+        let now = self.now_ms();
+        for (key, generation) in generations {
+            if let Some(p) = self.partitions.get_mut(&key) {
+                p.reset_to_generation(generation);
+                p.begin_obligation(generation);
+                self.reconciler.mark_pending(key, now);
+            }
+            tracing::info!(partition = %key, generation, "purge committed");
+        }
+        // Cleanup starts right away; its failures are retried, never returned:
+        // the purge itself is already durable.
+        self.reconcile();
+        Ok(())
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.now_micros() / 1000
+    }
+
+    /// One reconciler pass over the partitions that are due.
+    pub fn reconcile(&mut self) -> PassReport {
+        let now = self.now_ms();
+        self.reconcile_at(now)
+    }
+
+    /// One reconciler pass as of `now_ms` (simulations pass their own time).
+    pub fn reconcile_at(&mut self, now_ms: u64) -> PassReport {
+        self.reconciler.begin_pass();
+        let mut report = PassReport::default();
+        for key in self.reconciler.due(now_ms) {
+            report.attempted.push(key);
+            let Some(p) = self.partitions.get_mut(&key) else {
+                // Deleted since: nothing left to clean.
+                self.reconciler.forget(key);
+                continue;
+            };
+            if p.degraded_reason().is_some() {
+                self.reconciler.record_failure(key, "partition degraded", now_ms);
+                continue;
+            }
+            match p.run_cleanup() {
+                Ok(PurgeState::Applied) => {
+                    self.reconciler.record_success(key);
+                    report.applied.push(key);
+                }
+                Ok(state) => {
+                    let msg = format!("cleanup stopped at {}", state.as_str());
+                    self.reconciler.record_failure(key, &msg, now_ms);
+                    report.failed.push((key, msg));
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    self.reconciler.record_failure(key, &msg, now_ms);
+                    report.failed.push((key, msg));
+                }
+            }
+        }
+        report.still_pending = self.reconciler.pending().len();
+        report
+    }
+
+    /// Runs passes (ignoring backoff) until nothing is pending or `max_passes` ran.
+    /// Returns the number of passes that had work.
+    pub fn reconcile_until_idle(&mut self, max_passes: u32) -> u32 {
+        let mut passes = 0;
+        while passes < max_passes && !self.reconciler.pending().is_empty() {
+            self.reconcile_at(u64::MAX);
+            passes += 1;
+        }
+        passes
+    }
+
+    pub fn reconciler(&self) -> &Reconciler {
+        &self.reconciler
     }
 
     // ---- messages ------------------------------------------------------

@@ -64,10 +64,7 @@ fn main() -> ExitCode {
 
 fn self_check(data_dir: PathBuf) -> Result<String, Box<dyn std::error::Error>> {
     let storage = Arc::new(DiskStorage::new());
-    let config = EngineConfig {
-        data_dir: data_dir.clone(),
-        seed: std::process::id().into(),
-    };
+    let config = EngineConfig::new(data_dir.clone(), std::process::id().into());
     let (mut engine, _) = Engine::open(storage.clone(), Arc::new(SystemClock), config.clone())?;
     let name = format!("self-check-{}", SystemClock::now_name());
     engine.create_stream(None, &name)?;

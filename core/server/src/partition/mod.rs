@@ -12,6 +12,8 @@
 
 pub mod log;
 pub mod offsets;
+pub mod purge;
+pub mod reconciler;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -93,6 +95,13 @@ pub struct Partition {
     consumers: OffsetStore,
     groups: OffsetStore,
     degraded: Option<String>,
+    /// The purge cleanup obligation, `None` if the partition was never purged.
+    obligation: Option<purge::Obligation>,
+    /// Sequence number of the newest obligation slot written or read.
+    obligation_seq: u64,
+    /// Whether the obligation file's name is known durable.
+    obligation_named: bool,
+    root_names: DirTracker,
 }
 
 impl Partition {
@@ -109,6 +118,10 @@ impl Partition {
         Partition {
             key,
             segment_names: DirTracker::new(&paths.segments),
+            root_names: DirTracker::new(&paths.root),
+            obligation: None,
+            obligation_seq: 0,
+            obligation_named: false,
             paths,
             storage,
             options,
@@ -201,9 +214,14 @@ impl Partition {
             &paths.groups,
             generation,
         )?;
-        let partition = Partition::assemble(
+        let mut partition = Partition::assemble(
             storage, paths, key, options, generation, log, consumers, groups,
         );
+        let loaded = purge::load(&partition)?;
+        let stale = !log_report.stale_files.is_empty()
+            || !c_report.stale.is_empty()
+            || !g_report.stale.is_empty();
+        partition.adopt_obligation(loaded, stale);
         Ok((
             partition,
             PartitionRecovery {
@@ -233,15 +251,34 @@ impl Partition {
     /// Files of older generations stay on disk for cleanup; nothing here touches them.
     pub fn reset_to_generation(&mut self, generation: u64) {
         debug_assert!(generation > self.generation, "generations only grow");
-        let degraded = self.degraded.take();
-        *self = Partition::fresh(
-            self.storage.clone(),
-            self.paths.clone(),
-            self.key,
-            self.options,
-            generation,
-        );
-        self.degraded = degraded;
+        let mut next = Partition::fresh(self.storage.clone(), self.paths.clone(), self.key, self.options, generation);
+        // What is not yet durable in each directory stays tracked: those
+        // changes happened, whatever generation the partition now serves.
+        std::mem::swap(&mut next.segment_names, &mut self.segment_names);
+        std::mem::swap(next.consumers.names_mut(), self.consumers.names_mut());
+        std::mem::swap(next.groups.names_mut(), self.groups.names_mut());
+        std::mem::swap(&mut next.root_names, &mut self.root_names);
+        next.obligation = self.obligation.take();
+        next.obligation_seq = self.obligation_seq;
+        next.obligation_named = self.obligation_named;
+        next.degraded = self.degraded.take();
+        *self = next;
+    }
+
+    fn tracker(&self, dir: purge::DirKind) -> &DirTracker {
+        match dir {
+            purge::DirKind::Segments => &self.segment_names,
+            purge::DirKind::Consumers => self.consumers.names(),
+            purge::DirKind::Groups => self.groups.names(),
+        }
+    }
+
+    fn tracker_mut(&mut self, dir: purge::DirKind) -> &mut DirTracker {
+        match dir {
+            purge::DirKind::Segments => &mut self.segment_names,
+            purge::DirKind::Consumers => self.consumers.names_mut(),
+            purge::DirKind::Groups => self.groups.names_mut(),
+        }
     }
 
     pub fn mark_degraded(&mut self, reason: String) {

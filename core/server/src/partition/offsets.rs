@@ -299,4 +299,14 @@ impl OffsetStore {
     pub fn generation(&self) -> u64 {
         self.generation
     }
+
+    /// The directory's name tracker, shared with purge cleanup so that a
+    /// failed sync by either is known to both.
+    pub fn names(&self) -> &DirTracker {
+        &self.names
+    }
+
+    pub fn names_mut(&mut self) -> &mut DirTracker {
+        &mut self.names
+    }
 }

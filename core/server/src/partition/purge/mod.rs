@@ -1,0 +1,274 @@
+//! Crash-safe purge: the per-partition cleanup obligation and one cleanup attempt.
+//!
+//! The purge's commit point is the metadata write that bumps the partition's
+//! committed generation (engine.rs). From then on recovery and every read
+//! ignore older records, so cleanup is only about reclaiming space and
+//! keeping dead files from lingering; it can be slow, fail and retry without
+//! ever exposing or losing data.
+//!
+//! Invariants:
+//! - The obligation file holds two slots (slots.rs): a torn obligation write
+//!   leaves the previous state, never a later one, and never none.
+//! - Each state is persisted (slot write + file sync) before the next step.
+//! - Only files *proven* older than the cutoff are removed: segments by their
+//!   name, offset files by the generation in their newest valid record. A file
+//!   of the current generation (a fresh acknowledged write), an empty file, or
+//!   an unreadable one is never touched.
+//! - A directory counts as synced only if a sync issued after every removal in
+//!   it succeeded with no failed sync in between (`DirTracker` redoes removals
+//!   a failed sync may have dropped, including removals recorded by an earlier
+//!   process in the obligation).
+
+pub mod state;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sluice_storage::{ErrorKind, OpenMode};
+
+use super::Partition;
+use super::offsets::{OffsetRecord, read_record};
+use crate::dirsync::NameChange;
+use crate::error::{EngineError, Result};
+use crate::frame::Magic;
+use crate::layout::parse_segment_name;
+use crate::slots::{SlotLayout, SlotRead};
+pub use state::{DirKind, Obligation, PurgeState, TransitionError};
+
+pub const OBLIGATION_LAYOUT: SlotLayout = SlotLayout {
+    magic: Magic::OBLIGATION,
+    version: 1,
+    slot_size: 64 << 10,
+};
+
+/// What the obligation file said at recovery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadedObligation {
+    /// No file, or an empty one.
+    Missing,
+    Valid { seq: u64, obligation: Obligation },
+    /// Neither slot is valid (or the record breaks an invariant).
+    Invalid(String),
+}
+
+/// Reads a partition's obligation file.
+pub fn load(p: &Partition) -> Result<LoadedObligation> {
+    let file = match p.storage.open(&p.paths.obligation, OpenMode::Read) {
+        Ok(f) => f,
+        Err(e) if e.kind == ErrorKind::NotFound => return Ok(LoadedObligation::Missing),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(match OBLIGATION_LAYOUT.read::<Obligation>(file.as_ref())? {
+        SlotRead::Empty => LoadedObligation::Missing,
+        SlotRead::Valid { seq, value, .. } => match value.validate() {
+            Ok(()) => LoadedObligation::Valid { seq, obligation: value },
+            Err(reason) => LoadedObligation::Invalid(reason),
+        },
+        SlotRead::Invalid { first, second } => LoadedObligation::Invalid(format!("slot 0: {first}; slot 1: {second}")),
+    })
+}
+
+impl Partition {
+    /// Installs the obligation recovery found, reconciling it with the
+    /// committed generation. Returns whether cleanup is pending.
+    pub(crate) fn adopt_obligation(&mut self, loaded: LoadedObligation, stale_found: bool) -> bool {
+        let g = self.generation;
+        let ob = match loaded {
+            LoadedObligation::Missing if g == 0 => None,
+            // The purge committed but its obligation never became durable.
+            LoadedObligation::Missing => Some(Obligation::request(g)),
+            LoadedObligation::Valid { seq, obligation } => {
+                self.obligation_seq = seq;
+                if obligation.generation() == g {
+                    Some(obligation)
+                } else if obligation.generation() < g {
+                    Some(obligation.superseded_by(g))
+                } else {
+                    self.mark_degraded(format!(
+                        "obligation file {} names generation {} but the committed generation is {g}",
+                        self.paths.obligation.display(),
+                        obligation.generation()
+                    ));
+                    return false;
+                }
+            }
+            LoadedObligation::Invalid(reason) => {
+                if g > 0 {
+                    self.mark_degraded(format!(
+                        "obligation file {} is unreadable ({reason}) while generation {g} was committed",
+                        self.paths.obligation.display()
+                    ));
+                    return false;
+                }
+                tracing::warn!(path = %self.paths.obligation.display(), reason, "unreadable obligation file with no purge committed; ignored");
+                None
+            }
+        };
+        let Some(mut ob) = ob else {
+            // Generation 0 never purged: dead files can only be foreign.
+            return false;
+        };
+        if ob.is_applied() && stale_found {
+            tracing::warn!(partition = %self.key, generation = g, "dead files found after an applied purge; reopening cleanup");
+            ob.reopen();
+        }
+        let pending = !ob.is_applied();
+        self.obligation = Some(ob);
+        pending
+    }
+
+    /// Creates the obligation for a just-committed purge (best effort: if the
+    /// write fails, recovery or the reconciler recreates it from the metadata).
+    pub(crate) fn begin_obligation(&mut self, generation: u64) {
+        let ob = match self.obligation.take() {
+            Some(prev) if !prev.is_applied() => prev.superseded_by(generation),
+            _ => Obligation::request(generation),
+        };
+        self.obligation = Some(ob);
+        if let Err(e) = self.persist_obligation() {
+            tracing::warn!(partition = %self.key, error = %e, "could not persist a new purge obligation; the reconciler will");
+        }
+    }
+
+    pub fn obligation(&self) -> Option<&Obligation> {
+        self.obligation.as_ref()
+    }
+
+    /// Writes the in-memory obligation into the next slot and syncs it.
+    fn persist_obligation(&mut self) -> Result<()> {
+        let Some(ob) = self.obligation.as_ref() else {
+            return Ok(());
+        };
+        let path = self.paths.obligation.clone();
+        let file = self.storage.open(&path, OpenMode::CreateOrOpen)?;
+        let seq = self.obligation_seq + 1;
+        OBLIGATION_LAYOUT
+            .write(file.as_ref(), seq, ob)?
+            .map_err(|e| EngineError::Internal(format!("obligation does not fit its slot: {e}")))?;
+        file.sync()?;
+        self.obligation_seq = seq;
+        if !self.obligation_named {
+            self.root_names.note("purge.obligation", NameChange::Created);
+            self.root_names.sync(self.storage.as_ref())?;
+            self.obligation_named = true;
+        }
+        Ok(())
+    }
+
+    /// Runs one cleanup attempt to `Applied`, or to the first failure (which
+    /// is recorded in the obligation and returned).
+    pub fn run_cleanup(&mut self) -> Result<PurgeState> {
+        let Some(ob) = self.obligation.as_mut() else {
+            return Ok(PurgeState::Applied);
+        };
+        if ob.is_applied() {
+            return Ok(PurgeState::Applied);
+        }
+        if ob.state() != PurgeState::Requested {
+            ob.retry();
+        }
+        match self.attempt() {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                if let Some(ob) = self.obligation.as_mut() {
+                    ob.record_error(&e.to_string());
+                }
+                // Keep the failure visible across restarts; if even this write
+                // fails, the persisted state is simply older, which is safe.
+                if let Err(pe) = self.persist_obligation() {
+                    tracing::debug!(partition = %self.key, error = %pe, "could not record the cleanup failure");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn attempt(&mut self) -> Result<PurgeState> {
+        let cutoff = match &self.obligation {
+            Some(ob) => ob.cutoff(),
+            None => return Ok(PurgeState::Applied),
+        };
+        // Rescan and remove every file proven older than the cutoff.
+        let mut removed: BTreeMap<DirKind, BTreeSet<String>> = BTreeMap::new();
+        for dir in DirKind::ALL {
+            let path = self.dir_path(dir).to_path_buf();
+            let names = match self.storage.list_dir(&path) {
+                Ok(n) => n,
+                Err(e) if e.kind == ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e.into()),
+            };
+            for name in names {
+                if self.is_dead(dir, &name, cutoff)? {
+                    match self.storage.remove_file(&path.join(&name)) {
+                        Ok(()) => {}
+                        Err(e) if e.kind == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    removed.entry(dir).or_default().insert(name);
+                }
+            }
+        }
+        // Names removed by earlier attempts (perhaps by an earlier process)
+        // are not known durable: hand them to the directory's tracker, which
+        // redoes them before its next sync if a sync may have dropped them.
+        let ob = self.obligation.as_mut().ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
+        let earlier = ob.removed().clone();
+        ob.files_deleted(removed.clone())
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        for (dir, names) in earlier.iter().chain(removed.iter()) {
+            let fresh_process = !self.tracker(*dir).has_unconfirmed();
+            let tracker = self.tracker_mut(*dir);
+            for name in names {
+                if !tracker.is_unconfirmed(name) {
+                    tracker.note(name, NameChange::Removed);
+                }
+            }
+            if fresh_process && earlier.contains_key(dir) {
+                tracker.force_redirty();
+            }
+        }
+        self.persist_obligation()?;
+        // Sync every directory that lost a name; each counts only for itself.
+        let dirs = self.obligation.as_ref().map(|o| o.unconfirmed_dirs()).unwrap_or_default();
+        for dir in dirs {
+            let storage = self.storage.clone();
+            self.tracker_mut(dir).sync(storage.as_ref())?;
+            if let Some(ob) = self.obligation.as_mut() {
+                ob.dir_confirmed(dir).map_err(|e| EngineError::Internal(e.to_string()))?;
+            }
+        }
+        let ob = self.obligation.as_mut().ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
+        ob.dirs_synced().map_err(|e| EngineError::Internal(e.to_string()))?;
+        self.persist_obligation()?;
+        let ob = self.obligation.as_mut().ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
+        ob.applied().map_err(|e| EngineError::Internal(e.to_string()))?;
+        self.persist_obligation()?;
+        Ok(PurgeState::Applied)
+    }
+
+    fn dir_path(&self, dir: DirKind) -> &std::path::Path {
+        match dir {
+            DirKind::Segments => &self.paths.segments,
+            DirKind::Consumers => &self.paths.consumers,
+            DirKind::Groups => &self.paths.groups,
+        }
+    }
+
+    /// Whether `name` in `dir` is proven to belong to a generation below `cutoff`.
+    fn is_dead(&self, dir: DirKind, name: &str, cutoff: u64) -> Result<bool> {
+        match dir {
+            DirKind::Segments => Ok(parse_segment_name(name).is_some_and(|(g, _, _)| g < cutoff)),
+            DirKind::Consumers | DirKind::Groups => {
+                if name.parse::<u32>().is_err() {
+                    return Ok(false);
+                }
+                let path = self.dir_path(dir).join(name);
+                match read_record(self.storage.as_ref(), &path) {
+                    Ok(SlotRead::Valid { value: OffsetRecord { generation, .. }, .. }) => Ok(generation < cutoff),
+                    Ok(SlotRead::Empty | SlotRead::Invalid { .. }) => Ok(false),
+                    Err(EngineError::Storage(e)) if e.kind == ErrorKind::NotFound => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The reconciler: drives every pending purge obligation to `Applied`.
+//!
+//! Invariants:
+//! - `pending` holds exactly the partitions whose obligation is not `Applied`
+//!   (the engine adds one on every purge commit and at recovery, and only a
+//!   successful cleanup removes it), so a pass costs O(pending), not
+//!   O(partitions).
+//! - A failing partition backs off exponentially (base doubling to a cap) with
+//!   jitter drawn from a seeded RNG: a run is a pure function of its seed.
+//! - After `stuck_after` consecutive failures a partition is flagged `stuck`
+//!   and an error is logged once per escalation; it keeps being retried.
+
+use std::collections::BTreeMap;
+
+use sluice_storage::sim::SimRng;
+
+use crate::metadata::PartitionKey;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcilerConfig {
+    /// How often the server runs a pass when nothing else triggers one.
+    pub period_ms: u64,
+    pub backoff_base_ms: u64,
+    pub backoff_cap_ms: u64,
+    /// Consecutive failures before a partition is flagged stuck.
+    pub stuck_after: u32,
+    /// Partitions cleaned at most per pass.
+    pub max_per_pass: usize,
+    pub seed: u64,
+}
+
+impl Default for ReconcilerConfig {
+    fn default() -> Self {
+        ReconcilerConfig {
+            period_ms: 1000,
+            backoff_base_ms: 100,
+            backoff_cap_ms: 60_000,
+            stuck_after: 5,
+            max_per_pass: 64,
+            seed: 0,
+        }
+    }
+}
+
+/// The reconciler's view of one pending partition.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PendingEntry {
+    pub consecutive_failures: u32,
+    pub next_attempt_at_ms: u64,
+    pub stuck: bool,
+    pub last_error: Option<String>,
+}
+
+/// Totals for operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReconcilerStats {
+    pub passes: u64,
+    pub attempts: u64,
+    pub failures: u64,
+    pub last_pass_attempts: u64,
+}
+
+#[derive(Debug)]
+pub struct Reconciler {
+    config: ReconcilerConfig,
+    pending: BTreeMap<PartitionKey, PendingEntry>,
+    rng: SimRng,
+    stats: ReconcilerStats,
+}
+
+impl Reconciler {
+    pub fn new(config: ReconcilerConfig) -> Self {
+        Reconciler {
+            rng: SimRng::new(config.seed),
+            config,
+            pending: BTreeMap::new(),
+            stats: ReconcilerStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> ReconcilerConfig {
+        self.config
+    }
+
+    /// Makes `key` due now (a purge just committed, or recovery found work).
+    pub fn mark_pending(&mut self, key: PartitionKey, now_ms: u64) {
+        let e = self.pending.entry(key).or_default();
+        e.next_attempt_at_ms = now_ms;
+    }
+
+    pub fn forget(&mut self, key: PartitionKey) {
+        self.pending.remove(&key);
+    }
+
+    /// Partitions due at `now_ms`, in key order, at most `max_per_pass`.
+    pub fn due(&self, now_ms: u64) -> Vec<PartitionKey> {
+        self.pending
+            .iter()
+            .filter(|(_, e)| e.next_attempt_at_ms <= now_ms)
+            .map(|(k, _)| *k)
+            .take(self.config.max_per_pass)
+            .collect()
+    }
+
+    pub fn begin_pass(&mut self) {
+        self.stats.passes += 1;
+        self.stats.last_pass_attempts = 0;
+    }
+
+    pub fn record_success(&mut self, key: PartitionKey) {
+        self.stats.attempts += 1;
+        self.stats.last_pass_attempts += 1;
+        if let Some(e) = self.pending.remove(&key)
+            && e.stuck
+        {
+            tracing::info!(partition = %key, "stuck purge cleanup recovered");
+        }
+    }
+
+    pub fn record_failure(&mut self, key: PartitionKey, error: &str, now_ms: u64) {
+        self.stats.attempts += 1;
+        self.stats.failures += 1;
+        self.stats.last_pass_attempts += 1;
+        let cfg = self.config;
+        let jitter_seed = self.rng.next_u64();
+        let e = self.pending.entry(key).or_default();
+        e.consecutive_failures = e.consecutive_failures.saturating_add(1);
+        let exp = e.consecutive_failures.saturating_sub(1).min(32);
+        let backoff = cfg.backoff_base_ms.saturating_mul(1u64 << exp).min(cfg.backoff_cap_ms);
+        // Up to +25% jitter so partitions failing together do not retry in lockstep.
+        let jitter = if backoff >= 4 { jitter_seed % (backoff / 4) } else { 0 };
+        e.next_attempt_at_ms = now_ms.saturating_add(backoff + jitter);
+        e.last_error = Some(error.to_string());
+        if e.consecutive_failures >= cfg.stuck_after && !e.stuck {
+            e.stuck = true;
+            tracing::error!(partition = %key, failures = e.consecutive_failures, error, "purge cleanup is stuck; still retrying");
+        } else {
+            tracing::warn!(partition = %key, failures = e.consecutive_failures, retry_in_ms = backoff + jitter, error, "purge cleanup attempt failed");
+        }
+    }
+
+    pub fn status(&self, key: PartitionKey) -> Option<&PendingEntry> {
+        self.pending.get(&key)
+    }
+
+    pub fn pending(&self) -> &BTreeMap<PartitionKey, PendingEntry> {
+        &self.pending
+    }
+
+    pub fn stats(&self) -> ReconcilerStats {
+        self.stats
+    }
+}
