@@ -52,7 +52,10 @@ impl EngineConfig {
         EngineConfig {
             data_dir: data_dir.into(),
             seed,
-            reconciler: ReconcilerConfig { seed, ..ReconcilerConfig::default() },
+            reconciler: ReconcilerConfig {
+                seed,
+                ..ReconcilerConfig::default()
+            },
         }
     }
 }
@@ -191,7 +194,9 @@ impl Engine {
             if partition.obligation().is_some_and(|o| !o.is_applied()) {
                 self.reconciler.mark_pending(key, 0);
             }
-            if partition.degraded_reason().is_some() && !report.degraded.iter().any(|(k, _)| *k == key) {
+            if partition.degraded_reason().is_some()
+                && !report.degraded.iter().any(|(k, _)| *k == key)
+            {
                 let reason = partition.degraded_reason().unwrap_or_default().to_string();
                 tracing::error!(partition = %key, reason, "partition degraded at recovery");
                 report.degraded.push((key, reason));
@@ -738,18 +743,33 @@ impl Engine {
     /// Purges every partition of a stream (one commit point for all of them).
     pub fn purge_stream(&mut self, stream: &Identifier) -> Result<()> {
         let s = self.resolve_stream(stream)?;
-        let keys: Vec<PartitionKey> = self.partitions.keys().filter(|k| k.stream == s).copied().collect();
+        let keys: Vec<PartitionKey> = self
+            .partitions
+            .keys()
+            .filter(|k| k.stream == s)
+            .copied()
+            .collect();
         self.purge(keys)
     }
 
     /// Purges every partition of a topic (one commit point for all of them).
     pub fn purge_topic(&mut self, stream: &Identifier, topic: &Identifier) -> Result<()> {
         let (s, t) = self.resolve_topic(stream, topic)?;
-        let keys: Vec<PartitionKey> = self.partitions.keys().filter(|k| k.stream == s && k.topic == t).copied().collect();
+        let keys: Vec<PartitionKey> = self
+            .partitions
+            .keys()
+            .filter(|k| k.stream == s && k.topic == t)
+            .copied()
+            .collect();
         self.purge(keys)
     }
 
-    pub fn purge_partition(&mut self, stream: &Identifier, topic: &Identifier, partition: u32) -> Result<()> {
+    pub fn purge_partition(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+    ) -> Result<()> {
         let key = self.partition_mut(stream, topic, partition)?.key;
         self.purge(vec![key])
     }
@@ -763,13 +783,18 @@ impl Engine {
             if let Some(p) = self.partitions.get(key)
                 && let Some(reason) = p.degraded_reason()
             {
-                return Err(EngineError::Degraded { key: *key, reason: reason.to_string() });
+                return Err(EngineError::Degraded {
+                    key: *key,
+                    reason: reason.to_string(),
+                });
             }
         }
         let generations = self.commit(|m| {
             let mut out = Vec::with_capacity(keys.len());
             for key in &keys {
-                let p = m.partition_mut(*key).ok_or_else(|| EngineError::Internal(format!("no partition {key}")))?;
+                let p = m
+                    .partition_mut(*key)
+                    .ok_or_else(|| EngineError::Internal(format!("no partition {key}")))?;
                 p.committed_generation += 1;
                 out.push((*key, p.committed_generation));
             }
@@ -812,7 +837,8 @@ impl Engine {
                 continue;
             };
             if p.degraded_reason().is_some() {
-                self.reconciler.record_failure(key, "partition degraded", now_ms);
+                self.reconciler
+                    .record_failure(key, "partition degraded", now_ms);
                 continue;
             }
             match p.run_cleanup() {

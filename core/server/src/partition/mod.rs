@@ -251,7 +251,13 @@ impl Partition {
     /// Files of older generations stay on disk for cleanup; nothing here touches them.
     pub fn reset_to_generation(&mut self, generation: u64) {
         debug_assert!(generation > self.generation, "generations only grow");
-        let mut next = Partition::fresh(self.storage.clone(), self.paths.clone(), self.key, self.options, generation);
+        let mut next = Partition::fresh(
+            self.storage.clone(),
+            self.paths.clone(),
+            self.key,
+            self.options,
+            generation,
+        );
         // What is not yet durable in each directory stays tracked: those
         // changes happened, whatever generation the partition now serves.
         std::mem::swap(&mut next.segment_names, &mut self.segment_names);

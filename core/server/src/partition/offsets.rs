@@ -217,9 +217,8 @@ impl OffsetStore {
                     SlotRead::Valid { seq, .. } => seq + 1,
                     SlotRead::Empty | SlotRead::Invalid { .. } => 1,
                 };
-                if !self.names.is_unconfirmed(&id.to_string()) {
-                    self.names.note(&id.to_string(), NameChange::Created);
-                }
+                // The name exists now, whatever was recorded before.
+                self.names.note(&id.to_string(), NameChange::Created);
                 (file, seq)
             }
         };

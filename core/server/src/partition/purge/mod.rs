@@ -45,7 +45,10 @@ pub const OBLIGATION_LAYOUT: SlotLayout = SlotLayout {
 pub enum LoadedObligation {
     /// No file, or an empty one.
     Missing,
-    Valid { seq: u64, obligation: Obligation },
+    Valid {
+        seq: u64,
+        obligation: Obligation,
+    },
     /// Neither slot is valid (or the record breaks an invariant).
     Invalid(String),
 }
@@ -60,10 +63,15 @@ pub fn load(p: &Partition) -> Result<LoadedObligation> {
     Ok(match OBLIGATION_LAYOUT.read::<Obligation>(file.as_ref())? {
         SlotRead::Empty => LoadedObligation::Missing,
         SlotRead::Valid { seq, value, .. } => match value.validate() {
-            Ok(()) => LoadedObligation::Valid { seq, obligation: value },
+            Ok(()) => LoadedObligation::Valid {
+                seq,
+                obligation: value,
+            },
             Err(reason) => LoadedObligation::Invalid(reason),
         },
-        SlotRead::Invalid { first, second } => LoadedObligation::Invalid(format!("slot 0: {first}; slot 1: {second}")),
+        SlotRead::Invalid { first, second } => {
+            LoadedObligation::Invalid(format!("slot 0: {first}; slot 1: {second}"))
+        }
     })
 }
 
@@ -147,7 +155,8 @@ impl Partition {
         file.sync()?;
         self.obligation_seq = seq;
         if !self.obligation_named {
-            self.root_names.note("purge.obligation", NameChange::Created);
+            self.root_names
+                .note("purge.obligation", NameChange::Created);
             self.root_names.sync(self.storage.as_ref())?;
             self.obligation_named = true;
         }
@@ -210,37 +219,60 @@ impl Partition {
         // Names removed by earlier attempts (perhaps by an earlier process)
         // are not known durable: hand them to the directory's tracker, which
         // redoes them before its next sync if a sync may have dropped them.
-        let ob = self.obligation.as_mut().ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
+        let ob = self
+            .obligation
+            .as_mut()
+            .ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
         let earlier = ob.removed().clone();
         ob.files_deleted(removed.clone())
             .map_err(|e| EngineError::Internal(e.to_string()))?;
-        for (dir, names) in earlier.iter().chain(removed.iter()) {
+        for (dir, names) in &earlier {
             let fresh_process = !self.tracker(*dir).has_unconfirmed();
             let tracker = self.tracker_mut(*dir);
             for name in names {
+                // A tracked change to the name is newer than this removal.
                 if !tracker.is_unconfirmed(name) {
                     tracker.note(name, NameChange::Removed);
                 }
             }
-            if fresh_process && earlier.contains_key(dir) {
+            if fresh_process {
                 tracker.force_redirty();
+            }
+        }
+        for (dir, names) in &removed {
+            let tracker = self.tracker_mut(*dir);
+            for name in names {
+                tracker.note(name, NameChange::Removed);
             }
         }
         self.persist_obligation()?;
         // Sync every directory that lost a name; each counts only for itself.
-        let dirs = self.obligation.as_ref().map(|o| o.unconfirmed_dirs()).unwrap_or_default();
+        let dirs = self
+            .obligation
+            .as_ref()
+            .map(|o| o.unconfirmed_dirs())
+            .unwrap_or_default();
         for dir in dirs {
             let storage = self.storage.clone();
             self.tracker_mut(dir).sync(storage.as_ref())?;
             if let Some(ob) = self.obligation.as_mut() {
-                ob.dir_confirmed(dir).map_err(|e| EngineError::Internal(e.to_string()))?;
+                ob.dir_confirmed(dir)
+                    .map_err(|e| EngineError::Internal(e.to_string()))?;
             }
         }
-        let ob = self.obligation.as_mut().ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
-        ob.dirs_synced().map_err(|e| EngineError::Internal(e.to_string()))?;
+        let ob = self
+            .obligation
+            .as_mut()
+            .ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
+        ob.dirs_synced()
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
         self.persist_obligation()?;
-        let ob = self.obligation.as_mut().ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
-        ob.applied().map_err(|e| EngineError::Internal(e.to_string()))?;
+        let ob = self
+            .obligation
+            .as_mut()
+            .ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
+        ob.applied()
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
         self.persist_obligation()?;
         Ok(PurgeState::Applied)
     }
@@ -263,7 +295,10 @@ impl Partition {
                 }
                 let path = self.dir_path(dir).join(name);
                 match read_record(self.storage.as_ref(), &path) {
-                    Ok(SlotRead::Valid { value: OffsetRecord { generation, .. }, .. }) => Ok(generation < cutoff),
+                    Ok(SlotRead::Valid {
+                        value: OffsetRecord { generation, .. },
+                        ..
+                    }) => Ok(generation < cutoff),
                     Ok(SlotRead::Empty | SlotRead::Invalid { .. }) => Ok(false),
                     Err(EngineError::Storage(e)) if e.kind == ErrorKind::NotFound => Ok(false),
                     Err(e) => Err(e),

@@ -140,9 +140,15 @@ impl Obligation {
 
     /// Requested → FilesDeleted: every dead file was removed; `removed` lists
     /// the names removed (added to those of earlier attempts).
-    pub fn files_deleted(&mut self, removed: BTreeMap<DirKind, BTreeSet<String>>) -> Result<(), TransitionError> {
+    pub fn files_deleted(
+        &mut self,
+        removed: BTreeMap<DirKind, BTreeSet<String>>,
+    ) -> Result<(), TransitionError> {
         if self.state != PurgeState::Requested {
-            return Err(TransitionError { from: self.state, via: "files_deleted" });
+            return Err(TransitionError {
+                from: self.state,
+                via: "files_deleted",
+            });
         }
         for (dir, names) in removed {
             self.removed.entry(dir).or_default().extend(names);
@@ -156,7 +162,10 @@ impl Obligation {
     /// Records one directory confirmed synced in this attempt.
     pub fn dir_confirmed(&mut self, dir: DirKind) -> Result<(), TransitionError> {
         if self.state != PurgeState::FilesDeleted {
-            return Err(TransitionError { from: self.state, via: "dir_confirmed" });
+            return Err(TransitionError {
+                from: self.state,
+                via: "dir_confirmed",
+            });
         }
         self.confirmed.insert(dir);
         Ok(())
@@ -174,7 +183,10 @@ impl Obligation {
     /// FilesDeleted → DirsSynced: only when every directory that lost a name is confirmed.
     pub fn dirs_synced(&mut self) -> Result<(), TransitionError> {
         if self.state != PurgeState::FilesDeleted || !self.unconfirmed_dirs().is_empty() {
-            return Err(TransitionError { from: self.state, via: "dirs_synced" });
+            return Err(TransitionError {
+                from: self.state,
+                via: "dirs_synced",
+            });
         }
         self.removed.clear();
         self.state = PurgeState::DirsSynced;
@@ -184,7 +196,10 @@ impl Obligation {
     /// DirsSynced → Applied.
     pub fn applied(&mut self) -> Result<(), TransitionError> {
         if self.state != PurgeState::DirsSynced {
-            return Err(TransitionError { from: self.state, via: "applied" });
+            return Err(TransitionError {
+                from: self.state,
+                via: "applied",
+            });
         }
         self.state = PurgeState::Applied;
         self.last_error = None;
@@ -221,7 +236,10 @@ impl Obligation {
     /// Checks a record read from disk against the invariants above.
     pub fn validate(&self) -> Result<(), String> {
         if self.cutoff != self.generation {
-            return Err(format!("cutoff {} differs from generation {}", self.cutoff, self.generation));
+            return Err(format!(
+                "cutoff {} differs from generation {}",
+                self.cutoff, self.generation
+            ));
         }
         match self.state {
             PurgeState::DirsSynced | PurgeState::Applied if !self.removed.is_empty() => {
@@ -257,7 +275,8 @@ mod tests {
     #[test]
     fn a_retry_forgets_confirmations_but_keeps_unconfirmed_names() {
         let mut o = Obligation::request(1);
-        o.files_deleted(names(DirKind::Groups, &["1", "2"])).unwrap();
+        o.files_deleted(names(DirKind::Groups, &["1", "2"]))
+            .unwrap();
         o.dir_confirmed(DirKind::Groups).unwrap();
         o.retry();
         assert_eq!(o.state(), PurgeState::Requested);

@@ -126,9 +126,16 @@ impl Reconciler {
         let e = self.pending.entry(key).or_default();
         e.consecutive_failures = e.consecutive_failures.saturating_add(1);
         let exp = e.consecutive_failures.saturating_sub(1).min(32);
-        let backoff = cfg.backoff_base_ms.saturating_mul(1u64 << exp).min(cfg.backoff_cap_ms);
+        let backoff = cfg
+            .backoff_base_ms
+            .saturating_mul(1u64 << exp)
+            .min(cfg.backoff_cap_ms);
         // Up to +25% jitter so partitions failing together do not retry in lockstep.
-        let jitter = if backoff >= 4 { jitter_seed % (backoff / 4) } else { 0 };
+        let jitter = if backoff >= 4 {
+            jitter_seed % (backoff / 4)
+        } else {
+            0
+        };
         e.next_attempt_at_ms = now_ms.saturating_add(backoff + jitter);
         e.last_error = Some(error.to_string());
         if e.consecutive_failures >= cfg.stuck_after && !e.stuck {
