@@ -45,6 +45,8 @@ pub struct Consumer {
 }
 
 impl Consumer {
+    // `Consumer::consumer(7)` next to `Consumer::group(7)` reads as the Iggy API does.
+    #[allow(clippy::self_named_constructors)]
     pub fn consumer(id: u32) -> Self {
         Consumer {
             kind: OffsetKind::Consumer,
@@ -105,6 +107,7 @@ pub struct Partition {
 }
 
 impl Partition {
+    #[allow(clippy::too_many_arguments)]
     fn assemble(
         storage: Arc<dyn DurableStorage>,
         paths: PartitionPaths,
@@ -217,6 +220,16 @@ impl Partition {
         let mut partition = Partition::assemble(
             storage, paths, key, options, generation, log, consumers, groups,
         );
+        // As for offsets: recovered segment names may never have been made
+        // durable by an earlier process; redo them before the next sync.
+        if let Some(base) = partition.log.last_segment_base() {
+            for ext in ["log", "idx"] {
+                partition
+                    .segment_names
+                    .note(&segment_name(generation, base, ext), NameChange::Created);
+            }
+            partition.segment_names.force_redirty();
+        }
         let loaded = purge::load(&partition)?;
         let stale = !log_report.stale_files.is_empty()
             || !c_report.stale.is_empty()
@@ -345,15 +358,21 @@ impl Partition {
             m.offset = base + i as u64;
         }
         let persisted = self.options.durability.is_persisted();
-        let appended = self.log.append(messages, persisted)?;
-        if appended.new_segment {
+        let segments_before = self.log.segment_count();
+        let appended = self.log.append(messages, persisted);
+        // A new segment's names need a directory sync even if the write into
+        // it failed: the next persisted append will land in the same files.
+        if self.log.segment_count() > segments_before
+            && let Some(base) = self.log.last_segment_base()
+        {
             for ext in ["log", "idx"] {
                 self.segment_names.note(
-                    &segment_name(self.generation, appended.base_offset, ext),
+                    &segment_name(self.generation, base, ext),
                     NameChange::Created,
                 );
             }
         }
+        let appended = appended?;
         if persisted && self.segment_names.has_unconfirmed() {
             self.segment_names.sync(self.storage.as_ref())?;
         }

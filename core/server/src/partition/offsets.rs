@@ -172,6 +172,11 @@ impl OffsetStore {
                 }
             }
         }
+        if store.names.has_unconfirmed() {
+            // An earlier process may have had a directory sync fail (dropping
+            // these names' dirty state): redo them before the next sync.
+            store.names.force_redirty();
+        }
         Ok((store, report))
     }
 

@@ -87,7 +87,14 @@ impl Log {
     ) -> Result<(Log, LogRecovery)> {
         let mut log = Log::empty(storage.clone(), dir, generation, segment_size);
         let mut report = LogRecovery::default();
-        let names = storage.list_dir(dir)?;
+        let mut names = storage.list_dir(dir)?;
+        if names
+            .iter()
+            .any(|n| n.ends_with(crate::dirsync::REDIRTY_SUFFIX))
+        {
+            crate::dirsync::repair_redirty_leftovers(storage.as_ref(), dir, &names)?;
+            names = storage.list_dir(dir)?;
+        }
         for name in &names {
             match parse_segment_name(name) {
                 Some((g, _, _)) if g < generation => report.stale_files.push(name.clone()),
@@ -147,6 +154,11 @@ impl Log {
 
     pub fn segment_count(&self) -> usize {
         self.segments.len()
+    }
+
+    /// Base offset of the newest segment, if any.
+    pub fn last_segment_base(&self) -> Option<u64> {
+        self.segments.last().map(|s| s.base_offset)
     }
 
     /// Appends one batch. `sync` makes it durable before returning (and, when a

@@ -222,13 +222,31 @@ impl Segment {
                     pos += len;
                 }
                 other => {
-                    let reason = match other {
+                    let reason = match &other {
                         Ok((b, _)) => format!(
                             "batch at offset {} of generation {} breaks the sequence (expected offset {expected}, generation {})",
                             b.base_offset, b.generation, self.generation
                         ),
                         Err(e) => e.to_string(),
                     };
+                    // A record whose checksums hold but which this build cannot
+                    // read (newer version, undecodable, over the bound) is not a
+                    // torn tail: cutting it would drop acknowledged batches.
+                    let unreadable = matches!(
+                        other,
+                        Err(FrameError::UnsupportedVersion { .. }
+                            | FrameError::Decode(_)
+                            | FrameError::TooLarge { .. })
+                    );
+                    if unreadable {
+                        return Err(EngineError::CorruptFile {
+                            path: self.log_path.clone(),
+                            offset: pos,
+                            reason: format!(
+                                "{reason}; the record is intact but unreadable by this build"
+                            ),
+                        });
+                    }
                     if let Some(after) = self.valid_batch_after(pos, file_len)? {
                         return Err(EngineError::CorruptFile {
                             path: self.log_path.clone(),

@@ -1,0 +1,561 @@
+//! Durability policies under crashes and injected faults, on the simulator:
+//! what `persisted` and `buffered` acknowledge survives what they promise,
+//! and nothing the engine serves after recovery is something it never wrote.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use support::*;
+
+fn partial_seeds() -> impl Iterator<Item = Crash> {
+    (1..=20).map(|seed| Crash::PowerLossPartial { seed })
+}
+
+fn log_path(base_offset: u64) -> PathBuf {
+    sim_paths()
+        .segments
+        .join(segment_name(0, base_offset, "log"))
+}
+
+fn cached_len(sim: &SimStorage, path: &Path) -> usize {
+    match sim.cached_view().get(path.to_str().unwrap()) {
+        Some(NodeView::File(bytes)) => bytes.len(),
+        other => panic!("{} is {other:?}", path.display()),
+    }
+}
+
+fn with_group(engine: &mut Engine) {
+    engine
+        .create_group(&stream(), &topic(), None, "workers")
+        .unwrap();
+}
+
+// ---- the two policies --------------------------------------------------------
+
+/// Sends across several segments and stores offsets, new names and overwrites.
+fn write_acknowledged(engine: &mut Engine) -> Vec<Message> {
+    send(engine, 0, 3);
+    send_each(engine, 3, 6);
+    store_offset(engine, Consumer::consumer(1), 2).unwrap();
+    store_offset(engine, Consumer::consumer(1), 5).unwrap();
+    store_offset(engine, Consumer::group(1), 7).unwrap();
+    all_messages(engine)
+}
+
+fn assert_acknowledged(engine: &mut Engine, sent: &[Message], crash: Crash) {
+    assert_eq!(all_messages(engine), sent, "{crash}");
+    assert_eq!(
+        stored_offset(engine, Consumer::consumer(1)),
+        Some(5),
+        "{crash}"
+    );
+    assert_eq!(
+        stored_offset(engine, Consumer::group(1)),
+        Some(7),
+        "{crash}"
+    );
+}
+
+#[test]
+fn persisted_acknowledgements_survive_power_loss() {
+    let opts = TopicOptions {
+        segment_size: 150,
+        ..persisted()
+    };
+    for crash in std::iter::once(Crash::PowerLoss).chain(partial_seeds()) {
+        // Given: acknowledged messages and offsets under `persisted`.
+        let (sim, mut engine) = sim_with(opts);
+        with_group(&mut engine);
+        let sent = write_acknowledged(&mut engine);
+        assert!(engine.partition(key()).unwrap().log().segment_count() > 2);
+
+        // When: power is cut.
+        let (mut engine, report) = crash_and_reopen(engine, &sim, crash);
+
+        // Then: every one of them is back, and the log goes on densely.
+        assert_acknowledged(&mut engine, &sent, crash);
+        assert_eq!(report.tail_cuts, 0, "{crash}");
+        assert_eq!(send(&mut engine, 9, 1).base_offset, 9, "{crash}");
+        // And: what was acknowledged after recovery survives the next power loss too.
+        store_offset(&mut engine, Consumer::consumer(1), 9).unwrap();
+        let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+        assert_eq!(
+            offsets_of(&all_messages(&mut engine)),
+            (0..10).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            stored_offset(&mut engine, Consumer::consumer(1)),
+            Some(9),
+            "{crash}"
+        );
+    }
+}
+
+#[test]
+fn buffered_acknowledgements_survive_a_process_crash() {
+    // Given: acknowledged messages and offsets under `buffered`.
+    let opts = TopicOptions {
+        segment_size: 300,
+        ..buffered()
+    };
+    let (sim, mut engine) = sim_with(opts);
+    with_group(&mut engine);
+    let sent = write_acknowledged(&mut engine);
+    // (Nothing of it was synced.)
+    assert_eq!(durable_file(&sim, &log_path(0)), None);
+
+    // When: the process crashes (the page cache survives).
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::Process);
+
+    // Then: all of it is served.
+    assert_acknowledged(&mut engine, &sent, Crash::Process);
+    assert_eq!(report.messages, 9);
+    assert_eq!((report.consumer_offsets, report.group_offsets), (1, 1));
+}
+
+#[test]
+fn buffered_power_loss_may_lose_data_but_never_alters_it() {
+    let opts = TopicOptions {
+        segment_size: 400,
+        ..buffered()
+    };
+    for seed in 1..=30u64 {
+        let (sim, mut engine) = sim_with(opts);
+        with_group(&mut engine);
+        // What was served at each offset, and every offset value acknowledged per consumer.
+        let mut expected: BTreeMap<u64, Message> = BTreeMap::new();
+        let mut acked: BTreeMap<Consumer, BTreeSet<u64>> = BTreeMap::new();
+        let mut next = 0u64;
+        for round in 0..3u64 {
+            // Given: a few batches and offset stores, all acknowledged, none synced.
+            for b in 0..6 {
+                let n = 1 + (b + seed + round) % 3;
+                let sent = send(&mut engine, next, n);
+                next += n;
+                let last = sent.base_offset + n - 1;
+                for (consumer, offset) in [
+                    (Consumer::consumer(1), last),
+                    (Consumer::consumer(2 + (b % 2) as u32), sent.base_offset),
+                    (Consumer::group(1), last.saturating_sub(1)),
+                ] {
+                    store_offset(&mut engine, consumer, offset).unwrap();
+                    acked.entry(consumer).or_default().insert(offset);
+                }
+            }
+            for m in all_messages(&mut engine) {
+                expected.insert(m.offset, m);
+            }
+
+            // When: power is cut after a random part of the writeback.
+            let crash = Crash::PowerLossPartial {
+                seed: seed * 100 + round,
+            };
+            let (e, report) = crash_and_reopen(engine, &sim, crash);
+            engine = e;
+
+            // Then: whatever is served is exactly what was served before at that offset.
+            assert!(report.degraded.is_empty(), "{crash}: {:?}", report.degraded);
+            let recovered = all_messages(&mut engine);
+            let offsets = offsets_of(&recovered);
+            assert!(
+                offsets.windows(2).all(|w| w[0] < w[1]),
+                "{crash}: {offsets:?}"
+            );
+            for m in &recovered {
+                assert_eq!(
+                    Some(m),
+                    expected.get(&m.offset),
+                    "{crash}: offset {}",
+                    m.offset
+                );
+            }
+            // And: a stored offset is absent or one that was acknowledged for that consumer.
+            for (consumer, values) in &acked {
+                if let Some(v) = stored_offset(&mut engine, *consumer) {
+                    assert!(values.contains(&v), "{crash}: {consumer:?} recovered {v}");
+                }
+            }
+            // And: the next message never reuses an offset that is served.
+            // (That it lands right after the last one is
+            // `empty_trailing_segments_after_power_loss_do_not_shift_offsets`.)
+            let probe = send(&mut engine, next, 1);
+            next += 1;
+            assert!(
+                recovered
+                    .last()
+                    .is_none_or(|m| probe.base_offset > m.offset),
+                "{crash}"
+            );
+            expected = recovered.into_iter().map(|m| (m.offset, m)).collect();
+        }
+    }
+}
+
+// ---- torn and failed appends -------------------------------------------------
+
+fn fail_next_log_write() -> (OpMatcher, Fault) {
+    (
+        OpMatcher::kind(OpKind::Write).path_contains(".log"),
+        Fault::io(FaultMode::TornWrite),
+    )
+}
+
+#[test]
+fn a_torn_append_is_cut_at_once_and_never_served() {
+    // Given: three acknowledged messages under `persisted`.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 3);
+    let acked_len = cached_len(&sim, &log_path(0));
+
+    // When: the next batch's write tears.
+    let (matcher, fault) = fail_next_log_write();
+    sim.fail_when(matcher, fault, 0, 1);
+    let err = try_send(&mut engine, 3, 2).unwrap_err();
+    assert!(matches!(err, EngineError::Storage(_)), "{err}");
+
+    // Then: the torn bytes were truncated away at once and are never served.
+    assert_eq!(cached_len(&sim, &log_path(0)), acked_len);
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0", "m1", "m2"]);
+    // And: the next append takes the offset the failed one did not.
+    assert_eq!(send(&mut engine, 5, 1).base_offset, 3);
+    for crash in [Crash::Process, Crash::PowerLoss] {
+        let fork = sim.fork();
+        fork.crash(crash);
+        let (mut engine, report) = reopen(&fork);
+        assert_eq!(report.tail_cuts, 0, "{crash}");
+        let all = all_messages(&mut engine);
+        assert_eq!(payloads_of(&all), ["m0", "m1", "m2", "m5"], "{crash}");
+        assert_eq!(offsets_of(&all), [0, 1, 2, 3], "{crash}");
+    }
+}
+
+#[test]
+fn a_torn_append_left_on_disk_is_cut_at_recovery_and_never_served() {
+    // Given: three acknowledged messages; the next write tears and the
+    // clean-up truncate fails too, so the torn prefix stays in the file.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 3);
+    let acked_len = cached_len(&sim, &log_path(0));
+    let (matcher, fault) = fail_next_log_write();
+    sim.fail_when(matcher, fault, 0, 1);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 3, 20).is_err());
+    let torn_len = cached_len(&sim, &log_path(0));
+    assert!(torn_len > acked_len, "the torn prefix must be in the file");
+    // The running engine never serves it.
+    assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2]);
+
+    // When: the process crashes. Then: recovery cuts the tail and reports it.
+    {
+        let fork = sim.fork();
+        fork.crash(Crash::Process);
+        let (mut engine, report) = reopen(&fork);
+        assert_eq!(report.tail_cuts, 1);
+        let (_, cut) = &report.per_partition[&key()].log.tail_cuts[0];
+        assert!(
+            matches!(cut, sluice_server::partition::log::ScanIssue::TailCut { position, bytes, .. }
+                if *position == acked_len as u64 && *bytes == (torn_len - acked_len) as u64),
+            "{cut:?}"
+        );
+        assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0", "m1", "m2"]);
+        assert_eq!(send(&mut engine, 23, 1).base_offset, 3);
+        let (mut engine, report) = crash_and_reopen(engine, &fork, Crash::PowerLoss);
+        assert_eq!(report.tail_cuts, 0);
+        assert_eq!(
+            payloads_of(&all_messages(&mut engine)),
+            ["m0", "m1", "m2", "m23"]
+        );
+    }
+    // When: power is cut after any part of the writeback. Then: never served, offsets dense.
+    for crash in partial_seeds() {
+        let fork = sim.fork();
+        fork.crash(crash);
+        let (mut engine, report) = reopen(&fork);
+        assert!(report.tail_cuts <= 1, "{crash}");
+        assert_eq!(
+            payloads_of(&all_messages(&mut engine)),
+            ["m0", "m1", "m2"],
+            "{crash}"
+        );
+        assert_eq!(send(&mut engine, 23, 1).base_offset, 3, "{crash}");
+    }
+    // When: the same engine goes on. Then: the next batch overwrites the torn bytes.
+    assert_eq!(send(&mut engine, 23, 1).base_offset, 3);
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(
+        payloads_of(&all_messages(&mut engine)),
+        ["m0", "m1", "m2", "m23"]
+    );
+}
+
+#[test]
+fn a_failed_persisted_sync_is_not_acknowledged_and_later_sends_are_durable() {
+    // Given: acknowledged messages in the active segment.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 3);
+
+    // When: the segment's file sync fails for the next send.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(matches!(
+        try_send(&mut engine, 3, 1),
+        Err(EngineError::Storage(_))
+    ));
+
+    // Then: the failed message is not served, the next send takes its offset,
+    // and everything acknowledged survives power loss.
+    assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2]);
+    assert_eq!(send(&mut engine, 4, 1).base_offset, 3);
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    let all = all_messages(&mut engine);
+    assert_eq!(payloads_of(&all), ["m0", "m1", "m2", "m4"]);
+    assert_eq!(offsets_of(&all), [0, 1, 2, 3]);
+}
+
+#[test]
+fn a_failed_persisted_send_into_a_new_segment_does_not_lose_the_next_acknowledged_one() {
+    // Given: a segment size so small that every batch starts a new segment.
+    let opts = TopicOptions {
+        segment_size: 1,
+        ..persisted()
+    };
+    let (sim, mut engine) = sim_with(opts);
+    send(&mut engine, 0, 1);
+
+    // When: the file sync of the new segment fails, and the retry succeeds.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 1, 1).is_err());
+    assert_eq!(send(&mut engine, 2, 1).base_offset, 1);
+
+    // Then: both acknowledged messages survive power loss. (The retry went
+    // into the segment the failed send created, whose name no directory sync
+    // has covered yet; a later roll would sync the directory and hide that.)
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0", "m2"]);
+}
+
+#[test]
+fn a_failed_segment_dir_sync_is_redone_by_the_next_persisted_send() {
+    // Given: the directory sync that makes the first segment's name durable fails.
+    let (sim, mut engine) = sim_with(persisted());
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 0, 1).is_err());
+
+    // When: the next send is acknowledged, then power is cut.
+    let sent = send(&mut engine, 1, 1);
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the acknowledged message is there, at the offset it was given.
+    let all = all_messages(&mut engine);
+    let got = all.iter().find(|m| m.offset == sent.base_offset);
+    assert_eq!(got.map(|m| m.payload.clone()), Some(payload(1)));
+}
+
+#[test]
+fn a_segment_whose_dir_sync_failed_before_a_restart_is_made_durable_later() {
+    // Given: the first segment's directory sync failed (Linux drops the dirty
+    // entry), then the process restarted.
+    let (sim, mut engine) = sim_with(persisted());
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 0, 1).is_err());
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+
+    // When: a send into that same segment is acknowledged, then power is cut.
+    let sent = send(&mut engine, 1, 1);
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the acknowledged message survived.
+    let all = all_messages(&mut engine);
+    let got = all.iter().find(|m| m.offset == sent.base_offset);
+    assert_eq!(got.map(|m| m.payload.clone()), Some(payload(1)));
+}
+
+// ---- directory sync of new offset names --------------------------------------
+
+fn fail_next_consumers_dir_sync(sim: &SimStorage) {
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/consumers"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+}
+
+#[test]
+fn a_retried_persisted_store_after_a_failed_dir_sync_survives_power_loss() {
+    // Given: a persisted store for a new consumer whose directory sync fails.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 5);
+    fail_next_consumers_dir_sync(&sim);
+    assert!(matches!(
+        store_offset(&mut engine, Consumer::consumer(1), 2),
+        Err(EngineError::Storage(_))
+    ));
+    // (Under Linux semantics a plain retried sync would now persist nothing.)
+    assert_eq!(durable_file(&sim, &sim_paths().consumers.join("1")), None);
+
+    // When: the store is retried and acknowledged, then power is cut.
+    store_offset(&mut engine, Consumer::consumer(1), 3).unwrap();
+    assert_eq!(sim.list_dir(&sim_paths().consumers).unwrap(), ["1"]);
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the retried value is there.
+    assert_eq!(report.consumer_offsets, 1);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(3));
+}
+
+#[test]
+fn another_consumers_store_also_redoes_a_failed_dir_sync() {
+    // Given: consumer 1's store failed at the directory sync and was never retried.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 5);
+    fail_next_consumers_dir_sync(&sim);
+    assert!(store_offset(&mut engine, Consumer::consumer(1), 2).is_err());
+    // When: consumer 2 stores (acknowledged), then power is cut.
+    store_offset(&mut engine, Consumer::consumer(2), 4).unwrap();
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    // Then: consumer 2's offset is there; consumer 1's is absent or the value it tried.
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(2)), Some(4));
+    let c1 = stored_offset(&mut engine, Consumer::consumer(1));
+    assert!(c1.is_none() || c1 == Some(2), "{c1:?}");
+}
+
+#[test]
+fn an_offset_whose_dir_sync_failed_before_a_restart_is_made_durable_later() {
+    // Given: a new consumer's directory sync failed, then the process restarted.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 5);
+    fail_next_consumers_dir_sync(&sim);
+    assert!(store_offset(&mut engine, Consumer::consumer(1), 2).is_err());
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+
+    // When: the same consumer stores again (acknowledged), then power is cut.
+    store_offset(&mut engine, Consumer::consumer(1), 3).unwrap();
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the acknowledged value survived.
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(3));
+}
+
+// ---- resource lifecycle vs. offsets ------------------------------------------
+
+// ---- the data directory itself -------------------------------------------------
+
+#[test]
+fn a_data_dir_the_engine_created_survives_power_loss() {
+    // Given: a disk with no data directory yet; the engine creates it.
+    let sim = SimStorage::with_seed(7);
+    let mut engine = sim_engine(&sim);
+    setup(&mut engine, persisted());
+    send(&mut engine, 0, 1);
+
+    // When: power is cut after the (persisted) send was acknowledged.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the stream, topic and message are there.
+    assert!(engine.stream(&stream()).is_ok());
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0"]);
+}
+
+// ---- corruption ----------------------------------------------------------------
+
+#[test]
+fn a_flipped_byte_inside_a_sealed_segment_is_reported_by_path_when_read() {
+    // Given: sealed segments long enough to hold several index entries.
+    let opts = TopicOptions {
+        segment_size: 16 * 1024,
+        ..persisted()
+    };
+    let (sim, mut engine) = sim_with(opts);
+    for b in 0..60 {
+        send(&mut engine, b * 20, 20);
+    }
+    assert!(engine.partition(key()).unwrap().log().segment_count() >= 3);
+    let sealed = log_path(0);
+    let sealed_len = cached_len(&sim, &sealed);
+    assert!(sealed_len > 3 * 4096);
+
+    // When: one byte inside its first batch flips on disk, and the engine restarts.
+    drop(engine);
+    flip_byte(&sim, &sealed, 100);
+    let (mut engine, report) = reopen(&sim);
+    assert!(report.degraded.is_empty(), "{:?}", report.degraded);
+
+    // Then: reading across it is a typed error naming the file; nothing is guessed.
+    let err = try_poll(
+        &mut engine,
+        Consumer::consumer(1),
+        PollingStrategy::Offset(0),
+        10,
+    )
+    .unwrap_err();
+    match err {
+        EngineError::CorruptFile { path, offset, .. } => {
+            assert_eq!(path, sealed);
+            assert_eq!(offset, 0);
+        }
+        other => panic!("expected CorruptFile, got {other}"),
+    }
+    // And: messages in later segments are still served.
+    let tail = poll(&mut engine, Consumer::consumer(1), PollingStrategy::Last, 5);
+    assert_eq!(offsets_of(&tail), (1195..1200).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_flipped_byte_in_an_offset_record_is_skipped_at_recovery() {
+    // Given: one stored offset (its file holds a single record).
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 5);
+    store_offset(&mut engine, Consumer::consumer(1), 3).unwrap();
+    store_offset(&mut engine, Consumer::consumer(2), 4).unwrap();
+    drop(engine);
+    let file = sim_paths().consumers.join("1");
+    let len = sim.read_file(&file).unwrap().len() as u64;
+
+    // When: a byte of that record flips.
+    flip_byte(&sim, &file, len - 3);
+    let (mut engine, report) = reopen(&sim);
+
+    // Then: recovery reports and skips it, without panicking, and serves the rest.
+    assert_eq!(report.corrupt_offset_records, 1);
+    assert_eq!(report.consumer_offsets, 1);
+    assert_eq!(
+        report.per_partition[&key()].consumers.corrupt,
+        vec!["1".to_string()]
+    );
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), None);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(2)), Some(4));
+    assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2, 3, 4]);
+    // And: the consumer can store again, and that survives power loss.
+    store_offset(&mut engine, Consumer::consumer(1), 1).unwrap();
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(report.corrupt_offset_records, 0);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(1));
+}

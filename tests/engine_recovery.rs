@@ -1,0 +1,504 @@
+//! Round trips through recovery, on the real disk and on the simulator:
+//! whatever the engine acknowledged before a restart, it serves after it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use support::*;
+
+// ---- metadata ----------------------------------------------------------------
+
+/// Streams, topics (both durability policies, odd options), partitions, groups.
+fn build_metadata(engine: &mut Engine) {
+    let alpha = engine.create_stream(None, "alpha").unwrap();
+    assert_eq!(alpha.id, 1);
+    let beta = engine.create_stream(Some(7), "beta").unwrap();
+    assert_eq!(beta.id, 7);
+    let buffered_opts = TopicOptions {
+        segment_size: 4096,
+        ..options(Durability::Buffered, Durability::Buffered)
+    };
+    let t = engine
+        .create_topic(
+            &"alpha".into(),
+            None,
+            "buffered",
+            2,
+            buffered_opts,
+            1000,
+            2000,
+            0,
+        )
+        .unwrap();
+    assert_eq!(t.id, 1);
+    let t = engine
+        .create_topic(
+            &"alpha".into(),
+            Some(5),
+            "persisted",
+            1,
+            persisted(),
+            0,
+            0,
+            3,
+        )
+        .unwrap();
+    assert_eq!(t.id, 5);
+    let mixed = options(Durability::Persisted, Durability::Buffered);
+    engine
+        .create_topic(&7.into(), None, "mixed", 3, mixed, 0, 0, 1)
+        .unwrap();
+    let g = engine
+        .create_group(&"alpha".into(), &"buffered".into(), None, "readers")
+        .unwrap();
+    assert_eq!(g.id, 1);
+    let g = engine
+        .create_group(&"alpha".into(), &"buffered".into(), Some(9), "auditors")
+        .unwrap();
+    assert_eq!(g.id, 9);
+}
+
+fn metadata_round_trips(backend: Backend) {
+    // Given: a populated engine.
+    let mut engine = backend.open();
+    build_metadata(&mut engine);
+    let before = engine.metadata().clone();
+
+    // When: it restarts.
+    let (engine, report) = backend.restart(engine);
+
+    // Then: the metadata is identical, field for field.
+    assert_eq!(engine.metadata(), &before);
+    assert_eq!(report.partitions, 2 + 1 + 3);
+    assert!(report.degraded.is_empty());
+    let ids: Vec<u32> = engine.streams().map(|s| s.id).collect();
+    assert_eq!(ids, vec![1, 7]);
+    let buffered = engine.topic(&"alpha".into(), &"buffered".into()).unwrap();
+    assert_eq!(buffered.options.durability, Durability::Buffered);
+    assert_eq!(
+        buffered.options.consumer_offset_durability,
+        Durability::Buffered
+    );
+    assert_eq!(buffered.options.segment_size, 4096);
+    assert_eq!(
+        (buffered.message_expiry, buffered.max_topic_size),
+        (1000, 2000)
+    );
+    assert_eq!(buffered.replication_factor, 1, "0 is stored as 1");
+    assert_eq!(
+        buffered.partitions.keys().copied().collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    let groups: Vec<(u32, &str)> = buffered
+        .groups
+        .values()
+        .map(|g| (g.id, g.name.as_str()))
+        .collect();
+    assert_eq!(groups, vec![(1, "readers"), (9, "auditors")]);
+    let persisted = engine.topic(&1.into(), &5.into()).unwrap();
+    assert_eq!(persisted.name, "persisted");
+    assert_eq!(persisted.options.durability, Durability::Persisted);
+    assert_eq!(
+        persisted.options.consumer_offset_durability,
+        Durability::Persisted
+    );
+    assert_eq!(persisted.replication_factor, 3);
+    let mixed = engine.topic(&"beta".into(), &"mixed".into()).unwrap();
+    assert_eq!(mixed.options.durability, Durability::Persisted);
+    assert_eq!(
+        mixed.options.consumer_offset_durability,
+        Durability::Buffered
+    );
+    // Every partition starts in purge generation 0, and says so.
+    for key in engine.metadata().partition_keys() {
+        let meta = engine.metadata().partition(key).unwrap();
+        assert_eq!(meta.committed_generation, 0, "{key}");
+        assert_eq!(engine.partition(key).unwrap().generation(), 0, "{key}");
+    }
+}
+
+#[test]
+fn metadata_round_trips_on_disk() {
+    metadata_round_trips(Backend::disk());
+}
+
+#[test]
+fn metadata_round_trips_on_sim() {
+    metadata_round_trips(Backend::sim());
+}
+
+#[test]
+fn metadata_survives_power_loss_on_sim() {
+    // Given: metadata changes, each acknowledged.
+    let sim = new_sim();
+    let mut engine = sim_engine(&sim);
+    build_metadata(&mut engine);
+    let before = engine.metadata().clone();
+    // When: power is cut.
+    let (engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    // Then: all of it is there (metadata commits are always durable).
+    assert_eq!(engine.metadata(), &before);
+    assert_eq!(report.partitions, 6);
+}
+
+// ---- messages ----------------------------------------------------------------
+
+fn headers() -> Headers {
+    let mut h = Headers::new();
+    h.insert(
+        "trace".into(),
+        HeaderValue {
+            kind: 2,
+            value: b"abc".to_vec(),
+        },
+    );
+    h.insert(
+        "n".into(),
+        HeaderValue {
+            kind: 7,
+            value: 42u64.to_le_bytes().to_vec(),
+        },
+    );
+    h
+}
+
+fn messages_round_trip(backend: Backend) {
+    // Given: three batches, one with a client id and headers.
+    let mut engine = backend.open();
+    setup(&mut engine, buffered());
+    send(&mut engine, 0, 3);
+    let special = NewMessage {
+        id: 42,
+        headers: Some(headers()),
+        payload: payload(3),
+    };
+    let sent = engine
+        .send(&stream(), &topic(), &Partitioning::Balanced, vec![special])
+        .unwrap();
+    assert_eq!((sent.partition_id, sent.base_offset, sent.count), (1, 3, 1));
+    send(&mut engine, 4, 2);
+    let before = all_messages(&mut engine);
+
+    // When: the engine restarts.
+    let (mut engine, report) = backend.restart(engine);
+
+    // Then: every message comes back bit for bit.
+    let after = all_messages(&mut engine);
+    assert_eq!(after, before);
+    assert_eq!(report.messages, 6);
+    assert_eq!(offsets_of(&after), (0..6).collect::<Vec<_>>());
+    assert_eq!(payloads_of(&after), ["m0", "m1", "m2", "m3", "m4", "m5"]);
+    // One timestamp per batch, increasing from batch to batch.
+    let ts: Vec<u64> = after.iter().map(|m| m.timestamp).collect();
+    assert!(ts[0] == ts[1] && ts[1] == ts[2] && ts[2] < ts[3] && ts[3] < ts[4]);
+    assert_eq!(ts[4], ts[5]);
+    assert!(ts[0] >= START_MICROS);
+    // The client's id and headers are kept; server ids are non-zero and distinct.
+    assert_eq!(after[3].id, 42);
+    assert_eq!(after[3].headers, Some(headers()));
+    assert!(after.iter().all(|m| m.id != 0));
+    assert_eq!(after.iter().map(|m| m.id).collect::<BTreeSet<_>>().len(), 6);
+    assert_eq!(after[0].headers, None);
+
+    // And: the next append continues the offsets.
+    assert_eq!(send(&mut engine, 6, 1).base_offset, 6);
+}
+
+#[test]
+fn messages_round_trip_on_disk() {
+    messages_round_trip(Backend::disk());
+}
+
+#[test]
+fn messages_round_trip_on_sim() {
+    messages_round_trip(Backend::sim());
+}
+
+// ---- offsets -----------------------------------------------------------------
+
+fn offsets_round_trip(backend: Backend) {
+    // Given: two consumer offsets and one group offset.
+    let mut engine = backend.open();
+    setup(&mut engine, buffered());
+    engine
+        .create_group(&stream(), &topic(), None, "workers")
+        .unwrap();
+    send(&mut engine, 0, 10);
+    store_offset(&mut engine, Consumer::consumer(1), 3).unwrap();
+    store_offset(&mut engine, Consumer::consumer(2), 5).unwrap();
+    store_offset(&mut engine, Consumer::consumer(2), 6).unwrap();
+    store_offset(&mut engine, Consumer::group(1), 4).unwrap();
+
+    // Then: each lives in its own store's directory, named by id.
+    let p = paths(&backend.data_dir());
+    let storage = engine.storage().clone();
+    assert_eq!(storage.list_dir(&p.consumers).unwrap(), ["1", "2"]);
+    assert_eq!(storage.list_dir(&p.groups).unwrap(), ["1"]);
+
+    // When: the engine restarts.
+    let (mut engine, report) = backend.restart(engine);
+
+    // Then: every offset is back, and the two stores do not mix.
+    assert_eq!(report.consumer_offsets, 2);
+    assert_eq!(report.group_offsets, 1);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(3));
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(2)), Some(6));
+    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), Some(4));
+    let got = engine
+        .get_offset(&stream(), &topic(), PARTITION, Consumer::consumer(2))
+        .unwrap();
+    assert_eq!(got, Some((9, 6)));
+    // And: Next continues after each stored offset.
+    let next = poll(&mut engine, Consumer::group(1), PollingStrategy::Next, 2);
+    assert_eq!(offsets_of(&next), [5, 6]);
+    let next = poll(&mut engine, Consumer::consumer(1), PollingStrategy::Next, 1);
+    assert_eq!(offsets_of(&next), [4]);
+}
+
+#[test]
+fn consumer_and_group_offsets_round_trip_on_disk() {
+    offsets_round_trip(Backend::disk());
+}
+
+#[test]
+fn consumer_and_group_offsets_round_trip_on_sim() {
+    offsets_round_trip(Backend::sim());
+}
+
+#[test]
+fn syncing_the_consumers_dir_does_not_make_group_offsets_durable() {
+    // Given: messages persisted, offsets buffered; a consumer and a group offset stored.
+    let (sim, mut engine) = sim_with(options(Durability::Persisted, Durability::Buffered));
+    engine
+        .create_group(&stream(), &topic(), None, "workers")
+        .unwrap();
+    send(&mut engine, 0, 5);
+    store_offset(&mut engine, Consumer::consumer(1), 2).unwrap();
+    store_offset(&mut engine, Consumer::group(1), 3).unwrap();
+    let p = sim_paths();
+    let consumer_file = p.consumers.join("1");
+    let group_file = p.groups.join("1");
+    assert!(sim.exists(&consumer_file).unwrap() && sim.exists(&group_file).unwrap());
+    assert_eq!(durable_file(&sim, &consumer_file), None);
+    assert_eq!(durable_file(&sim, &group_file), None);
+
+    // When: only consumers/ is synced (as background writeback might), then power is cut.
+    sim.sync_dir(&p.consumers).unwrap();
+
+    // Then: the consumer's name is durable (its bytes are not), the group's name is not.
+    assert_eq!(durable_file(&sim, &consumer_file), Some(Vec::new()));
+    assert_eq!(durable_file(&sim, &group_file), None);
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(sim.list_dir(&p.consumers).unwrap(), ["1"]);
+    assert!(sim.list_dir(&p.groups).unwrap().is_empty());
+    // An empty record file is "never written", not corrupt.
+    assert_eq!(report.corrupt_offset_records, 0);
+    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), None);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), None);
+    // The persisted messages are all there.
+    assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2, 3, 4]);
+    // And: the consumer can store again over the empty file.
+    store_offset(&mut engine, Consumer::consumer(1), 4).unwrap();
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(4));
+}
+
+// ---- segments ----------------------------------------------------------------
+
+fn segments_round_trip(backend: Backend) {
+    // Given: a tiny segment size, so every few messages start a new segment.
+    let mut engine = backend.open();
+    let opts = TopicOptions {
+        segment_size: 256,
+        ..buffered()
+    };
+    setup(&mut engine, opts);
+    send_each(&mut engine, 0, 60);
+    let segments = engine.partition(key()).unwrap().log().segment_count();
+    assert!(segments >= 10, "only {segments} segments");
+    let storage = engine.storage().clone();
+    let logs = segment_files(storage.as_ref(), &backend.data_dir(), "log");
+    assert_eq!(logs.len(), segments);
+    assert_eq!(logs[0], segment_name(0, 0, "log"));
+    let before = all_messages(&mut engine);
+
+    // When: the engine restarts.
+    let (mut engine, report) = backend.restart(engine);
+
+    // Then: all segments are recovered and reads span them.
+    assert_eq!(
+        engine.partition(key()).unwrap().log().segment_count(),
+        segments
+    );
+    assert_eq!(report.messages, 60);
+    assert_eq!(report.tail_cuts, 0);
+    assert_eq!(all_messages(&mut engine), before);
+    let window = poll(
+        &mut engine,
+        Consumer::consumer(1),
+        PollingStrategy::Offset(17),
+        20,
+    );
+    assert_eq!(offsets_of(&window), (17..37).collect::<Vec<_>>());
+    assert_eq!(payloads_of(&window)[0], "m17");
+    assert_eq!(
+        poll_offsets(&mut engine, PollingStrategy::Last, 3),
+        [57, 58, 59]
+    );
+    // And: appends continue densely, in new segments, and survive another restart.
+    send_each(&mut engine, 60, 20);
+    let (mut engine, _) = backend.restart(engine);
+    let all = all_messages(&mut engine);
+    assert_eq!(offsets_of(&all), (0..80).collect::<Vec<_>>());
+    assert_eq!(
+        payloads_of(&all),
+        (0..80).map(|i| format!("m{i}")).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn segment_rolling_round_trips_on_disk() {
+    segments_round_trip(Backend::disk());
+}
+
+#[test]
+fn segment_rolling_round_trips_on_sim() {
+    segments_round_trip(Backend::sim());
+}
+
+// ---- updates and deletes -----------------------------------------------------
+
+fn updates_and_deletes_persist(backend: Backend) {
+    // Given: two streams, two topics, a group, some messages.
+    let mut engine = backend.open();
+    setup_partitions(&mut engine, buffered(), 2);
+    engine.create_stream(None, "doomed").unwrap();
+    engine
+        .create_topic(&"doomed".into(), None, "t", 1, buffered(), 0, 0, 1)
+        .unwrap();
+    engine
+        .create_topic(&stream(), None, "gone", 1, buffered(), 0, 0, 1)
+        .unwrap();
+    engine
+        .create_group(&stream(), &topic(), None, "workers")
+        .unwrap();
+    send(&mut engine, 0, 3);
+
+    // When: renamed, updated, grown, shrunk, and deleted.
+    engine.update_stream(&stream(), "orders-v2").unwrap();
+    let s: Identifier = "orders-v2".into();
+    engine
+        .update_topic(&s, &topic(), "events-v2", 5000, 6000)
+        .unwrap();
+    let t: Identifier = "events-v2".into();
+    assert_eq!(engine.create_partitions(&s, &t, 2).unwrap(), [3, 4]);
+    assert_eq!(engine.delete_partitions(&s, &t, 1).unwrap(), [4]);
+    engine.delete_group(&s, &t, &"workers".into()).unwrap();
+    engine.delete_topic(&s, &"gone".into()).unwrap();
+    engine.delete_stream(&"doomed".into()).unwrap();
+    let before = engine.metadata().clone();
+    let data = backend.data_dir();
+
+    let (mut engine, report) = backend.restart(engine);
+
+    // Then: the metadata is what was acknowledged last.
+    assert_eq!(engine.metadata(), &before);
+    assert_eq!(report.partitions, 3);
+    let topic_meta = engine.topic(&1.into(), &1.into()).unwrap();
+    assert_eq!(topic_meta.name, "events-v2");
+    assert_eq!(
+        (topic_meta.message_expiry, topic_meta.max_topic_size),
+        (5000, 6000)
+    );
+    assert_eq!(
+        topic_meta.partitions.keys().copied().collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert!(topic_meta.groups.is_empty());
+    assert_eq!(engine.stream(&1.into()).unwrap().name, "orders-v2");
+    // Old names no longer resolve; deleted resources are gone, files included.
+    assert_eq!(
+        engine.stream(&stream()).unwrap_err(),
+        EngineError::StreamNotFound(stream())
+    );
+    assert!(matches!(
+        engine.topic(&s, &"gone".into()),
+        Err(EngineError::TopicNotFound { .. })
+    ));
+    assert!(matches!(
+        engine.stream(&"doomed".into()),
+        Err(EngineError::StreamNotFound(_))
+    ));
+    let storage = engine.storage().clone();
+    assert!(!storage.exists(&data.join("streams/2")).unwrap());
+    assert!(!storage.exists(&data.join("streams/1/topics/2")).unwrap());
+    assert!(
+        !storage
+            .exists(&data.join("streams/1/topics/1/partitions/4"))
+            .unwrap()
+    );
+    assert!(
+        storage
+            .exists(&data.join("streams/1/topics/1/partitions/3"))
+            .unwrap()
+    );
+    // And: the surviving partition still serves its messages under the new names.
+    let polled = engine
+        .poll(
+            &s,
+            &t,
+            1,
+            Consumer::consumer(1),
+            PollingStrategy::First,
+            10,
+            false,
+        )
+        .unwrap();
+    assert_eq!(payloads_of(&polled.messages), ["m0", "m1", "m2"]);
+}
+
+#[test]
+fn stream_and_topic_updates_and_deletes_persist_on_disk() {
+    updates_and_deletes_persist(Backend::disk());
+}
+
+#[test]
+fn stream_and_topic_updates_and_deletes_persist_on_sim() {
+    updates_and_deletes_persist(Backend::sim());
+}
+
+#[test]
+fn deleted_offsets_stay_deleted_across_restart() {
+    // Given: a stored offset, deleted.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 3);
+    store_offset(&mut engine, Consumer::consumer(1), 1).unwrap();
+    assert!(
+        engine
+            .delete_offset(&stream(), &topic(), PARTITION, Consumer::consumer(1))
+            .unwrap()
+    );
+    // When: power is cut.
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    // Then: the delete held.
+    assert_eq!(report.consumer_offsets, 0);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), None);
+    assert!(!sim.exists(&sim_paths().consumers.join("1")).unwrap());
+}
+
+#[test]
+fn a_disk_data_dir_is_created_on_first_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("nested/data");
+    let (mut engine, report) = disk_engine(&data);
+    assert_eq!(report, RecoveryReport::default());
+    setup(&mut engine, persisted());
+    send(&mut engine, 0, 1);
+    drop(engine);
+    assert!(Path::new(&data.join("metadata")).exists());
+    let (mut engine, _) = disk_engine(&data);
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0"]);
+}

@@ -1,0 +1,334 @@
+//! Shared fixtures for the engine integration tests (`mod support;` in each file).
+//!
+//! One stream `orders` (id 1) with one topic `events` (id 1) is the default
+//! subject; payloads are `m{i}` so a message names the index it was sent as.
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use sluice_server::clock::ManualClock;
+pub use sluice_server::layout::{PartitionPaths, segment_name};
+pub use sluice_server::metadata::{Durability, Metadata, PartitionKey, TopicOptions};
+pub use sluice_server::partition::log::{HeaderValue, Headers, Message, NewMessage};
+pub use sluice_server::partition::{Consumer, Polled, PollingStrategy};
+pub use sluice_server::{
+    Engine, EngineConfig, EngineError, Identifier, Partitioning, RecoveryReport, Sent,
+};
+pub use sluice_storage::sim::NodeView;
+pub use sluice_storage::{
+    Crash, DiskStorage, DurableStorage, ErrorKind, Fault, FaultMode, OpKind, OpMatcher, OpenMode,
+    SimStorage,
+};
+
+pub const DATA_DIR: &str = "/data";
+pub const STREAM: &str = "orders";
+pub const TOPIC: &str = "events";
+/// Where every test clock starts (microseconds).
+pub const START_MICROS: u64 = 1_000_000;
+/// Where the clock of a restarted engine starts: later than anything written before.
+pub const RESTART_MICROS: u64 = 1_000_000_000;
+
+pub fn stream() -> Identifier {
+    Identifier::from(STREAM)
+}
+
+pub fn topic() -> Identifier {
+    Identifier::from(TOPIC)
+}
+
+/// The default subject's only partition.
+pub const PARTITION: u32 = 1;
+
+pub fn key() -> PartitionKey {
+    PartitionKey {
+        stream: 1,
+        topic: 1,
+        partition: PARTITION,
+    }
+}
+
+pub fn config(data_dir: &Path) -> EngineConfig {
+    EngineConfig::new(data_dir, 1)
+}
+
+/// Where the default partition's files live under `data_dir`.
+pub fn paths(data_dir: &Path) -> PartitionPaths {
+    PartitionPaths::new(data_dir, key())
+}
+
+pub fn sim_paths() -> PartitionPaths {
+    paths(Path::new(DATA_DIR))
+}
+
+// ---- opening engines -------------------------------------------------------
+
+/// A simulator whose data directory already exists durably, as an operator's
+/// `mkdir -p` + reboot would leave it, so tests of the partition code do not
+/// depend on how the engine creates a missing data directory (that has its
+/// own tests: `engine_durability::a_data_dir_the_engine_created_*`).
+pub fn new_sim() -> SimStorage {
+    let sim = SimStorage::with_seed(7);
+    sim.create_dir_all(Path::new(DATA_DIR)).unwrap();
+    sim.sync_dir(Path::new("/")).unwrap();
+    sim
+}
+
+pub fn open_sim_with_clock(sim: &SimStorage, clock: Arc<ManualClock>) -> (Engine, RecoveryReport) {
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    Engine::open(storage, clock, config(Path::new(DATA_DIR))).unwrap()
+}
+
+pub fn sim_engine(sim: &SimStorage) -> Engine {
+    open_sim_with_clock(sim, Arc::new(ManualClock::new(START_MICROS))).0
+}
+
+/// Opens the engine again (recovery) on whatever the simulator holds now.
+pub fn reopen(sim: &SimStorage) -> (Engine, RecoveryReport) {
+    open_sim_with_clock(sim, Arc::new(ManualClock::new(RESTART_MICROS)))
+}
+
+/// Drops the engine, crashes the simulator and recovers.
+pub fn crash_and_reopen(
+    engine: Engine,
+    sim: &SimStorage,
+    crash: Crash,
+) -> (Engine, RecoveryReport) {
+    drop(engine);
+    sim.crash(crash);
+    reopen(sim)
+}
+
+pub fn disk_engine(data_dir: &Path) -> (Engine, RecoveryReport) {
+    disk_engine_with_clock(data_dir, Arc::new(ManualClock::new(START_MICROS)))
+}
+
+pub fn disk_engine_with_clock(
+    data_dir: &Path,
+    clock: Arc<ManualClock>,
+) -> (Engine, RecoveryReport) {
+    let storage: Arc<dyn DurableStorage> = Arc::new(DiskStorage::new());
+    Engine::open(storage, clock, config(data_dir)).unwrap()
+}
+
+/// A backend a round-trip test runs on: the real disk or the simulator.
+pub enum Backend {
+    Disk(tempfile::TempDir),
+    Sim(SimStorage),
+}
+
+impl Backend {
+    pub fn disk() -> Backend {
+        Backend::Disk(tempfile::tempdir().unwrap())
+    }
+
+    pub fn sim() -> Backend {
+        Backend::Sim(new_sim())
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        match self {
+            Backend::Disk(dir) => dir.path().join("data"),
+            Backend::Sim(_) => PathBuf::from(DATA_DIR),
+        }
+    }
+
+    pub fn open(&self) -> Engine {
+        self.open_at(START_MICROS).0
+    }
+
+    fn open_at(&self, micros: u64) -> (Engine, RecoveryReport) {
+        let clock = Arc::new(ManualClock::new(micros));
+        match self {
+            Backend::Disk(_) => disk_engine_with_clock(&self.data_dir(), clock),
+            Backend::Sim(sim) => open_sim_with_clock(sim, clock),
+        }
+    }
+
+    /// Stops the engine and starts it again through recovery. On the
+    /// simulator the process crashes (handles die, the page cache survives),
+    /// which is what a restart on the disk backend is too.
+    pub fn restart(&self, engine: Engine) -> (Engine, RecoveryReport) {
+        drop(engine);
+        if let Backend::Sim(sim) = self {
+            sim.crash(Crash::Process);
+        }
+        self.open_at(RESTART_MICROS)
+    }
+}
+
+// ---- resources ---------------------------------------------------------------
+
+pub fn options(durability: Durability, offsets: Durability) -> TopicOptions {
+    TopicOptions {
+        durability,
+        consumer_offset_durability: offsets,
+        ..TopicOptions::default()
+    }
+}
+
+pub fn persisted() -> TopicOptions {
+    options(Durability::Persisted, Durability::Persisted)
+}
+
+pub fn buffered() -> TopicOptions {
+    options(Durability::Buffered, Durability::Buffered)
+}
+
+/// Creates stream `orders` (id 1) and topic `events` (id 1) with one partition.
+pub fn setup(engine: &mut Engine, options: TopicOptions) {
+    setup_partitions(engine, options, 1);
+}
+
+pub fn setup_partitions(engine: &mut Engine, options: TopicOptions, partitions: u32) {
+    let s = engine.create_stream(None, STREAM).unwrap();
+    assert_eq!(s.id, 1);
+    let t = engine
+        .create_topic(&stream(), None, TOPIC, partitions, options, 0, 0, 1)
+        .unwrap();
+    assert_eq!(t.id, 1);
+}
+
+/// A simulator with the default subject created under `options`.
+pub fn sim_with(options: TopicOptions) -> (SimStorage, Engine) {
+    let sim = new_sim();
+    let mut engine = sim_engine(&sim);
+    setup(&mut engine, options);
+    (sim, engine)
+}
+
+// ---- messages ----------------------------------------------------------------
+
+pub fn payload(i: u64) -> Vec<u8> {
+    format!("m{i}").into_bytes()
+}
+
+pub fn batch(from: u64, n: u64) -> Vec<NewMessage> {
+    (from..from + n)
+        .map(|i| NewMessage::new(payload(i)))
+        .collect()
+}
+
+/// Sends `m{from}..m{from+n}` as one batch to the default partition.
+pub fn send(engine: &mut Engine, from: u64, n: u64) -> Sent {
+    try_send(engine, from, n).unwrap()
+}
+
+pub fn try_send(engine: &mut Engine, from: u64, n: u64) -> Result<Sent, EngineError> {
+    engine.send(
+        &stream(),
+        &topic(),
+        &Partitioning::PartitionId(PARTITION),
+        batch(from, n),
+    )
+}
+
+/// Sends `m{from}..m{from+n}` one message per batch.
+pub fn send_each(engine: &mut Engine, from: u64, n: u64) {
+    for i in from..from + n {
+        let sent = send(engine, i, 1);
+        assert_eq!(sent.count, 1);
+    }
+}
+
+pub fn try_poll(
+    engine: &mut Engine,
+    consumer: Consumer,
+    strategy: PollingStrategy,
+    count: u64,
+) -> Result<Vec<Message>, EngineError> {
+    engine
+        .poll(
+            &stream(),
+            &topic(),
+            PARTITION,
+            consumer,
+            strategy,
+            count,
+            false,
+        )
+        .map(|p| p.messages)
+}
+
+pub fn poll(
+    engine: &mut Engine,
+    consumer: Consumer,
+    strategy: PollingStrategy,
+    count: u64,
+) -> Vec<Message> {
+    try_poll(engine, consumer, strategy, count).unwrap()
+}
+
+pub fn offsets_of(messages: &[Message]) -> Vec<u64> {
+    messages.iter().map(|m| m.offset).collect()
+}
+
+pub fn payloads_of(messages: &[Message]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+        .collect()
+}
+
+/// Offsets a poll returns.
+pub fn poll_offsets(engine: &mut Engine, strategy: PollingStrategy, count: u64) -> Vec<u64> {
+    offsets_of(&poll(engine, Consumer::consumer(1), strategy, count))
+}
+
+/// Every message of the default partition, in offset order.
+pub fn all_messages(engine: &mut Engine) -> Vec<Message> {
+    poll(
+        engine,
+        Consumer::consumer(1),
+        PollingStrategy::Offset(0),
+        u64::MAX,
+    )
+}
+
+// ---- offsets -----------------------------------------------------------------
+
+pub fn store_offset(
+    engine: &mut Engine,
+    consumer: Consumer,
+    offset: u64,
+) -> Result<(), EngineError> {
+    engine.store_offset(&stream(), &topic(), PARTITION, consumer, offset)
+}
+
+/// The stored offset of `consumer`, if any.
+pub fn stored_offset(engine: &mut Engine, consumer: Consumer) -> Option<u64> {
+    engine
+        .get_offset(&stream(), &topic(), PARTITION, consumer)
+        .unwrap()
+        .map(|(_, stored)| stored)
+}
+
+// ---- simulator inspection ----------------------------------------------------
+
+/// A file's bytes as they would be after a power loss now (`None`: no durable name).
+pub fn durable_file(sim: &SimStorage, path: &Path) -> Option<Vec<u8>> {
+    match sim.durable_view().get(path.to_str().unwrap()) {
+        Some(NodeView::File(bytes)) => Some(bytes.clone()),
+        _ => None,
+    }
+}
+
+/// Flips one bit of a file's byte at `at` (through a fresh handle, in the page cache).
+pub fn flip_byte(storage: &dyn DurableStorage, path: &Path, at: u64) {
+    let file = storage.open(path, OpenMode::ReadWrite).unwrap();
+    let mut byte = [0u8; 1];
+    file.read_exact_at(at, &mut byte).unwrap();
+    byte[0] ^= 0x10;
+    file.write_at(at, &byte).unwrap();
+}
+
+/// Names of the default partition's segment files with extension `ext`.
+pub fn segment_files(storage: &dyn DurableStorage, data_dir: &Path, ext: &str) -> Vec<String> {
+    let suffix = format!(".{ext}");
+    storage
+        .list_dir(&paths(data_dir).segments)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(&suffix))
+        .collect()
+}
