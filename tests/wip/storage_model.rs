@@ -127,8 +127,8 @@ enum SyncResult {
     FailsThenRetried,
 }
 
-/// One generated step. Every file operation opens a fresh handle by path (ReadWrite), so
-/// crashes need no handle bookkeeping.
+/// One generated step. Every file operation opens a fresh handle by path
+/// (ReadWrite), so crashes need no handle bookkeeping.
 #[derive(Clone, Debug)]
 enum Op {
     CreateDirAll(&'static str),
@@ -694,7 +694,8 @@ fn known_bug(model: &Model, op: &Op) -> Option<&'static str> {
         Op::SyncDir(path, SyncResult::FailsBefore) if model.linux => {
             match model.resolve(&parts(path)) {
                 Err(_) => Some(
-                    "an injected sync_dir fault on a missing path reports the lookup error under Linux semantics only",
+                    "an injected sync_dir fault on a missing path reports the lookup \
+                     error, under Linux semantics only",
                 ),
                 Ok(_) => None,
             }
@@ -1079,7 +1080,9 @@ proptest! {
         let ops: Vec<Op> = prelude(durable_tree).into_iter().chain(ops).collect();
         for semantics in [SyncFailureSemantics::Linux, SyncFailureSemantics::Forgiving] {
             run_case(semantics, &ops).map_err(|e| match e {
-                TestCaseError::Fail(why) => TestCaseError::fail(format!("{semantics:?} semantics: {why}")),
+                TestCaseError::Fail(why) => {
+                    TestCaseError::fail(format!("{semantics:?} semantics: {why}"))
+                }
                 other => other,
             })?;
         }
