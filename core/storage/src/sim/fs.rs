@@ -83,6 +83,10 @@ fn usize_of(v: u64) -> Result<usize, ErrorKind> {
 
 impl FileNode {
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), ErrorKind> {
+        if data.is_empty() {
+            // pwrite of zero bytes changes nothing, not even past the end.
+            return Ok(());
+        }
         let start = usize_of(offset)?;
         let end = start.checked_add(data.len()).ok_or(ErrorKind::NoSpace)?;
         if self.cached.len() < end {
@@ -154,12 +158,6 @@ impl DirNode {
         self.dirty.insert(name.to_string());
     }
 
-    pub fn flush(&mut self) {
-        for name in std::mem::take(&mut self.dirty) {
-            self.flush_name(&name);
-        }
-    }
-
     fn flush_name(&mut self, name: &str) {
         match self.cached.get(name) {
             Some(&i) => {
@@ -169,10 +167,6 @@ impl DirNode {
                 self.durable.remove(name);
             }
         }
-    }
-
-    pub fn drop_dirty(&mut self) {
-        self.dirty.clear();
     }
 }
 
@@ -287,20 +281,115 @@ impl Fs {
         Ok(())
     }
 
+    /// Makes one directory's dirty names durable (a successful directory sync).
+    pub fn flush_dir(&mut self, ino: Ino) -> Result<(), ErrorKind> {
+        let names = std::mem::take(&mut self.dir_mut(ino)?.dirty);
+        for name in names {
+            self.flush_name_linked(ino, &name);
+        }
+        Ok(())
+    }
+
+    /// Flushes `name` in `dir`. A directory moved between two parents is
+    /// journalled as one rename by every file system that supports moving
+    /// directories: its removal from the old parent and its entry in the new
+    /// one become durable together, so the durable tree can never hold a
+    /// directory twice (or a cycle) nor lose it.
+    fn flush_name_linked(&mut self, dir: Ino, name: &str) {
+        let partner = self.move_partner(dir, name);
+        if let Some(Inode::Dir(d)) = self.inodes.get_mut(&dir) {
+            d.flush_name(name);
+            d.dirty.remove(name);
+        }
+        if let Some((ino, n)) = partner
+            && let Some(Inode::Dir(d)) = self.inodes.get_mut(&ino)
+        {
+            d.flush_name(&n);
+            d.dirty.remove(&n);
+        }
+    }
+
+    /// Drops a directory's dirty names (a failed sync under Linux semantics),
+    /// and with a moved directory's name, the other side of the same rename.
+    pub fn drop_dir_dirty(&mut self, dir: Ino) {
+        let names: Vec<String> = match self.inodes.get(&dir) {
+            Some(Inode::Dir(d)) => d.dirty.iter().cloned().collect(),
+            _ => return,
+        };
+        for name in names {
+            if let Some((ino, n)) = self.move_partner(dir, &name)
+                && let Some(Inode::Dir(d)) = self.inodes.get_mut(&ino)
+            {
+                d.dirty.remove(&n);
+            }
+        }
+        if let Some(Inode::Dir(d)) = self.inodes.get_mut(&dir) {
+            d.dirty.clear();
+        }
+    }
+
+    /// If `name` in `dir` is one side of a not-yet-durable directory move, the
+    /// other side: the old durable name of a directory moved in, or the new
+    /// cached name of a directory moved out.
+    fn move_partner(&self, dir: Ino, name: &str) -> Option<(Ino, String)> {
+        let Some(Inode::Dir(d)) = self.inodes.get(&dir) else {
+            return None;
+        };
+        let (cached, durable) = (d.cached.get(name).copied(), d.durable.get(name).copied());
+        if cached == durable {
+            return None;
+        }
+        let is_dir =
+            |i: Option<Ino>| i.filter(|i| matches!(self.inodes.get(i), Some(Inode::Dir(_))));
+        let (moved, find_old_name) = match (is_dir(cached), is_dir(durable)) {
+            (Some(m), _) => (m, true),
+            (None, Some(m)) => (m, false),
+            (None, None) => return None,
+        };
+        for (&ino, node) in &self.inodes {
+            let Inode::Dir(y) = node else { continue };
+            let names: BTreeSet<&String> = y.durable.keys().chain(y.cached.keys()).collect();
+            for n in names {
+                if ino == dir && n == name {
+                    continue;
+                }
+                let (c, du) = (y.cached.get(n), y.durable.get(n));
+                let hit = if find_old_name {
+                    du == Some(&moved) && c != Some(&moved)
+                } else {
+                    c == Some(&moved) && du != Some(&moved)
+                };
+                if hit {
+                    return Some((ino, n.clone()));
+                }
+            }
+        }
+        None
+    }
+
     /// Power loss: every node falls back to its durable view. With `writeback`,
     /// each dirty name and each dirty file first independently reaches the
     /// disk with probability one half, as background writeback would have.
     pub fn power_loss(&mut self, mut writeback: Option<&mut SimRng>) {
+        if let Some(rng) = writeback.as_deref_mut() {
+            let dirty: Vec<(Ino, String)> = self
+                .inodes
+                .iter()
+                .filter_map(|(&ino, n)| match n {
+                    Inode::Dir(d) => Some(d.dirty.iter().map(move |name| (ino, name.clone()))),
+                    Inode::File(_) => None,
+                })
+                .flatten()
+                .collect();
+            for (ino, name) in dirty {
+                if rng.coin() {
+                    self.flush_name_linked(ino, &name);
+                }
+            }
+        }
         for node in self.inodes.values_mut() {
             match node {
                 Inode::Dir(d) => {
-                    if let Some(rng) = writeback.as_deref_mut() {
-                        for name in std::mem::take(&mut d.dirty) {
-                            if rng.coin() {
-                                d.flush_name(&name);
-                            }
-                        }
-                    }
                     d.dirty.clear();
                     d.cached = d.durable.clone();
                 }
@@ -341,14 +430,28 @@ impl Fs {
     /// Every path and what it holds, in one view (cached or durable).
     pub fn view(&self, durable: bool) -> BTreeMap<String, NodeView> {
         let mut out = BTreeMap::new();
-        self.walk(ROOT, String::new(), durable, &mut out);
+        let mut on_path = BTreeSet::new();
+        self.walk(ROOT, String::new(), durable, &mut out, &mut on_path);
         out
     }
 
-    fn walk(&self, ino: Ino, prefix: String, durable: bool, out: &mut BTreeMap<String, NodeView>) {
+    fn walk(
+        &self,
+        ino: Ino,
+        prefix: String,
+        durable: bool,
+        out: &mut BTreeMap<String, NodeView>,
+        on_path: &mut BTreeSet<Ino>,
+    ) {
         let Some(Inode::Dir(d)) = self.inodes.get(&ino) else {
             return;
         };
+        // A directory reached again below itself would make the walk endless;
+        // the linked flush above keeps that from happening, this keeps a bug
+        // from turning into a hang.
+        if !on_path.insert(ino) {
+            return;
+        }
         let entries = if durable { &d.durable } else { &d.cached };
         for (name, &child) in entries {
             let path = format!("{prefix}/{name}");
@@ -359,11 +462,12 @@ impl Fs {
                 }
                 Some(Inode::Dir(_)) => {
                     out.insert(path.clone(), NodeView::Dir);
-                    self.walk(child, path, durable, out);
+                    self.walk(child, path, durable, out, on_path);
                 }
                 None => {}
             }
         }
+        on_path.remove(&ino);
     }
 }
 

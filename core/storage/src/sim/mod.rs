@@ -396,14 +396,13 @@ impl SimStorage {
                         Err(injected(kind, path, fault))
                     }
                     FaultMode::Before | FaultMode::TornWrite => {
-                        if kind == OpKind::SyncDir && st.linux() {
-                            let ino = st
-                                .fs
-                                .resolve(&parts)
-                                .map_err(|k| StorageError::new(kind, path, k))?;
-                            if let Ok(d) = st.fs.dir_mut(ino) {
-                                d.drop_dirty();
-                            }
+                        // The injected error decides the result in both semantics;
+                        // under Linux's, a failed sync also drops dirty state.
+                        if kind == OpKind::SyncDir
+                            && st.linux()
+                            && let Ok(ino) = st.fs.resolve(&parts)
+                        {
+                            st.fs.drop_dir_dirty(ino);
                         }
                         Err(injected(kind, path, fault))
                     }
@@ -660,7 +659,9 @@ impl DurableStorage for SimStorage {
         self.path_op(OpKind::Rename, from, Some(to), |st, src, dst| {
             let err = |k| StorageError::new(OpKind::Rename, from, k);
             let dst = dst.ok_or(err(ErrorKind::InvalidPath))?;
+            // Linux looks up both parents before either entry.
             let (sp, sname) = st.fs.resolve_parent(src).map_err(err)?;
+            let (dp, dname) = st.fs.resolve_parent(dst).map_err(err)?;
             let ino = *st
                 .fs
                 .dir(sp)
@@ -668,8 +669,15 @@ impl DurableStorage for SimStorage {
                 .cached
                 .get(sname)
                 .ok_or(err(ErrorKind::NotFound))?;
-            let (dp, dname) = st.fs.resolve_parent(dst).map_err(err)?;
             if src == dst {
+                return Ok(());
+            }
+            // The target is an ancestor of the source: never empty (ENOTEMPTY).
+            if src.starts_with(dst) {
+                return Err(err(ErrorKind::DirectoryNotEmpty));
+            }
+            // Two names of one file: rename(2) does nothing.
+            if st.fs.dir(dp).map_err(err)?.cached.get(dname) == Some(&ino) {
                 return Ok(());
             }
             let moving_dir = matches!(st.fs.get(ino), Some(Inode::Dir(_)));
@@ -713,7 +721,7 @@ impl DurableStorage for SimStorage {
         self.path_op(OpKind::SyncDir, path, None, |st, parts, _| {
             let err = |k| StorageError::new(OpKind::SyncDir, path, k);
             let ino = st.fs.resolve(parts).map_err(err)?;
-            st.fs.dir_mut(ino).map_err(err)?.flush();
+            st.fs.flush_dir(ino).map_err(err)?;
             Ok(())
         })
     }
