@@ -35,7 +35,8 @@ pub struct SlotLayout {
 /// What a slot file holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlotRead<T> {
-    /// A zero-length file: created, never written.
+    /// No complete record was ever written: a zero-length file, or one whose
+    /// only written slot is torn (the first write never completed).
     Empty,
     /// The newest valid record; `damaged` says the other slot did not decode
     /// (normal after the very first write, or after a torn write).
@@ -96,7 +97,16 @@ impl SlotLayout {
             frame::decode::<Slot<T>>(self.magic, self.version, &bytes[start..end], max)
                 .map(|(s, _)| s)
         };
+        // A slot that is absent or all zeros was never written. A file whose
+        // only written slot is damaged never held a complete record: the very
+        // first write was torn, which acknowledged nothing.
+        let never_written = |i: usize| {
+            let start = (i * self.slot_size).min(bytes.len());
+            let end = ((i + 1) * self.slot_size).min(bytes.len());
+            bytes[start..end].iter().all(|&b| b == 0)
+        };
         match (slot(0), slot(1)) {
+            (Err(_), Err(_)) if never_written(0) || never_written(1) => SlotRead::Empty,
             (Ok(a), Ok(b)) => {
                 let (newer, _) = if a.seq >= b.seq { (a, b) } else { (b, a) };
                 SlotRead::Valid {
@@ -178,6 +188,16 @@ mod tests {
         }
         buf.clear();
         assert_eq!(L.decode::<u64>(&buf), SlotRead::Empty);
+    }
+
+    #[test]
+    fn a_torn_first_write_is_empty_not_corrupt() {
+        let rec = L.encode(1, &10u64).unwrap();
+        for cut in 1..rec.len() {
+            let mut buf = vec![0u8; L.slot_offset(1) as usize];
+            buf.extend_from_slice(&rec[..cut]);
+            assert_eq!(L.decode::<u64>(&buf), SlotRead::Empty, "cut {cut}");
+        }
     }
 
     #[test]

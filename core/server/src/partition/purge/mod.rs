@@ -34,6 +34,14 @@ use crate::layout::parse_segment_name;
 use crate::slots::{SlotLayout, SlotRead};
 pub use state::{DirKind, Obligation, PurgeState, TransitionError};
 
+/// Dead files removed per round: their names must fit one obligation slot
+/// (64 KiB; a segment name is 45 bytes) with room to spare.
+pub const MAX_NAMES_PER_ROUND: usize = 512;
+
+fn transition(e: TransitionError) -> EngineError {
+    EngineError::Internal(e.to_string())
+}
+
 pub const OBLIGATION_LAYOUT: SlotLayout = SlotLayout {
     magic: Magic::OBLIGATION,
     version: 1,
@@ -115,6 +123,18 @@ impl Partition {
             // Generation 0 never purged: dead files can only be foreign.
             return false;
         };
+        // Removals recorded by an earlier process may have been dropped by a
+        // failed sync that this process never saw: redo them before the next
+        // sync of their directory confirms anything.
+        for (dir, names) in ob.removed().clone() {
+            let tracker = self.tracker_mut(dir);
+            for name in &names {
+                if !tracker.is_unconfirmed(name) {
+                    tracker.note(name, NameChange::Removed);
+                }
+            }
+            tracker.force_redirty();
+        }
         if ob.is_applied() && stale_found {
             tracing::warn!(partition = %self.key, generation = g, "dead files found after an applied purge; reopening cleanup");
             ob.reopen();
@@ -196,38 +216,10 @@ impl Partition {
             Some(ob) => ob.cutoff(),
             None => return Ok(PurgeState::Applied),
         };
-        // Rescan and remove every file proven older than the cutoff.
-        let mut removed: BTreeMap<DirKind, BTreeSet<String>> = BTreeMap::new();
-        for dir in DirKind::ALL {
-            let path = self.dir_path(dir).to_path_buf();
-            let names = match self.storage.list_dir(&path) {
-                Ok(n) => n,
-                Err(e) if e.kind == ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(e.into()),
-            };
-            for name in names {
-                if self.is_dead(dir, &name, cutoff)? {
-                    match self.storage.remove_file(&path.join(&name)) {
-                        Ok(()) => {}
-                        Err(e) if e.kind == ErrorKind::NotFound => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                    removed.entry(dir).or_default().insert(name);
-                }
-            }
-        }
-        // Names removed by earlier attempts (perhaps by an earlier process)
-        // are not known durable: hand them to the directory's tracker, which
-        // redoes them before its next sync if a sync may have dropped them.
-        let ob = self
-            .obligation
-            .as_mut()
-            .ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
-        let earlier = ob.removed().clone();
-        ob.files_deleted(removed.clone())
-            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        // Names recorded by earlier attempts are not known durable; make sure
+        // this directory's tracker redoes them before it next confirms a sync.
+        let earlier = self.ob()?.removed().clone();
         for (dir, names) in &earlier {
-            let fresh_process = !self.tracker(*dir).has_unconfirmed();
             let tracker = self.tracker_mut(*dir);
             for name in names {
                 // A tracked change to the name is newer than this removal.
@@ -235,46 +227,91 @@ impl Partition {
                     tracker.note(name, NameChange::Removed);
                 }
             }
-            if fresh_process {
-                tracker.force_redirty();
-            }
         }
-        for (dir, names) in &removed {
-            let tracker = self.tracker_mut(*dir);
-            for name in names {
-                tracker.note(name, NameChange::Removed);
+        // Remove in rounds of at most MAX_NAMES_PER_ROUND, so the names of one
+        // round always fit the obligation's slot.
+        loop {
+            let (round, more) = self.scan_dead(cutoff)?;
+            if round.is_empty() {
+                break;
             }
+            // Plan first, persist, then remove: a crash between two removals
+            // leaves every removed name recorded.
+            self.ob_mut()?.plan_removals(&round).map_err(transition)?;
+            self.persist_obligation()?;
+            for (dir, names) in &round {
+                let path = self.dir_path(*dir).to_path_buf();
+                for name in names {
+                    match self.storage.remove_file(&path.join(name)) {
+                        Ok(()) => {}
+                        Err(e) if e.kind == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    self.tracker_mut(*dir).note(name, NameChange::Removed);
+                }
+            }
+            if !more {
+                break;
+            }
+            // An intermediate round confirms its removals before the next one,
+            // so the recorded names stay bounded.
+            let dirs: Vec<DirKind> = round.keys().copied().collect();
+            for dir in &dirs {
+                let storage = self.storage.clone();
+                self.tracker_mut(*dir).sync(storage.as_ref())?;
+            }
+            self.ob_mut()?.round_confirmed(&dirs).map_err(transition)?;
+            self.persist_obligation()?;
         }
+        self.ob_mut()?.files_deleted().map_err(transition)?;
         self.persist_obligation()?;
         // Sync every directory that lost a name; each counts only for itself.
-        let dirs = self
-            .obligation
-            .as_ref()
-            .map(|o| o.unconfirmed_dirs())
-            .unwrap_or_default();
-        for dir in dirs {
+        for dir in self.ob()?.unconfirmed_dirs() {
             let storage = self.storage.clone();
             self.tracker_mut(dir).sync(storage.as_ref())?;
-            if let Some(ob) = self.obligation.as_mut() {
-                ob.dir_confirmed(dir)
-                    .map_err(|e| EngineError::Internal(e.to_string()))?;
-            }
+            self.ob_mut()?.dir_confirmed(dir).map_err(transition)?;
         }
-        let ob = self
-            .obligation
-            .as_mut()
-            .ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
-        ob.dirs_synced()
-            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        self.ob_mut()?.dirs_synced().map_err(transition)?;
         self.persist_obligation()?;
-        let ob = self
-            .obligation
-            .as_mut()
-            .ok_or_else(|| EngineError::Internal("obligation vanished".into()))?;
-        ob.applied()
-            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        self.ob_mut()?.applied().map_err(transition)?;
         self.persist_obligation()?;
         Ok(PurgeState::Applied)
+    }
+
+    fn ob(&self) -> Result<&Obligation> {
+        self.obligation
+            .as_ref()
+            .ok_or_else(|| EngineError::Internal("purge obligation vanished".into()))
+    }
+
+    fn ob_mut(&mut self) -> Result<&mut Obligation> {
+        self.obligation
+            .as_mut()
+            .ok_or_else(|| EngineError::Internal("purge obligation vanished".into()))
+    }
+
+    /// Up to `MAX_NAMES_PER_ROUND` dead names, and whether more remain.
+    fn scan_dead(&self, cutoff: u64) -> Result<(BTreeMap<DirKind, BTreeSet<String>>, bool)> {
+        let mut round: BTreeMap<DirKind, BTreeSet<String>> = BTreeMap::new();
+        let mut taken = 0usize;
+        for dir in DirKind::ALL {
+            let path = self.dir_path(dir);
+            let names = match self.storage.list_dir(path) {
+                Ok(n) => n,
+                Err(e) if e.kind == ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e.into()),
+            };
+            for name in names {
+                if self.is_dead(dir, &name, cutoff)? {
+                    if taken == MAX_NAMES_PER_ROUND {
+                        return Ok((round, true));
+                    }
+                    round.entry(dir).or_default().insert(name);
+                    taken += 1;
+                }
+            }
+        }
+        Ok((round, false))
     }
 
     fn dir_path(&self, dir: DirKind) -> &std::path::Path {

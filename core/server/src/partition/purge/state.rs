@@ -138,22 +138,40 @@ impl Obligation {
         self.state == PurgeState::Applied
     }
 
-    /// Requested → FilesDeleted: every dead file was removed; `removed` lists
-    /// the names removed (added to those of earlier attempts).
-    pub fn files_deleted(
-        &mut self,
-        removed: BTreeMap<DirKind, BTreeSet<String>>,
-    ) -> Result<(), TransitionError> {
+    /// In `Requested`: records names about to be removed, *before* they are
+    /// removed, so a crash in the middle of the removals leaves them known to
+    /// the next process (which must make their removal durable).
+    pub fn plan_removals(&mut self, names: &BTreeMap<DirKind, BTreeSet<String>>) -> Result<(), TransitionError> {
         if self.state != PurgeState::Requested {
-            return Err(TransitionError {
-                from: self.state,
-                via: "files_deleted",
-            });
+            return Err(TransitionError { from: self.state, via: "plan_removals" });
         }
-        for (dir, names) in removed {
-            self.removed.entry(dir).or_default().extend(names);
+        for (dir, n) in names {
+            self.removed.entry(*dir).or_default().extend(n.iter().cloned());
         }
-        self.removed.retain(|_, names| !names.is_empty());
+        self.removed.retain(|_, n| !n.is_empty());
+        Ok(())
+    }
+
+    /// In `Requested`: the directories in `dirs` were synced successfully after
+    /// every removal recorded in them, so those removals are durable. Used by
+    /// intermediate rounds when a partition has more dead files than one
+    /// obligation slot can name.
+    pub fn round_confirmed(&mut self, dirs: &[DirKind]) -> Result<(), TransitionError> {
+        if self.state != PurgeState::Requested {
+            return Err(TransitionError { from: self.state, via: "round_confirmed" });
+        }
+        for dir in dirs {
+            self.removed.remove(dir);
+        }
+        Ok(())
+    }
+
+    /// Requested → FilesDeleted: every dead file was removed (each one was
+    /// recorded by `plan_removals` first).
+    pub fn files_deleted(&mut self) -> Result<(), TransitionError> {
+        if self.state != PurgeState::Requested {
+            return Err(TransitionError { from: self.state, via: "files_deleted" });
+        }
         self.confirmed.clear();
         self.state = PurgeState::FilesDeleted;
         Ok(())
@@ -263,7 +281,9 @@ mod tests {
         let mut o = Obligation::request(3);
         assert!(o.dirs_synced().is_err());
         assert!(o.applied().is_err());
-        o.files_deleted(names(DirKind::Consumers, &["7"])).unwrap();
+        o.plan_removals(&names(DirKind::Consumers, &["7"])).unwrap();
+        o.files_deleted().unwrap();
+        assert!(o.plan_removals(&names(DirKind::Groups, &["1"])).is_err(), "plans only while Requested");
         assert!(o.applied().is_err());
         assert!(o.dirs_synced().is_err(), "consumers/ not confirmed yet");
         o.dir_confirmed(DirKind::Consumers).unwrap();
@@ -275,14 +295,23 @@ mod tests {
     #[test]
     fn a_retry_forgets_confirmations_but_keeps_unconfirmed_names() {
         let mut o = Obligation::request(1);
-        o.files_deleted(names(DirKind::Groups, &["1", "2"]))
-            .unwrap();
+        o.plan_removals(&names(DirKind::Groups, &["1", "2"])).unwrap();
+        o.files_deleted().unwrap();
         o.dir_confirmed(DirKind::Groups).unwrap();
         o.retry();
         assert_eq!(o.state(), PurgeState::Requested);
         assert!(o.confirmed().is_empty());
         assert_eq!(o.removed()[&DirKind::Groups].len(), 2);
-        o.files_deleted(BTreeMap::new()).unwrap();
+        o.files_deleted().unwrap();
         assert_eq!(o.unconfirmed_dirs(), vec![DirKind::Groups]);
+    }
+
+    #[test]
+    fn a_confirmed_round_forgets_only_its_directories() {
+        let mut o = Obligation::request(2);
+        o.plan_removals(&names(DirKind::Segments, &["a.log"])).unwrap();
+        o.plan_removals(&names(DirKind::Consumers, &["1"])).unwrap();
+        o.round_confirmed(&[DirKind::Segments]).unwrap();
+        assert_eq!(o.removed().keys().copied().collect::<Vec<_>>(), vec![DirKind::Consumers]);
     }
 }
