@@ -397,3 +397,21 @@ fn errors_name_the_operation_and_the_path() {
     let err = sim.open(p("/../etc"), OpenMode::Read).unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidPath);
 }
+
+#[test]
+fn halt_after_stops_every_later_call_until_the_next_crash() {
+    let sim = sim_with_dirs(SyncFailureSemantics::Linux);
+    let f = sim.open(p("/a/f"), OpenMode::CreateNew).unwrap();
+    // When: the machine halts right after the next call.
+    sim.halt_after(Some(sim.op_count()));
+    f.append(b"lands").unwrap();
+    let traced = sim.op_count();
+    // Then: later calls fail, change nothing and are not traced.
+    assert_eq!(f.append(b"never").unwrap_err().kind, ErrorKind::Io);
+    assert!(sim.remove_file(p("/a/f")).is_err());
+    assert_eq!(sim.op_count(), traced);
+    assert_eq!(sim.cached_view().get("/a/f"), Some(&NodeView::File(b"lands".to_vec())));
+    // A crash lifts the halt.
+    sim.crash(Crash::Process);
+    assert!(sim.exists(p("/a/f")).unwrap());
+}

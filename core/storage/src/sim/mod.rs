@@ -121,6 +121,8 @@ struct SimState {
     faults: Faults,
     rng: SimRng,
     crashes: u64,
+    /// Calls with a trace index above this never happen (see `halt_after`).
+    halt_after: Option<u64>,
 }
 
 /// The simulator. Cloning shares the same file system (like two handles on one
@@ -170,11 +172,16 @@ fn display(parts: &[String]) -> String {
 enum Plan {
     Run,
     Fail(Fault),
+    /// Past the halt point: the machine has stopped; the call never happens.
+    Halted,
 }
 
 impl SimState {
     fn begin(&mut self, kind: OpKind, path: &str, target: Option<String>) -> (usize, Plan) {
         let index = self.trace.len() as u64;
+        if self.halt_after.is_some_and(|h| index > h) {
+            return (usize::MAX, Plan::Halted);
+        }
         let fault = self.faults.decide(index, kind, path);
         self.trace.push(TraceEntry {
             index,
@@ -212,6 +219,10 @@ impl SimState {
     }
 }
 
+fn halted(op: OpKind, path: &Path) -> StorageError {
+    StorageError::new(op, path, ErrorKind::Io).with_detail("machine halted (simulated crash point)")
+}
+
 fn injected(op: OpKind, path: &Path, fault: Fault) -> StorageError {
     StorageError::new(op, path, fault.error.kind())
         .with_detail(format!("injected fault ({})", fault.mode))
@@ -228,6 +239,7 @@ impl SimStorage {
                 faults: Faults::default(),
                 rng: SimRng::new(config.seed),
                 crashes: 0,
+                halt_after: None,
             })),
         }
     }
@@ -261,6 +273,7 @@ impl SimStorage {
                 faults: st.faults.clone(),
                 rng: st.rng.clone(),
                 crashes: st.crashes,
+                halt_after: st.halt_after,
             })),
         }
     }
@@ -296,6 +309,15 @@ impl SimStorage {
         self.lock().faults.set_plan(plan);
     }
 
+    /// Stops the machine after the call with trace index `index`: every later
+    /// call fails with EIO, has no effect and is not traced, as if the process
+    /// or the machine died right there. The next `crash` lifts it. This is how
+    /// the crash-point explorer crashes "right after operation i" while the
+    /// code under test is in the middle of a request.
+    pub fn halt_after(&self, index: Option<u64>) {
+        self.lock().halt_after = index;
+    }
+
     /// Removes every fault rule and plan.
     pub fn clear_faults(&self) {
         self.lock().faults.clear();
@@ -307,6 +329,7 @@ impl SimStorage {
         let mut st = self.lock();
         st.epoch += 1;
         st.crashes += 1;
+        st.halt_after = None;
         match crash {
             Crash::Process => st.fs.collect_garbage(false),
             Crash::PowerLoss => st.fs.power_loss(None),
@@ -389,6 +412,7 @@ impl SimStorage {
             let parts = parts?;
             let target_parts = target_parts?;
             match plan {
+                Plan::Halted => Err(halted(kind, path)),
                 Plan::Run => body(&mut st, &parts, target_parts.as_deref()),
                 Plan::Fail(fault) => match fault.mode {
                     FaultMode::After => {
@@ -433,7 +457,9 @@ impl SimFile {
     ) -> Result<T> {
         let mut st = self.sim.lock();
         let (slot, plan) = st.begin(kind, &self.shown, None);
-        let result = if st.epoch != self.epoch {
+        let result = if matches!(plan, Plan::Halted) {
+            Err(halted(kind, &self.path))
+        } else if st.epoch != self.epoch {
             Err(StorageError::new(kind, &self.path, ErrorKind::BadHandle)
                 .with_detail("handle opened before a crash"))
         } else if kind.is_mutation() && kind != OpKind::SyncFile && !self.writable {
@@ -441,7 +467,7 @@ impl SimFile {
                 .with_detail("handle is read-only"))
         } else {
             let fault = match plan {
-                Plan::Run => None,
+                Plan::Run | Plan::Halted => None,
                 Plan::Fail(f) => Some(f),
             };
             match body(&mut st, fault) {
