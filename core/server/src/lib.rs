@@ -7,14 +7,17 @@
 //! simulator sees exactly what a disk would.
 
 pub mod clock;
+pub mod config;
 pub mod dirsync;
 pub mod engine;
 pub mod error;
 pub mod frame;
+pub mod http;
 pub mod identifier;
 pub mod layout;
 pub mod metadata;
 pub mod partition;
+pub mod server;
 pub mod slots;
 
 pub use engine::{Engine, EngineConfig, Partitioning, RecoveryReport, Sent};

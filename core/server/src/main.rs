@@ -1,22 +1,29 @@
 //! The `sluice` binary.
 //!
-//! Until the HTTP server lands (see CHANGELOG.md), `sluice self-check` runs the
-//! engine end to end on the real disk: it creates a stream and topic in the
-//! data directory, appends and polls under both durability policies, stores an
-//! offset, reopens the engine through recovery and checks that everything
-//! acknowledged came back.
+//! - `sluice server` serves the Apache Iggy HTTP API (configuration: embedded
+//!   defaults, a TOML file, `SLUICE_*` environment variables, flags; see
+//!   `sluice server --help`). It recovers, starts the purge reconciler, serves,
+//!   and on SIGINT/SIGTERM stops accepting, finishes in-flight requests and
+//!   exits 0.
+//! - `sluice self-check` runs the engine end to end on the real disk: it
+//!   creates a stream and topic in the data directory, appends and polls under
+//!   both durability policies, stores an offset, reopens the engine through
+//!   recovery and checks that everything acknowledged came back.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use sluice_server::clock::SystemClock;
+use sluice_server::clock::{Clock, SystemClock};
+use sluice_server::config::{FlagOverrides, ServerConfig};
+use sluice_server::http::auth::RootSource;
+use sluice_server::server::{self, ServeOptions};
 use sluice_server::metadata::{Durability, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::{Engine, EngineConfig, Identifier, Partitioning};
-use sluice_storage::DiskStorage;
+use sluice_storage::{DiskStorage, DurableStorage};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -31,12 +38,46 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Serve the Apache Iggy HTTP API (plus /status/purge and /metrics).
+    ///
+    /// Configuration layers, each overriding the one before: embedded defaults
+    /// (data directory `local_data`, HTTP on 127.0.0.1:3000), the TOML file
+    /// given by --config, the environment variables SLUICE_DATA_DIR,
+    /// SLUICE_HTTP_ADDRESS, SLUICE_HTTP_MAX_BODY_BYTES, SLUICE_HTTP_MAX_POLL_COUNT,
+    /// SLUICE_RECONCILER_PERIOD_MS, SLUICE_AUTH_TOKEN_EXPIRY_SECS and
+    /// SLUICE_AUTH_FAILED_LOGIN_DELAY_MS, then these flags.
+    ///
+    /// Root user: SLUICE_ROOT_USERNAME and SLUICE_ROOT_PASSWORD (or
+    /// IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD); else
+    /// --with-default-root-credentials (iggy/iggy); else a random password is
+    /// generated on first start, printed once, and stored only as an argon2 hash
+    /// in <data dir>/root.credentials.
+    Server(ServerArgs),
     /// Run the engine end to end on the real disk and report what recovery found.
     SelfCheck {
         /// Data directory (created if missing).
         #[arg(long, default_value = "local_data")]
         data_dir: PathBuf,
     },
+}
+
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// TOML configuration file (keys: data_dir; [http] address, max_body_bytes,
+    /// max_poll_count; [reconciler] period_ms; [auth] token_expiry_secs,
+    /// failed_login_delay_ms).
+    #[arg(long, value_name = "FILE", env = "SLUICE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Data directory (created if missing) [default: local_data].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// HTTP listen address [default: 127.0.0.1:3000].
+    #[arg(long, value_name = "IP:PORT")]
+    http_addr: Option<String>,
+    /// Use Iggy's default root credentials iggy/iggy (unless the root
+    /// credential environment variables are set). For development only.
+    #[arg(long)]
+    with_default_root_credentials: bool,
 }
 
 fn main() -> ExitCode {
@@ -49,6 +90,14 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
+        Command::Server(args) => match run_server(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "server failed");
+                eprintln!("sluice server: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::SelfCheck { data_dir } => match self_check(data_dir) {
             Ok(summary) => {
                 println!("{summary}");
@@ -59,6 +108,68 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let storage: Arc<dyn DurableStorage> = Arc::new(DiskStorage::new());
+    let env = |key: &str| std::env::var(key).ok();
+    let flags = FlagOverrides {
+        data_dir: args.data_dir,
+        http_address: args.http_addr,
+    };
+    let config = ServerConfig::load(storage.as_ref(), args.config.as_deref(), &env, &flags)?;
+    let root = RootSource::from_env(&env, args.with_default_root_credentials)?;
+    tracing::info!(?config, root_source = ?std::mem::discriminant(&root), "configuration");
+    let seed = u64::from(std::process::id()) ^ SystemClock.now_micros();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let server = server::start(storage, ServeOptions { config, root, seed }).await?;
+        if let Some(password) = &server.generated_password {
+            // Shown once, on stdout, never logged: only its hash is stored.
+            println!(
+                "Generated root credentials (shown once; stored only as a hash in the data directory):\n  username: {}\n  password: {password}",
+                sluice_server::http::auth::DEFAULT_ROOT_USERNAME
+            );
+        }
+        println!("sluice listening on http://{}", server.local_addr);
+        let stopper = server.stopper();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            let _ = stopper.send(true);
+        });
+        server.wait().await?;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    })
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM.
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => tracing::info!(signal = "SIGINT", "shutting down"),
+        _ = term => tracing::info!(signal = "SIGTERM", "shutting down"),
     }
 }
 
@@ -123,7 +234,6 @@ trait NowName {
 
 impl NowName for SystemClock {
     fn now_name() -> String {
-        use sluice_server::clock::Clock;
         SystemClock.now_micros().to_string()
     }
 }

@@ -1,0 +1,416 @@
+//! Server configuration: embedded defaults, then a TOML file, then `SLUICE_*`
+//! environment variables, then command-line flags (each layer overrides the
+//! one before it).
+//!
+//! Invariants:
+//! - A value is only ever taken from one layer: the highest one that sets it.
+//! - Every layer is validated the same way; a typo (an unknown TOML key, a
+//!   malformed environment value) is an error naming the key and its source,
+//!   never silently ignored.
+//! - The configuration file is read through `DurableStorage`, like every
+//!   other file sluice touches (docs/adr/0001-architecture.md).
+//! - No secret lives here: root credentials come from their own environment
+//!   variables (`crate::http::auth`), never from the file, and `Debug` output
+//!   is safe to log.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use sluice_storage::DurableStorage;
+
+/// Embedded default data directory, relative to the working directory.
+pub const DEFAULT_DATA_DIR: &str = "local_data";
+/// Embedded default HTTP listen address.
+pub const DEFAULT_HTTP_ADDRESS: &str = "127.0.0.1:3000";
+/// Default request body limit (bytes). Large enough for a sizeable batch after
+/// base64 (4/3 of the payload), well under the engine's batch bound.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 10 << 20;
+pub const DEFAULT_RECONCILER_PERIOD_MS: u64 = 1000;
+pub const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
+pub const DEFAULT_FAILED_LOGIN_DELAY_MS: u64 = 500;
+pub const DEFAULT_MAX_POLL_COUNT: u32 = 10_000;
+
+/// The whole server configuration, after every layer was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub data_dir: PathBuf,
+    pub http: HttpConfig,
+    pub reconciler: ReconcilerSettings,
+    pub auth: AuthConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    pub address: SocketAddr,
+    /// Requests with a larger body are refused with 413 before they are read.
+    pub max_body_bytes: usize,
+    /// Largest `count` a poll may ask for; larger is a 400.
+    pub max_poll_count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcilerSettings {
+    /// How often the server runs a purge-cleanup pass.
+    pub period: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// Lifetime of an access token issued by `POST /users/login`.
+    pub token_expiry: Duration,
+    /// Base delay added to a failed login; it doubles with every consecutive
+    /// failure (capped at 32x) and resets on success.
+    pub failed_login_delay: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            http: HttpConfig {
+                address: SocketAddr::from(([127, 0, 0, 1], 3000)),
+                max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+                max_poll_count: DEFAULT_MAX_POLL_COUNT,
+            },
+            reconciler: ReconcilerSettings {
+                period: Duration::from_millis(DEFAULT_RECONCILER_PERIOD_MS),
+            },
+            auth: AuthConfig {
+                token_expiry: Duration::from_secs(DEFAULT_TOKEN_EXPIRY_SECS),
+                failed_login_delay: Duration::from_millis(DEFAULT_FAILED_LOGIN_DELAY_MS),
+            },
+        }
+    }
+}
+
+/// Why a configuration could not be built. Each variant names the key and
+/// where the bad value came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {reason}", path.display())]
+    Read { path: PathBuf, reason: String },
+    #[error("config file {}: {reason}", path.display())]
+    Parse { path: PathBuf, reason: String },
+    #[error("{source_name}: invalid value {value:?} for {key}: {reason}")]
+    Invalid {
+        source_name: String,
+        key: &'static str,
+        value: String,
+        reason: String,
+    },
+}
+
+/// The file layer: every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    #[serde(default)]
+    http: FileHttp,
+    #[serde(default)]
+    reconciler: FileReconciler,
+    #[serde(default)]
+    auth: FileAuth,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHttp {
+    address: Option<String>,
+    max_body_bytes: Option<u64>,
+    max_poll_count: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileReconciler {
+    period_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAuth {
+    token_expiry_secs: Option<u64>,
+    failed_login_delay_ms: Option<u64>,
+}
+
+/// Values given as command-line flags (the top layer).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlagOverrides {
+    pub data_dir: Option<PathBuf>,
+    pub http_address: Option<String>,
+}
+
+/// The environment variables read, with the TOML key each one overrides.
+pub const ENV_KEYS: &[(&str, &str)] = &[
+    ("SLUICE_DATA_DIR", "data_dir"),
+    ("SLUICE_HTTP_ADDRESS", "http.address"),
+    ("SLUICE_HTTP_MAX_BODY_BYTES", "http.max_body_bytes"),
+    ("SLUICE_HTTP_MAX_POLL_COUNT", "http.max_poll_count"),
+    ("SLUICE_RECONCILER_PERIOD_MS", "reconciler.period_ms"),
+    ("SLUICE_AUTH_TOKEN_EXPIRY_SECS", "auth.token_expiry_secs"),
+    (
+        "SLUICE_AUTH_FAILED_LOGIN_DELAY_MS",
+        "auth.failed_login_delay_ms",
+    ),
+];
+
+/// One value with the layer it came from, for error messages.
+struct Sourced<'a> {
+    source_name: &'a str,
+    key: &'static str,
+    value: String,
+}
+
+impl Sourced<'_> {
+    fn invalid(&self, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            source_name: self.source_name.to_string(),
+            key: self.key,
+            value: self.value.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    fn address(&self) -> Result<SocketAddr, ConfigError> {
+        self.value
+            .parse()
+            .map_err(|e| self.invalid(format!("expected IP:PORT ({e})")))
+    }
+
+    fn number(&self, min: u64, max: u64) -> Result<u64, ConfigError> {
+        let n: u64 = self
+            .value
+            .trim()
+            .parse()
+            .map_err(|e| self.invalid(format!("expected a whole number ({e})")))?;
+        if n < min || n > max {
+            return Err(self.invalid(format!("must be between {min} and {max}")));
+        }
+        Ok(n)
+    }
+}
+
+/// Limits that keep every value meaningful (and every conversion lossless).
+const MAX_BODY_BYTES_LIMIT: u64 = 1 << 30;
+const MAX_POLL_COUNT_LIMIT: u64 = 1_000_000;
+const MAX_PERIOD_MS: u64 = 24 * 3600 * 1000;
+const MAX_TOKEN_EXPIRY_SECS: u64 = 365 * 24 * 3600;
+const MAX_LOGIN_DELAY_MS: u64 = 60_000;
+
+impl ServerConfig {
+    /// Builds the configuration from the four layers. `config_file` is read
+    /// through `storage`; `env` looks up one environment variable (injected so
+    /// tests need not touch the process environment).
+    pub fn load(
+        storage: &dyn DurableStorage,
+        config_file: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+        flags: &FlagOverrides,
+    ) -> Result<ServerConfig, ConfigError> {
+        let mut config = ServerConfig::default();
+        if let Some(path) = config_file {
+            let bytes = storage.read_file(path).map_err(|e| ConfigError::Read {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+            let text = String::from_utf8(bytes).map_err(|_| ConfigError::Parse {
+                path: path.to_path_buf(),
+                reason: "not valid UTF-8".into(),
+            })?;
+            let file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+            let name = format!("config file {}", path.display());
+            config.apply_file(&name, file)?;
+        }
+        for (var, key) in ENV_KEYS {
+            if let Some(value) = env(var) {
+                let name = format!("environment variable {var}");
+                config.apply(&Sourced {
+                    source_name: &name,
+                    key,
+                    value,
+                })?;
+            }
+        }
+        if let Some(dir) = &flags.data_dir {
+            config.data_dir = dir.clone();
+        }
+        if let Some(address) = &flags.http_address {
+            config.apply(&Sourced {
+                source_name: "flag --http-addr",
+                key: "http.address",
+                value: address.clone(),
+            })?;
+        }
+        Ok(config)
+    }
+
+    fn apply_file(&mut self, name: &str, file: FileConfig) -> Result<(), ConfigError> {
+        if let Some(dir) = file.data_dir {
+            self.data_dir = dir;
+        }
+        let numbers = [
+            ("http.max_body_bytes", file.http.max_body_bytes),
+            ("http.max_poll_count", file.http.max_poll_count),
+            ("reconciler.period_ms", file.reconciler.period_ms),
+            ("auth.token_expiry_secs", file.auth.token_expiry_secs),
+            ("auth.failed_login_delay_ms", file.auth.failed_login_delay_ms),
+        ];
+        if let Some(address) = file.http.address {
+            self.apply(&Sourced {
+                source_name: name,
+                key: "http.address",
+                value: address,
+            })?;
+        }
+        for (key, value) in numbers {
+            if let Some(v) = value {
+                self.apply(&Sourced {
+                    source_name: name,
+                    key,
+                    value: v.to_string(),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, v: &Sourced<'_>) -> Result<(), ConfigError> {
+        match v.key {
+            "data_dir" => {
+                if v.value.is_empty() {
+                    return Err(v.invalid("must not be empty"));
+                }
+                self.data_dir = PathBuf::from(&v.value);
+            }
+            "http.address" => self.http.address = v.address()?,
+            "http.max_body_bytes" => {
+                // Bounded by MAX_BODY_BYTES_LIMIT (1 GiB), so it fits usize.
+                self.http.max_body_bytes =
+                    usize::try_from(v.number(1024, MAX_BODY_BYTES_LIMIT)?)
+                        .map_err(|_| v.invalid("too large for this platform"))?;
+            }
+            "http.max_poll_count" => {
+                self.http.max_poll_count = u32::try_from(v.number(1, MAX_POLL_COUNT_LIMIT)?)
+                    .map_err(|_| v.invalid("too large"))?;
+            }
+            "reconciler.period_ms" => {
+                self.reconciler.period = Duration::from_millis(v.number(10, MAX_PERIOD_MS)?);
+            }
+            "auth.token_expiry_secs" => {
+                self.auth.token_expiry = Duration::from_secs(v.number(1, MAX_TOKEN_EXPIRY_SECS)?);
+            }
+            "auth.failed_login_delay_ms" => {
+                self.auth.failed_login_delay =
+                    Duration::from_millis(v.number(0, MAX_LOGIN_DELAY_MS)?);
+            }
+            other => return Err(v.invalid(format!("unknown key {other}"))),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_storage::{OpenMode, SimStorage};
+    use std::collections::BTreeMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn write(storage: &SimStorage, path: &str, text: &str) {
+        let f = storage
+            .open(Path::new(path), OpenMode::CreateNew)
+            .unwrap_or_else(|e| panic!("open {path}: {e}"));
+        f.write_at(0, text.as_bytes())
+            .unwrap_or_else(|e| panic!("write {path}: {e}"));
+    }
+
+    #[test]
+    fn given_nothing_when_loading_then_the_embedded_defaults_apply() {
+        let storage = SimStorage::default();
+        let config = ServerConfig::load(&storage, None, &env_of(&[]), &FlagOverrides::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config, ServerConfig::default());
+        assert_eq!(config.data_dir, PathBuf::from("local_data"));
+        assert_eq!(config.http.address.to_string(), DEFAULT_HTTP_ADDRESS);
+    }
+
+    #[test]
+    fn given_file_env_and_flags_when_loading_then_each_layer_overrides_the_one_below() {
+        let storage = SimStorage::default();
+        write(
+            &storage,
+            "/sluice.toml",
+            "data_dir = \"from-file\"\n[http]\naddress = \"127.0.0.1:4000\"\nmax_body_bytes = 4096\n[reconciler]\nperiod_ms = 250\n",
+        );
+        let env = env_of(&[
+            ("SLUICE_HTTP_ADDRESS", "127.0.0.1:5000"),
+            ("SLUICE_RECONCILER_PERIOD_MS", "100"),
+        ]);
+        let flags = FlagOverrides {
+            data_dir: None,
+            http_address: Some("127.0.0.1:6000".into()),
+        };
+        let config = ServerConfig::load(&storage, Some(Path::new("/sluice.toml")), &env, &flags)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.data_dir, PathBuf::from("from-file"));
+        assert_eq!(config.http.max_body_bytes, 4096);
+        assert_eq!(config.reconciler.period, Duration::from_millis(100));
+        assert_eq!(config.http.address.to_string(), "127.0.0.1:6000");
+    }
+
+    #[test]
+    fn given_an_unknown_file_key_when_loading_then_the_error_names_it() {
+        let storage = SimStorage::default();
+        write(&storage, "/bad.toml", "[http]\nadress = \"127.0.0.1:1\"\n");
+        let err = ServerConfig::load(
+            &storage,
+            Some(Path::new("/bad.toml")),
+            &env_of(&[]),
+            &FlagOverrides::default(),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(err.contains("adress"), "{err}");
+    }
+
+    #[test]
+    fn given_a_malformed_env_value_when_loading_then_the_error_names_the_variable() {
+        let storage = SimStorage::default();
+        let err = ServerConfig::load(
+            &storage,
+            None,
+            &env_of(&[("SLUICE_HTTP_MAX_BODY_BYTES", "lots")]),
+            &FlagOverrides::default(),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(err.contains("SLUICE_HTTP_MAX_BODY_BYTES"), "{err}");
+    }
+
+    #[test]
+    fn given_a_missing_config_file_when_loading_then_it_is_an_error() {
+        let storage = SimStorage::default();
+        let result = ServerConfig::load(
+            &storage,
+            Some(Path::new("/nope.toml")),
+            &env_of(&[]),
+            &FlagOverrides::default(),
+        );
+        assert!(matches!(result, Err(ConfigError::Read { .. })));
+    }
+}

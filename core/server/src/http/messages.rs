@@ -1,0 +1,566 @@
+//! Messages: `POST|GET /streams/{s}/topics/{t}/messages`.
+//!
+//! Send body (Iggy's): `{"partitioning": {"kind": "balanced" | "partition_id"
+//! | "messages_key", "value": base64}, "messages": [{"id": number | string,
+//! "payload": base64, "user_headers": [{"key": {"kind", "value"}, "value":
+//! {"kind", "value"}}]}]}`. Answer: 201, `{"confirmations": [...]}`, header
+//! `iggy-durability: replicated | persisted` (what the SDK parses; `replicated`
+//! is Iggy's name for the policy that is `buffered` on one node) and
+//! `sluice-durability: buffered | persisted` (sluice's own name).
+//!
+//! Poll query (Iggy's): `consumer_id`, `partition_id`, `kind`
+//! (`offset|timestamp|first|last|next`), `value`, `count`, `auto_commit`, and
+//! the sluice extension `consumer_kind=consumer|consumer_group`.
+//!
+//! Invariants:
+//! - The whole batch is decoded and validated (base64, ids, headers,
+//!   partitioning) before the engine sees any of it: a bad message anywhere
+//!   refuses the batch and appends nothing.
+//! - The send answer is given only after the engine acknowledged the append
+//!   under the topic's policy, and names that policy.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::error::{ApiError, ApiResult};
+use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
+use crate::engine::{FIRST_ID, Partitioning};
+use crate::identifier::Identifier;
+use crate::metadata::Durability;
+use crate::partition::log::{HeaderValue as EngineHeader, Headers, Message, NewMessage};
+use crate::partition::{Consumer, PollingStrategy};
+
+pub const DURABILITY_HEADER: &str = "iggy-durability";
+pub const SLUICE_DURABILITY_HEADER: &str = "sluice-durability";
+/// Iggy's bound on a header key or value and on a messages key.
+const MAX_HEADER_LEN: usize = 255;
+const MAX_KEY_LEN: usize = 255;
+const DEFAULT_POLL_COUNT: u32 = 10;
+
+/// Iggy's header kinds, by code.
+const HEADER_KINDS: [(&str, u8, Option<usize>); 15] = [
+    ("raw", 1, None),
+    ("string", 2, None),
+    ("bool", 3, Some(1)),
+    ("int8", 4, Some(1)),
+    ("int16", 5, Some(2)),
+    ("int32", 6, Some(4)),
+    ("int64", 7, Some(8)),
+    ("int128", 8, Some(16)),
+    ("uint8", 9, Some(1)),
+    ("uint16", 10, Some(2)),
+    ("uint32", 11, Some(4)),
+    ("uint64", 12, Some(8)),
+    ("uint128", 13, Some(16)),
+    ("float32", 14, Some(4)),
+    ("float64", 15, Some(8)),
+];
+
+fn kind_name(code: u8) -> &'static str {
+    HEADER_KINDS
+        .iter()
+        .find(|(_, c, _)| *c == code)
+        .map_or("raw", |(n, _, _)| n)
+}
+
+#[derive(Deserialize)]
+pub struct SendBody {
+    partitioning: PartitioningBody,
+    messages: Vec<MessageBody>,
+}
+
+#[derive(Deserialize)]
+struct PartitioningBody {
+    kind: String,
+    #[serde(default)]
+    value: String,
+}
+
+#[derive(Deserialize)]
+struct MessageBody {
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    payload: String,
+    #[serde(default)]
+    user_headers: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct HeaderEntryBody {
+    key: HeaderFieldBody,
+    value: HeaderFieldBody,
+}
+
+#[derive(Deserialize)]
+struct HeaderFieldBody {
+    kind: String,
+    value: String,
+}
+
+fn decode_base64(field: &str, value: &str) -> ApiResult<Vec<u8>> {
+    STANDARD
+        .decode(value)
+        .map_err(|e| ApiError::bad_request(field, format!("{field} is not valid base64: {e}")))
+}
+
+fn parse_partitioning(p: &PartitioningBody) -> ApiResult<Partitioning> {
+    let value = decode_base64("partitioning.value", &p.value)?;
+    match p.kind.as_str() {
+        "balanced" => Ok(Partitioning::Balanced),
+        "partition_id" => {
+            let bytes: [u8; 4] = value.as_slice().try_into().map_err(|_| {
+                ApiError::bad_request(
+                    "partitioning.value",
+                    "partition_id partitioning needs a 4-byte little-endian id",
+                )
+            })?;
+            Ok(Partitioning::PartitionId(u32::from_le_bytes(bytes)))
+        }
+        "messages_key" => {
+            if value.is_empty() || value.len() > MAX_KEY_LEN {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    4028,
+                    "invalid_key_value_length",
+                    format!("a messages key must be 1 to {MAX_KEY_LEN} bytes"),
+                    Some("partitioning.value"),
+                ));
+            }
+            Ok(Partitioning::MessagesKey(value))
+        }
+        other => Err(ApiError::bad_request(
+            "partitioning.kind",
+            format!("unknown partitioning kind {other:?} (balanced, partition_id, messages_key)"),
+        )),
+    }
+}
+
+fn parse_id(index: usize, id: Option<&serde_json::Value>) -> ApiResult<u128> {
+    let field = format!("messages[{index}].id");
+    match id {
+        None | Some(serde_json::Value::Null) => Ok(0),
+        Some(serde_json::Value::Number(n)) => n.as_u64().map(u128::from).ok_or_else(|| {
+            ApiError::bad_request(&field, "a message id must be an unsigned integer")
+        }),
+        Some(serde_json::Value::String(s)) => {
+            if let Ok(id) = s.parse::<u128>() {
+                return Ok(id);
+            }
+            let hex: String = s.chars().filter(|c| *c != '-').collect();
+            if hex.len() == 32
+                && let Ok(id) = u128::from_str_radix(&hex, 16)
+            {
+                return Ok(id);
+            }
+            Err(ApiError::bad_request(
+                &field,
+                format!("message id {s:?} is neither a decimal number nor a UUID"),
+            ))
+        }
+        Some(_) => Err(ApiError::bad_request(
+            &field,
+            "a message id must be a number or a string",
+        )),
+    }
+}
+
+fn parse_header_value(field: &str, h: &HeaderFieldBody) -> ApiResult<EngineHeader> {
+    let Some((_, code, size)) = HEADER_KINDS.iter().find(|(n, _, _)| *n == h.kind) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            4040,
+            "invalid_header_kind",
+            format!("unknown header kind {:?}", h.kind),
+            Some(field),
+        ));
+    };
+    let value = decode_base64(field, &h.value)?;
+    let size_ok = match size {
+        Some(n) => value.len() == *n,
+        None => !value.is_empty() && value.len() <= MAX_HEADER_LEN,
+    };
+    if !size_ok {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            4019,
+            "invalid_header_value",
+            format!("header value of kind {} has a wrong length ({} bytes)", h.kind, value.len()),
+            Some(field),
+        ));
+    }
+    Ok(EngineHeader { kind: *code, value })
+}
+
+fn parse_headers(index: usize, raw: Option<&serde_json::Value>) -> ApiResult<Option<Headers>> {
+    let field = format!("messages[{index}].user_headers");
+    let entries = match raw {
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(serde_json::Value::String(_)) => {
+            return Err(ApiError::bad_request(
+                &field,
+                "raw (base64) user headers are not supported; send them as key/value entries",
+            ));
+        }
+        Some(v) => serde_json::from_value::<Vec<HeaderEntryBody>>(v.clone()).map_err(|e| {
+            ApiError::bad_request(&field, format!("user headers are malformed: {e}"))
+        })?,
+    };
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let mut headers = BTreeMap::new();
+    for entry in &entries {
+        if entry.key.kind != "string" {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                4018,
+                "invalid_header_key",
+                format!("header keys must be of kind string, got {:?}", entry.key.kind),
+                Some(&field),
+            ));
+        }
+        let key_bytes = decode_base64(&field, &entry.key.value)?;
+        let key = String::from_utf8(key_bytes)
+            .ok()
+            .filter(|k| !k.is_empty() && k.len() <= MAX_HEADER_LEN)
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    4018,
+                    "invalid_header_key",
+                    "a header key must be 1 to 255 bytes of UTF-8",
+                    Some(&field),
+                )
+            })?;
+        let value = parse_header_value(&field, &entry.value)?;
+        headers.insert(key, value);
+    }
+    Ok(Some(headers))
+}
+
+/// Decodes and validates a whole batch (nothing reaches the engine on error).
+fn parse_batch(body: &SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
+    let partitioning = parse_partitioning(&body.partitioning)?;
+    if body.messages.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            4009,
+            "invalid_messages_count",
+            "a send must carry at least one message",
+            Some("messages"),
+        ));
+    }
+    let mut out = Vec::with_capacity(body.messages.len());
+    for (i, m) in body.messages.iter().enumerate() {
+        let payload = decode_base64(&format!("messages[{i}].payload"), &m.payload)?;
+        if payload.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                4024,
+                "empty_message_payload",
+                "Empty message payload",
+                Some(&format!("messages[{i}].payload")),
+            ));
+        }
+        out.push(NewMessage {
+            id: parse_id(i, m.id.as_ref())?,
+            headers: parse_headers(i, m.user_headers.as_ref())?,
+            payload,
+        });
+    }
+    Ok((partitioning, out))
+}
+
+#[derive(Serialize)]
+struct Confirmations {
+    confirmations: Vec<Confirmation>,
+}
+
+#[derive(Serialize)]
+struct Confirmation {
+    stream_id: u32,
+    topic_id: u32,
+    partition_id: u32,
+    base_offset: u64,
+}
+
+pub async fn send(
+    State(state): State<AppState>,
+    ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<SendBody>,
+) -> ApiResult<Response> {
+    let s = identifier("stream_id", &stream_id)?;
+    let t = identifier("topic_id", &topic_id)?;
+    let (partitioning, messages) = parse_batch(&body)?;
+    drop(body);
+    let (sent, sid, tid) = state
+        .engine(move |e| {
+            let (sid, tid) = e.resolve_topic(&s, &t)?;
+            let sent = e.send(&s, &t, &partitioning, messages)?;
+            Ok((sent, sid, tid))
+        })
+        .await?;
+    let (iggy, sluice) = match sent.durability {
+        Durability::Buffered => ("replicated", "buffered"),
+        Durability::Persisted => ("persisted", "persisted"),
+    };
+    let body = Confirmations {
+        confirmations: vec![Confirmation {
+            stream_id: sid,
+            topic_id: tid,
+            partition_id: sent.partition_id,
+            base_offset: sent.base_offset,
+        }],
+    };
+    let mut response = (StatusCode::CREATED, Json(body)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        HeaderName::from_static(DURABILITY_HEADER),
+        HeaderValue::from_static(iggy),
+    );
+    headers.insert(
+        HeaderName::from_static(SLUICE_DURABILITY_HEADER),
+        HeaderValue::from_static(sluice),
+    );
+    Ok(response)
+}
+
+/// The consumer a poll or an offset route names: `consumer_id` (a number, or
+/// for a group also its name) and the `consumer_kind` extension.
+#[derive(Debug, Clone)]
+pub enum ConsumerRef {
+    Consumer(u32),
+    Group(Identifier),
+}
+
+impl ConsumerRef {
+    pub fn parse(raw_id: Option<&str>, kind: Option<&str>) -> ApiResult<ConsumerRef> {
+        let raw = raw_id.unwrap_or("1");
+        match kind.unwrap_or("consumer") {
+            "consumer" => raw.trim().parse::<u32>().map(ConsumerRef::Consumer).map_err(|_| {
+                ApiError::bad_request(
+                    "consumer_id",
+                    format!("consumer_id must be a numeric id, got {raw:?}"),
+                )
+            }),
+            "consumer_group" => Ok(ConsumerRef::Group(identifier("consumer_id", raw)?)),
+            other => Err(ApiError::bad_request(
+                "consumer_kind",
+                format!("consumer_kind must be consumer or consumer_group, got {other:?}"),
+            )),
+        }
+    }
+
+    /// Resolves a group name to its id (inside an engine call).
+    pub fn resolve(
+        &self,
+        e: &crate::engine::Engine,
+        s: &Identifier,
+        t: &Identifier,
+    ) -> crate::error::Result<Consumer> {
+        match self {
+            ConsumerRef::Consumer(id) => Ok(Consumer::consumer(*id)),
+            ConsumerRef::Group(g) => Ok(Consumer::group(e.group(s, t, g)?.id)),
+        }
+    }
+}
+
+fn polling_strategy(query: &ApiQuery) -> ApiResult<PollingStrategy> {
+    let value = query.u64("value")?.unwrap_or(0);
+    Ok(match query.get("kind").unwrap_or("offset") {
+        "offset" | "o" => PollingStrategy::Offset(value),
+        "timestamp" | "t" => PollingStrategy::Timestamp(value),
+        "first" | "f" => PollingStrategy::First,
+        "last" | "l" => PollingStrategy::Last,
+        "next" | "n" => PollingStrategy::Next,
+        other => {
+            return Err(ApiError::bad_request(
+                "kind",
+                format!("unknown polling kind {other:?} (offset, timestamp, first, last, next)"),
+            ));
+        }
+    })
+}
+
+#[derive(Serialize)]
+pub struct PolledMessages {
+    partition_id: u32,
+    current_offset: u64,
+    count: u32,
+    messages: Vec<PolledMessage>,
+}
+
+#[derive(Serialize)]
+struct PolledMessage {
+    header: MessageHeader,
+    payload: String,
+    user_headers: Vec<HeaderEntryOut>,
+}
+
+#[derive(Serialize)]
+struct MessageHeader {
+    checksum: u64,
+    id: u128,
+    offset: u64,
+    timestamp: u64,
+    origin_timestamp: u64,
+    user_headers_length: u32,
+    payload_length: u32,
+    reserved: u64,
+}
+
+#[derive(Serialize)]
+struct HeaderEntryOut {
+    key: HeaderFieldOut,
+    value: HeaderFieldOut,
+}
+
+#[derive(Serialize)]
+struct HeaderFieldOut {
+    kind: &'static str,
+    value: String,
+}
+
+fn render(m: Message) -> PolledMessage {
+    let headers: Vec<HeaderEntryOut> = m
+        .headers
+        .iter()
+        .flatten()
+        .map(|(k, v)| HeaderEntryOut {
+            key: HeaderFieldOut {
+                kind: "string",
+                value: STANDARD.encode(k.as_bytes()),
+            },
+            value: HeaderFieldOut {
+                kind: kind_name(v.kind),
+                value: STANDARD.encode(&v.value),
+            },
+        })
+        .collect();
+    // Iggy's wire size of the headers: per entry kind + length + bytes, twice.
+    let headers_len: usize = m
+        .headers
+        .iter()
+        .flatten()
+        .map(|(k, v)| 10 + k.len() + v.value.len())
+        .sum();
+    PolledMessage {
+        header: MessageHeader {
+            checksum: u64::from(m.checksum),
+            id: m.id,
+            offset: m.offset,
+            timestamp: m.timestamp,
+            origin_timestamp: m.timestamp,
+            user_headers_length: u32::try_from(headers_len).unwrap_or(u32::MAX),
+            payload_length: u32::try_from(m.payload.len()).unwrap_or(u32::MAX),
+            reserved: 0,
+        },
+        payload: STANDARD.encode(&m.payload),
+        user_headers: headers,
+    }
+}
+
+pub async fn poll(
+    State(state): State<AppState>,
+    ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
+    query: ApiQuery,
+) -> ApiResult<Json<PolledMessages>> {
+    let s = identifier("stream_id", &stream_id)?;
+    let t = identifier("topic_id", &topic_id)?;
+    let consumer = ConsumerRef::parse(query.get("consumer_id"), query.get("consumer_kind"))?;
+    // Iggy defaults to its first partition; sluice's ids start at FIRST_ID.
+    let partition = query.u32("partition_id")?.unwrap_or(FIRST_ID);
+    let strategy = polling_strategy(&query)?;
+    let count = query.u32("count")?.unwrap_or(DEFAULT_POLL_COUNT);
+    let max = state.limits.max_poll_count;
+    if count == 0 || count > max {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            4009,
+            "invalid_messages_count",
+            format!("count must be 1 to {max}, got {count}"),
+            Some("count"),
+        ));
+    }
+    let auto_commit = query.bool("auto_commit")?.unwrap_or(false);
+    let polled = state
+        .engine(move |e| {
+            let consumer = consumer.resolve(e, &s, &t)?;
+            Ok(e.poll(
+                &s,
+                &t,
+                partition,
+                consumer,
+                strategy,
+                u64::from(count),
+                auto_commit,
+            )?)
+        })
+        .await?;
+    Ok(Json(PolledMessages {
+        partition_id: polled.partition_id,
+        current_offset: polled.current_offset,
+        count: u32::try_from(polled.messages.len()).unwrap_or(u32::MAX),
+        messages: polled.messages.into_iter().map(render).collect(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(json: serde_json::Value) -> SendBody {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn given_a_valid_batch_when_parsed_then_ids_headers_and_partitioning_decode() {
+        let b = body(serde_json::json!({
+            "partitioning": {"kind": "partition_id", "value": STANDARD.encode(2u32.to_le_bytes())},
+            "messages": [
+                {"id": 7, "payload": STANDARD.encode("a"), "user_headers": [
+                    {"key": {"kind": "string", "value": STANDARD.encode("trace")},
+                     "value": {"kind": "uint32", "value": STANDARD.encode(5u32.to_le_bytes())}}
+                ]},
+                {"id": "0123456789abcdef0123456789abcdef", "payload": STANDARD.encode("b")}
+            ]
+        }));
+        let (p, msgs) = parse_batch(&b).unwrap();
+        assert_eq!(p, Partitioning::PartitionId(2));
+        assert_eq!(msgs[0].id, 7);
+        assert_eq!(msgs[1].id, 0x0123456789abcdef0123456789abcdef);
+        let h = msgs[0].headers.as_ref().unwrap();
+        assert_eq!(h["trace"].kind, 11);
+    }
+
+    #[test]
+    fn given_invalid_base64_anywhere_when_parsed_then_the_batch_is_refused_naming_it() {
+        let b = body(serde_json::json!({
+            "partitioning": {"kind": "balanced", "value": ""},
+            "messages": [
+                {"payload": STANDARD.encode("ok")},
+                {"payload": "***not base64***"}
+            ]
+        }));
+        let e = parse_batch(&b).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.body.field.as_deref(), Some("messages[1].payload"));
+    }
+
+    #[test]
+    fn given_a_wrong_partition_id_length_when_parsed_then_it_is_refused() {
+        let b = body(serde_json::json!({
+            "partitioning": {"kind": "partition_id", "value": STANDARD.encode([1u8, 2])},
+            "messages": [{"payload": STANDARD.encode("x")}]
+        }));
+        assert!(parse_batch(&b).is_err());
+    }
+}

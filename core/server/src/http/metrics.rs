@@ -1,0 +1,275 @@
+//! `GET /metrics`: Prometheus (OpenMetrics) text, encoded by `prometheus-client`.
+//!
+//! Exposed:
+//! - `sluice_purge_obligations{state}`: partitions per obligation state
+//!   (`none`: never purged); `sluice_purge_stuck_partitions`,
+//!   `sluice_degraded_partitions`, `sluice_reconciler_pending`.
+//! - `sluice_purge_cleanup_attempts_total`, `sluice_purge_cleanup_failures_total`.
+//! - `sluice_recovery_stale_records_total`: records of purged generations
+//!   ignored when this process started.
+//! - `sluice_reconciler_passes_total`, `sluice_reconciler_pass_duration_seconds`
+//!   (histogram of the periodic passes).
+//! - `sluice_http_requests_total{route, method, status}`.
+//!
+//! Invariants:
+//! - Engine figures are read in one engine call per scrape, then encoded, so a
+//!   scrape is one consistent snapshot and never holds the engine while
+//!   formatting.
+//! - Route labels are the matched route template (`/streams/{stream_id}`),
+//!   never the raw path, so label cardinality is bounded by the route table.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::AppState;
+use super::error::{ApiError, ApiResult};
+use super::status::{Filter, snapshot};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    pub route: String,
+    pub method: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+/// Engine figures as of the last scrape.
+#[derive(Debug, Default, Clone)]
+struct EngineView {
+    states: BTreeMap<&'static str, u64>,
+    stuck: u64,
+    degraded: u64,
+    pending: u64,
+    attempts: u64,
+    failures: u64,
+    passes: u64,
+}
+
+#[derive(Debug)]
+struct EngineCollector {
+    view: Arc<Mutex<EngineView>>,
+    stale_records_at_recovery: u64,
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let g = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+    let m = encoder.encode_descriptor(name, help, None, g.metric_type())?;
+    g.encode(m)
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let c = ConstCounter::new(value);
+    let m = encoder.encode_descriptor(name, help, None, c.metric_type())?;
+    c.encode(m)
+}
+
+impl Collector for EngineCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let view = self
+            .view
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        {
+            let g = ConstGauge::new(0i64);
+            let mut family = encoder.encode_descriptor(
+                "sluice_purge_obligations",
+                "Partitions per purge obligation state (none: never purged)",
+                None,
+                g.metric_type(),
+            )?;
+            for (state, n) in &view.states {
+                let labels = StateLabel {
+                    state: (*state).to_string(),
+                };
+                ConstGauge::new(i64::try_from(*n).unwrap_or(i64::MAX))
+                    .encode(family.encode_family(&labels)?)?;
+            }
+        }
+        gauge(
+            &mut encoder,
+            "sluice_purge_stuck_partitions",
+            "Partitions whose purge cleanup is flagged stuck",
+            view.stuck,
+        )?;
+        gauge(
+            &mut encoder,
+            "sluice_degraded_partitions",
+            "Partitions that refuse service because recovery could not trust their files",
+            view.degraded,
+        )?;
+        gauge(
+            &mut encoder,
+            "sluice_reconciler_pending",
+            "Partitions whose purge cleanup is not yet applied",
+            view.pending,
+        )?;
+        counter(
+            &mut encoder,
+            "sluice_purge_cleanup_attempts",
+            "Purge cleanup attempts since start",
+            view.attempts,
+        )?;
+        counter(
+            &mut encoder,
+            "sluice_purge_cleanup_failures",
+            "Failed purge cleanup attempts since start",
+            view.failures,
+        )?;
+        counter(
+            &mut encoder,
+            "sluice_reconciler_passes",
+            "Reconciler passes since start",
+            view.passes,
+        )?;
+        counter(
+            &mut encoder,
+            "sluice_recovery_stale_records",
+            "Records of purged generations ignored by recovery at start-up",
+            self.stale_records_at_recovery,
+        )?;
+        Ok(())
+    }
+}
+
+/// The registry and the metrics the server updates as it runs.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    http_requests: Family<HttpLabels, Counter>,
+    pass_duration: Histogram,
+    view: Arc<Mutex<EngineView>>,
+    /// Duration of the last periodic reconciler pass (µs); `u64::MAX` before the first.
+    pub last_pass_micros: AtomicU64,
+}
+
+impl Metrics {
+    pub fn new(stale_records_at_recovery: u64) -> Metrics {
+        let mut registry = Registry::default();
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        registry.register(
+            "sluice_http_requests",
+            "HTTP requests by route template, method and status",
+            http_requests.clone(),
+        );
+        let pass_duration = Histogram::new(exponential_buckets(0.0001, 4.0, 10));
+        registry.register(
+            "sluice_reconciler_pass_duration_seconds",
+            "Duration of the periodic reconciler passes",
+            pass_duration.clone(),
+        );
+        let view = Arc::new(Mutex::new(EngineView::default()));
+        registry.register_collector(Box::new(EngineCollector {
+            view: view.clone(),
+            stale_records_at_recovery,
+        }));
+        Metrics {
+            registry,
+            http_requests,
+            pass_duration,
+            view,
+            last_pass_micros: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    pub fn record_pass(&self, took: Duration) {
+        self.pass_duration.observe(took.as_secs_f64());
+        self.last_pass_micros.store(
+            u64::try_from(took.as_micros()).unwrap_or(u64::MAX - 1),
+            Ordering::Relaxed,
+        );
+    }
+
+    pub fn record_request(&self, route: String, method: String, status: u16) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                route,
+                method,
+                status,
+            })
+            .inc();
+    }
+
+    /// Encodes every metric as OpenMetrics text.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// Middleware counting every request by route template and status.
+pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    let method = req.method().to_string();
+    let response = next.run(req).await;
+    state
+        .metrics
+        .record_request(route, method, response.status().as_u16());
+    response
+}
+
+/// `GET /metrics`.
+pub async fn scrape(State(state): State<AppState>) -> ApiResult<Response> {
+    let status = state
+        .engine(|e| Ok(snapshot(e, &Filter::default(), None, 0)?))
+        .await?;
+    {
+        let mut view = state
+            .metrics
+            .view
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let r = &status.summary.reconciler;
+        *view = EngineView {
+            states: status.summary.states.clone(),
+            stuck: status.summary.stuck,
+            degraded: status.summary.degraded,
+            pending: r.pending,
+            attempts: r.attempts,
+            failures: r.failures,
+            passes: r.passes,
+        };
+    }
+    let text = state
+        .metrics
+        .encode()
+        .map_err(|e| ApiError::internal(format!("metrics did not encode: {e}")))?;
+    let mut response = text.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    Ok(response)
+}

@@ -1,0 +1,178 @@
+//! The Apache Iggy HTTP API over the engine (axum on tokio), plus sluice's
+//! operator routes `GET /status/purge` and `GET /metrics`.
+//! docs/adr/0006-http-api-compatibility.md lists what matches Iggy and what
+//! sluice adds.
+//!
+//! Invariants:
+//! - The engine is single-threaded and its storage synchronous (ADR 0001,
+//!   ADR 0002): it sits behind one `std::sync::Mutex`, and every engine call
+//!   runs on tokio's blocking pool (`AppState::engine`), never on an async
+//!   worker. A call that started runs to completion even if the client goes
+//!   away, so no request is ever half-applied by a cancelled future.
+//! - If an engine call ever panics, the mutex is poisoned and every later
+//!   engine request answers 500 until restart: memory may no longer match
+//!   the durable state, and recovery is the only trusted way back.
+//! - Every response, including unknown routes, wrong methods, oversized
+//!   bodies, auth failures and panics, is either a success or Iggy's JSON
+//!   error body (`error::ApiError`).
+//! - Every route except `/ping`, `/users/login` and `/users/refresh-token`
+//!   requires a valid bearer token (`auth::require_token`).
+
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod messages;
+pub mod metrics;
+pub mod model;
+pub mod offsets;
+pub mod status;
+pub mod streams;
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::engine::Engine;
+use auth::Auth;
+use error::{ApiError, ApiResult};
+use metrics::Metrics;
+
+/// Request limits and settings the handlers need.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_poll_count: u32,
+    pub reconciler_period: Duration,
+}
+
+/// Shared by every handler.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub engine: Arc<Mutex<Engine>>,
+    pub auth: Arc<Auth>,
+    pub metrics: Arc<Metrics>,
+    pub limits: Limits,
+}
+
+impl AppState {
+    /// Runs `f` with the engine on the blocking pool.
+    pub async fn engine<T, F>(&self, f: F) -> ApiResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Engine) -> ApiResult<T> + Send + 'static,
+    {
+        let engine = self.engine.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = engine.lock().map_err(|_| {
+                ApiError::internal(
+                    "the engine failed during an earlier request and refuses service until restart",
+                )
+            })?;
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "engine task failed");
+            ApiError::internal("the engine task failed")
+        })?
+    }
+}
+
+async fn ping() -> &'static str {
+    "pong"
+}
+
+async fn not_found() -> ApiError {
+    ApiError::route_not_found()
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::method_not_allowed()
+}
+
+fn panic_response(_: Box<dyn Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::internal("internal error").into_response()
+}
+
+const TOPIC: &str = "/streams/{stream_id}/topics/{topic_id}";
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    let public = Router::new()
+        .route("/ping", get(ping))
+        .route("/users/login", post(auth::login))
+        .route("/users/refresh-token", post(auth::refresh_token));
+    let private = Router::new()
+        .route("/users/logout", delete(auth::logout))
+        .route(
+            "/streams",
+            get(streams::list_streams).post(streams::create_stream),
+        )
+        .route(
+            "/streams/{stream_id}",
+            get(streams::get_stream)
+                .put(streams::update_stream)
+                .delete(streams::delete_stream),
+        )
+        .route("/streams/{stream_id}/purge", delete(streams::purge_stream))
+        .route(
+            "/streams/{stream_id}/topics",
+            get(streams::list_topics).post(streams::create_topic),
+        )
+        .route(
+            TOPIC,
+            get(streams::get_topic)
+                .put(streams::update_topic)
+                .delete(streams::delete_topic),
+        )
+        .route(&format!("{TOPIC}/purge"), delete(streams::purge_topic))
+        .route(
+            &format!("{TOPIC}/partitions"),
+            post(streams::create_partitions).delete(streams::delete_partitions),
+        )
+        .route(
+            &format!("{TOPIC}/messages"),
+            get(messages::poll).post(messages::send),
+        )
+        .route(
+            &format!("{TOPIC}/consumer-offsets"),
+            get(offsets::get_offset).put(offsets::store_offset),
+        )
+        .route(
+            &format!("{TOPIC}/consumer-offsets/{{consumer_id}}"),
+            delete(offsets::delete_offset),
+        )
+        .route(
+            &format!("{TOPIC}/consumer-groups"),
+            get(offsets::list_groups).post(offsets::create_group),
+        )
+        .route(
+            &format!("{TOPIC}/consumer-groups/{{group_id}}"),
+            get(offsets::get_group).delete(offsets::delete_group),
+        )
+        .route("/status/purge", get(status::purge_status))
+        .route("/metrics", get(metrics::scrape))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .merge(public)
+        .merge(private)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), metrics::track))
+        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(state)
+}

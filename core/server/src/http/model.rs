@@ -1,0 +1,239 @@
+//! Iggy's JSON shapes (iggy_common 0.11: `Stream`, `StreamDetails`, `Topic`,
+//! `TopicDetails`, `Partition`, `ConsumerGroup`, `ConsumerGroupDetails`) built
+//! from the engine's metadata.
+//!
+//! Invariants:
+//! - Field names, types and encodings are Iggy's: timestamps are microseconds,
+//!   sizes are byte counts, `message_expiry` and `max_topic_size` use Iggy's
+//!   sentinels (`0` = server default, `u64::MAX` = never / unlimited).
+//! - Topic `options` render as Iggy does (`{"key": {"value": "...",
+//!   "explicit": bool}}`), with sluice's real policy names (`buffered`,
+//!   `persisted`): the report says what the topic actually does.
+//! - Rendering reads the engine and never changes it.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::engine::Engine;
+use crate::metadata::{
+    DEFAULT_SEGMENT_SIZE, Durability, GroupMeta, PartitionKey, StreamMeta, TopicMeta,
+};
+
+/// Iggy's `IggyExpiry::NeverExpire` / `MaxTopicSize::Unlimited` on the wire.
+pub const IGGY_UNLIMITED: u64 = u64::MAX;
+
+/// An option as Iggy renders it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OptionValue {
+    pub value: String,
+    pub explicit: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Partition {
+    pub id: u32,
+    pub created_at: u64,
+    pub segments_count: u32,
+    pub current_offset: u64,
+    pub size: u64,
+    pub messages_count: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Topic {
+    pub id: u32,
+    pub created_at: u64,
+    pub name: String,
+    pub size: u64,
+    pub message_expiry: u64,
+    pub compression_algorithm: &'static str,
+    pub max_topic_size: u64,
+    pub messages_count: u64,
+    pub partitions_count: u32,
+    pub options: BTreeMap<String, OptionValue>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TopicDetails {
+    #[serde(flatten)]
+    pub topic: Topic,
+    pub partitions: Vec<Partition>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Stream {
+    pub id: u32,
+    pub created_at: u64,
+    pub name: String,
+    pub size: u64,
+    pub messages_count: u64,
+    pub topics_count: u32,
+    pub options: BTreeMap<String, OptionValue>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamDetails {
+    #[serde(flatten)]
+    pub stream: Stream,
+    pub topics: Vec<Topic>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConsumerGroup {
+    pub id: u32,
+    pub name: String,
+    pub partitions_count: u32,
+    pub members_count: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConsumerGroupDetails {
+    #[serde(flatten)]
+    pub group: ConsumerGroup,
+    /// sluice has no group membership over HTTP (Iggy's HTTP API has none either).
+    pub members: Vec<serde_json::Value>,
+}
+
+/// Engine value (`0` = none) → Iggy wire value (`u64::MAX` = none).
+pub fn to_iggy_limit(engine_value: u64) -> u64 {
+    if engine_value == 0 {
+        IGGY_UNLIMITED
+    } else {
+        engine_value
+    }
+}
+
+/// Iggy wire value (`0` = server default, `u64::MAX` = none) → engine value.
+pub fn from_iggy_limit(wire_value: u64) -> u64 {
+    if wire_value == IGGY_UNLIMITED {
+        0
+    } else {
+        wire_value
+    }
+}
+
+fn count_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+pub fn topic_options(t: &TopicMeta) -> BTreeMap<String, OptionValue> {
+    let durability = |d: Durability| OptionValue {
+        value: d.as_str().to_string(),
+        explicit: d != Durability::Buffered,
+    };
+    BTreeMap::from([
+        ("durability".to_string(), durability(t.options.durability)),
+        (
+            "consumer_offset_durability".to_string(),
+            durability(t.options.consumer_offset_durability),
+        ),
+        (
+            "segment_size".to_string(),
+            OptionValue {
+                value: t.options.segment_size.to_string(),
+                explicit: t.options.segment_size != DEFAULT_SEGMENT_SIZE,
+            },
+        ),
+    ])
+}
+
+pub fn topic(engine: &Engine, stream: u32, t: &TopicMeta) -> Topic {
+    let (messages, bytes) = engine.topic_stats(stream, t.id);
+    Topic {
+        id: t.id,
+        created_at: t.created_at,
+        name: t.name.clone(),
+        size: bytes,
+        message_expiry: to_iggy_limit(t.message_expiry),
+        compression_algorithm: "none",
+        max_topic_size: to_iggy_limit(t.max_topic_size),
+        messages_count: messages,
+        partitions_count: count_u32(t.partitions.len()),
+        options: topic_options(t),
+    }
+}
+
+pub fn topic_details(engine: &Engine, stream: u32, t: &TopicMeta) -> TopicDetails {
+    let partitions = t
+        .partitions
+        .values()
+        .map(|pm| {
+            let key = PartitionKey {
+                stream,
+                topic: t.id,
+                partition: pm.id,
+            };
+            let (segments, current, size, messages) = engine.partition(key).map_or(
+                (0, 0, 0, 0),
+                |p| {
+                    let log = p.log();
+                    (
+                        count_u32(log.segment_count()),
+                        log.last_offset().unwrap_or(0),
+                        log.size_bytes(),
+                        log.message_count(),
+                    )
+                },
+            );
+            Partition {
+                id: pm.id,
+                created_at: pm.created_at,
+                segments_count: segments,
+                current_offset: current,
+                size,
+                messages_count: messages,
+            }
+        })
+        .collect();
+    TopicDetails {
+        topic: topic(engine, stream, t),
+        partitions,
+    }
+}
+
+pub fn stream(engine: &Engine, s: &StreamMeta) -> Stream {
+    let (messages, bytes) = s.topics.values().fold((0, 0), |(m, b), t| {
+        let (tm, tb) = engine.topic_stats(s.id, t.id);
+        (m + tm, b + tb)
+    });
+    Stream {
+        id: s.id,
+        created_at: s.created_at,
+        name: s.name.clone(),
+        size: bytes,
+        messages_count: messages,
+        topics_count: count_u32(s.topics.len()),
+        options: BTreeMap::new(),
+    }
+}
+
+pub fn stream_details(engine: &Engine, s: &StreamMeta) -> StreamDetails {
+    StreamDetails {
+        stream: stream(engine, s),
+        topics: s.topics.values().map(|t| topic(engine, s.id, t)).collect(),
+    }
+}
+
+pub fn group(t: &TopicMeta, g: &GroupMeta) -> ConsumerGroup {
+    ConsumerGroup {
+        id: g.id,
+        name: g.name.clone(),
+        partitions_count: count_u32(t.partitions.len()),
+        members_count: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_engine_limits_when_rendered_then_zero_means_unlimited_on_the_wire() {
+        assert_eq!(to_iggy_limit(0), u64::MAX);
+        assert_eq!(to_iggy_limit(5), 5);
+        assert_eq!(from_iggy_limit(u64::MAX), 0);
+        assert_eq!(from_iggy_limit(0), 0);
+        assert_eq!(from_iggy_limit(7), 7);
+    }
+}

@@ -1,0 +1,237 @@
+//! `GET /status/purge`: the operator's view of every purge obligation.
+//!
+//! Answer: `{"summary": {...}, "partitions": [{stream_id, topic_id,
+//! partition_id, committed_generation, degraded, obligation: {generation,
+//! state, attempts, last_error, next_attempt_in_ms, stuck, degraded} | null}]}`.
+//! Filters: `stream_id`, `topic_id` (ids or names) and `state`
+//! (`requested`, `files_deleted`, `dirs_synced`, `applied`, or `none` for a
+//! partition that was never purged).
+//!
+//! Invariants:
+//! - The answer is one consistent snapshot: it is taken in a single engine
+//!   call, so no purge or cleanup step can land half-way through it.
+//! - The summary counts the partitions the filters kept; the reconciler
+//!   figures are global.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+
+use super::AppState;
+use super::error::{ApiError, ApiResult};
+use super::extract::{ApiQuery, identifier};
+use crate::clock::{Clock, SystemClock};
+use crate::engine::Engine;
+use crate::partition::purge::PurgeState;
+
+pub const STATES: [&str; 5] = ["requested", "files_deleted", "dirs_synced", "applied", "none"];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PurgeStatus {
+    pub summary: Summary,
+    pub partitions: Vec<PartitionRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub partitions: u64,
+    /// Partitions per obligation state (`none`: never purged).
+    pub states: BTreeMap<&'static str, u64>,
+    pub stuck: u64,
+    pub degraded: u64,
+    pub reconciler: ReconcilerSummary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReconcilerSummary {
+    pub passes: u64,
+    pub attempts: u64,
+    pub failures: u64,
+    pub pending: u64,
+    /// Duration of the last periodic pass, `null` before the first one.
+    pub last_pass_duration_ms: Option<f64>,
+    pub period_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionRow {
+    pub stream_id: u32,
+    pub topic_id: u32,
+    pub partition_id: u32,
+    pub committed_generation: u64,
+    pub degraded: bool,
+    pub obligation: Option<ObligationRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ObligationRow {
+    pub generation: u64,
+    pub state: &'static str,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// Time until the reconciler retries; `null` when nothing is pending.
+    pub next_attempt_in_ms: Option<u64>,
+    pub stuck: bool,
+    pub degraded: bool,
+}
+
+/// What the filters select.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    pub stream: Option<crate::identifier::Identifier>,
+    pub topic: Option<crate::identifier::Identifier>,
+    pub state: Option<String>,
+}
+
+impl Filter {
+    pub fn from_query(query: &ApiQuery) -> ApiResult<Filter> {
+        let state = match query.get("state") {
+            None => None,
+            Some(s) if STATES.contains(&s) => Some(s.to_string()),
+            Some(other) => {
+                return Err(ApiError::bad_request(
+                    "state",
+                    format!("state must be one of {}, got {other:?}", STATES.join(", ")),
+                ));
+            }
+        };
+        let topic = query
+            .get("topic_id")
+            .map(|t| identifier("topic_id", t))
+            .transpose()?;
+        let stream = query
+            .get("stream_id")
+            .map(|s| identifier("stream_id", s))
+            .transpose()?;
+        if topic.is_some() && stream.is_none() {
+            return Err(ApiError::bad_request(
+                "topic_id",
+                "topic_id needs stream_id (topic ids are per stream)",
+            ));
+        }
+        Ok(Filter {
+            stream,
+            topic,
+            state,
+        })
+    }
+}
+
+/// Takes the snapshot (call inside one engine call).
+pub fn snapshot(
+    engine: &Engine,
+    filter: &Filter,
+    last_pass_us: Option<u64>,
+    period_ms: u64,
+) -> crate::error::Result<PurgeStatus> {
+    let stream = filter
+        .stream
+        .as_ref()
+        .map(|s| engine.resolve_stream(s))
+        .transpose()?;
+    let topic = match (&filter.stream, &filter.topic) {
+        (Some(s), Some(t)) => Some(engine.resolve_topic(s, t)?.1),
+        _ => None,
+    };
+    let now_ms = SystemClock.now_micros() / 1000;
+    let reconciler = engine.reconciler();
+    let mut states: BTreeMap<&'static str, u64> = STATES.iter().map(|s| (*s, 0)).collect();
+    let (mut stuck, mut degraded) = (0, 0);
+    let mut rows = Vec::new();
+    for p in engine.partitions() {
+        let key = p.key;
+        if stream.is_some_and(|s| s != key.stream) || topic.is_some_and(|t| t != key.topic) {
+            continue;
+        }
+        let is_degraded = p.degraded_reason().is_some();
+        let pending = reconciler.status(key);
+        let obligation = p.obligation().map(|o| ObligationRow {
+            generation: o.generation(),
+            state: o.state().as_str(),
+            attempts: o.attempts(),
+            last_error: o
+                .last_error()
+                .map(str::to_string)
+                .or_else(|| pending.and_then(|e| e.last_error.clone())),
+            next_attempt_in_ms: pending.map(|e| e.next_attempt_at_ms.saturating_sub(now_ms)),
+            stuck: pending.is_some_and(|e| e.stuck),
+            degraded: is_degraded,
+        });
+        let state = obligation.as_ref().map_or("none", |o| o.state);
+        if filter.state.as_deref().is_some_and(|f| f != state) {
+            continue;
+        }
+        *states.entry(state).or_default() += 1;
+        if obligation.as_ref().is_some_and(|o| o.stuck) {
+            stuck += 1;
+        }
+        if is_degraded {
+            degraded += 1;
+        }
+        rows.push(PartitionRow {
+            stream_id: key.stream,
+            topic_id: key.topic,
+            partition_id: key.partition,
+            committed_generation: p.generation(),
+            degraded: is_degraded,
+            obligation,
+        });
+    }
+    let stats = reconciler.stats();
+    Ok(PurgeStatus {
+        summary: Summary {
+            partitions: rows.len() as u64,
+            states,
+            stuck,
+            degraded,
+            reconciler: ReconcilerSummary {
+                passes: stats.passes,
+                attempts: stats.attempts,
+                failures: stats.failures,
+                pending: reconciler.pending().len() as u64,
+                last_pass_duration_ms: last_pass_us.map(|us| us as f64 / 1000.0),
+                period_ms,
+            },
+        },
+        partitions: rows,
+    })
+}
+
+/// Keeps `PurgeState` and the state names above in step.
+pub fn state_name(state: PurgeState) -> &'static str {
+    state.as_str()
+}
+
+pub async fn purge_status(
+    State(state): State<AppState>,
+    query: ApiQuery,
+) -> ApiResult<Json<PurgeStatus>> {
+    let filter = Filter::from_query(&query)?;
+    let last = state.metrics.last_pass_micros.load(Ordering::Relaxed);
+    let last = (last != u64::MAX).then_some(last);
+    let period_ms = u64::try_from(state.limits.reconciler_period.as_millis()).unwrap_or(u64::MAX);
+    let status = state
+        .engine(move |e| Ok(snapshot(e, &filter, last, period_ms)?))
+        .await?;
+    Ok(Json(status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_every_purge_state_when_named_then_the_filter_accepts_it() {
+        for s in [
+            PurgeState::Requested,
+            PurgeState::FilesDeleted,
+            PurgeState::DirsSynced,
+            PurgeState::Applied,
+        ] {
+            assert!(STATES.contains(&state_name(s)));
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Streams, topics and partitions: `/streams[/{stream_id}[/purge]]`,
+//! `/streams/{s}/topics[/{topic_id}[/purge]]`, `/streams/{s}/topics/{t}/partitions`.
+//!
+//! Invariants:
+//! - Every body and query value is validated before the engine is called;
+//!   an invalid request reaches no engine method and changes nothing.
+//! - Topic options accept exactly `durability` and
+//!   `consumer_offset_durability` (values `replicated` = `buffered` on one
+//!   node, `buffered`, `persisted`) and `segment_size` (bytes); any other key
+//!   or value is a 400 naming it.
+//! - Status codes are Iggy's: create answers 200 with the details, update,
+//!   delete and purge answer 204, partitions answer 201 / 204.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+
+use super::AppState;
+use super::error::{ApiError, ApiResult};
+use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
+use super::model::{self, Stream, StreamDetails, Topic, TopicDetails, from_iggy_limit};
+use crate::metadata::{DEFAULT_SEGMENT_SIZE, Durability, TopicOptions};
+
+/// Bounds on a topic's `segment_size` option (bytes).
+pub const MIN_SEGMENT_SIZE: u64 = 4096;
+pub const MAX_SEGMENT_SIZE: u64 = 1 << 30;
+
+// ---- streams -----------------------------------------------------------
+
+pub async fn list_streams(State(state): State<AppState>) -> ApiResult<Json<Vec<Stream>>> {
+    let streams = state
+        .engine(|e| Ok(e.streams().map(|s| model::stream(e, s)).collect()))
+        .await?;
+    Ok(Json(streams))
+}
+
+pub async fn get_stream(
+    State(state): State<AppState>,
+    ApiPath(stream_id): ApiPath<String>,
+) -> ApiResult<Json<StreamDetails>> {
+    let id = identifier("stream_id", &stream_id)?;
+    let details = state
+        .engine(move |e| Ok(model::stream_details(e, e.stream(&id)?)))
+        .await?;
+    Ok(Json(details))
+}
+
+#[derive(Deserialize)]
+pub struct CreateStream {
+    name: String,
+    /// Older Iggy clients may choose the id.
+    #[serde(default)]
+    stream_id: Option<u32>,
+}
+
+pub async fn create_stream(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateStream>,
+) -> ApiResult<Json<StreamDetails>> {
+    let details = state
+        .engine(move |e| {
+            let s = e.create_stream(body.stream_id, &body.name)?;
+            tracing::info!(stream_id = s.id, "stream created");
+            Ok(model::stream_details(e, &s))
+        })
+        .await?;
+    Ok(Json(details))
+}
+
+#[derive(Deserialize)]
+pub struct UpdateStream {
+    name: String,
+    #[serde(default)]
+    options: BTreeMap<String, String>,
+}
+
+pub async fn update_stream(
+    State(state): State<AppState>,
+    ApiPath(stream_id): ApiPath<String>,
+    ApiJson(body): ApiJson<UpdateStream>,
+) -> ApiResult<StatusCode> {
+    let id = identifier("stream_id", &stream_id)?;
+    if let Some(key) = body.options.keys().next() {
+        return Err(ApiError::unsupported_option(key));
+    }
+    state
+        .engine(move |e| Ok(e.update_stream(&id, &body.name)?))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn delete_stream(
+    State(state): State<AppState>,
+    ApiPath(stream_id): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    let id = identifier("stream_id", &stream_id)?;
+    state.engine(move |e| Ok(e.delete_stream(&id)?)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn purge_stream(
+    State(state): State<AppState>,
+    ApiPath(stream_id): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    let id = identifier("stream_id", &stream_id)?;
+    state
+        .engine(move |e| {
+            e.purge_stream(&id)?;
+            tracing::info!(stream = %id, "stream purged");
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- topics ------------------------------------------------------------
+
+pub async fn list_topics(
+    State(state): State<AppState>,
+    ApiPath(stream_id): ApiPath<String>,
+) -> ApiResult<Json<Vec<Topic>>> {
+    let id = identifier("stream_id", &stream_id)?;
+    let topics = state
+        .engine(move |e| {
+            let s = e.stream(&id)?;
+            Ok(s.topics.values().map(|t| model::topic(e, s.id, t)).collect())
+        })
+        .await?;
+    Ok(Json(topics))
+}
+
+pub async fn get_topic(
+    State(state): State<AppState>,
+    ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
+) -> ApiResult<Json<TopicDetails>> {
+    let s = identifier("stream_id", &stream_id)?;
+    let t = identifier("topic_id", &topic_id)?;
+    let details = state
+        .engine(move |e| {
+            let (sid, _) = e.resolve_topic(&s, &t)?;
+            Ok(model::topic_details(e, sid, e.topic(&s, &t)?))
+        })
+        .await?;
+    Ok(Json(details))
+}
+
+#[derive(Deserialize)]
+pub struct CreateTopic {
+    name: String,
+    #[serde(default = "one")]
+    partitions_count: u32,
+    #[serde(default)]
+    compression_algorithm: Option<String>,
+    #[serde(default)]
+    message_expiry: u64,
+    #[serde(default)]
+    max_topic_size: u64,
+    #[serde(default)]
+    options: BTreeMap<String, String>,
+    /// Older Iggy clients may choose the id and send a replication factor.
+    #[serde(default)]
+    topic_id: Option<u32>,
+    #[serde(default)]
+    replication_factor: Option<u8>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn check_compression(value: Option<&str>) -> ApiResult<()> {
+    match value {
+        None | Some("none") => Ok(()),
+        Some(other) => Err(ApiError::bad_request(
+            "compression_algorithm",
+            format!("compression_algorithm {other:?} is not supported; sluice stores messages as sent (\"none\")"),
+        )),
+    }
+}
+
+fn durability(key: &str, value: &str) -> ApiResult<Durability> {
+    match value.to_ascii_lowercase().as_str() {
+        // Iggy's default; on one node there is no replica, so it is `buffered`.
+        "replicated" | "buffered" => Ok(Durability::Buffered),
+        "persisted" => Ok(Durability::Persisted),
+        _ => Err(ApiError::invalid_option_value(
+            key,
+            value,
+            "replicated, buffered or persisted",
+        )),
+    }
+}
+
+/// Parses the `options` map of a topic creation.
+pub fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResult<TopicOptions> {
+    let mut out = TopicOptions::default();
+    for (key, value) in options {
+        match key.as_str() {
+            "durability" => out.durability = durability(key, value)?,
+            "consumer_offset_durability" => {
+                out.consumer_offset_durability = durability(key, value)?
+            }
+            "segment_size" => {
+                let size: u64 = value.trim().parse().map_err(|_| {
+                    ApiError::invalid_option_value(key, value, "a size in bytes")
+                })?;
+                out.segment_size = match size {
+                    0 => DEFAULT_SEGMENT_SIZE,
+                    s if (MIN_SEGMENT_SIZE..=MAX_SEGMENT_SIZE).contains(&s) => s,
+                    _ => {
+                        return Err(ApiError::invalid_option_value(
+                            key,
+                            value,
+                            &format!("{MIN_SEGMENT_SIZE} to {MAX_SEGMENT_SIZE} bytes"),
+                        ));
+                    }
+                };
+            }
+            other => return Err(ApiError::unsupported_option(other)),
+        }
+    }
+    Ok(out)
+}
+
+pub async fn create_topic(
+    State(state): State<AppState>,
+    ApiPath(stream_id): ApiPath<String>,
+    ApiJson(body): ApiJson<CreateTopic>,
+) -> ApiResult<Json<TopicDetails>> {
+    let s = identifier("stream_id", &stream_id)?;
+    check_compression(body.compression_algorithm.as_deref())?;
+    let options = parse_topic_options(&body.options)?;
+    let details = state
+        .engine(move |e| {
+            let t = e.create_topic(
+                &s,
+                body.topic_id,
+                &body.name,
+                body.partitions_count,
+                options,
+                from_iggy_limit(body.message_expiry),
+                from_iggy_limit(body.max_topic_size),
+                body.replication_factor.unwrap_or(1),
+            )?;
+            let sid = e.resolve_stream(&s)?;
+            tracing::info!(
+                stream_id = sid,
+                topic_id = t.id,
+                partitions = body.partitions_count,
+                durability = options.durability.as_str(),
+                consumer_offset_durability = options.consumer_offset_durability.as_str(),
+                "topic created"
+            );
+            Ok(model::topic_details(e, sid, &t))
+        })
+        .await?;
+    Ok(Json(details))
+}
+
+#[derive(Deserialize)]
+pub struct UpdateTopic {
+    name: String,
+    #[serde(default)]
+    compression_algorithm: Option<String>,
+    #[serde(default)]
+    message_expiry: Option<u64>,
+    #[serde(default)]
+    max_topic_size: Option<u64>,
+    #[serde(default)]
+    options: BTreeMap<String, String>,
+}
+
+pub async fn update_topic(
+    State(state): State<AppState>,
+    ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<UpdateTopic>,
+) -> ApiResult<StatusCode> {
+    let s = identifier("stream_id", &stream_id)?;
+    let t = identifier("topic_id", &topic_id)?;
+    check_compression(body.compression_algorithm.as_deref())?;
+    // Durability and segment size are fixed at creation.
+    if let Some(key) = body.options.keys().next() {
+        return Err(ApiError::unsupported_option(key));
+    }
+    state
+        .engine(move |e| {
+            let current = e.topic(&s, &t)?;
+            let expiry = body
+                .message_expiry
+                .map_or(current.message_expiry, from_iggy_limit);
+            let max_size = body
+                .max_topic_size
+                .map_or(current.max_topic_size, from_iggy_limit);
+            Ok(e.update_topic(&s, &t, &body.name, expiry, max_size)?)
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn delete_topic(
+    State(state): State<AppState>,
+    ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let s = identifier("stream_id", &stream_id)?;
+    let t = identifier("topic_id", &topic_id)?;
+    state.engine(move |e| Ok(e.delete_topic(&s, &t)?)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn purge_topic(
+    State(state): State<AppState>,
+    ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let s = identifier("stream_id", &stream_id)?;
+    let t = identifier("topic_id", &topic_id)?;
+    state
+        .engine(move |e| {
+            e.purge_topic(&s, &t)?;
+            tracing::info!(stream = %s, topic = %t, "topic purged");
+            Ok(())
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- partitions --------------------------------------------------------
+
+#[derive(Deserialize)]
+pub struct CreatePartitions {
+    partitions_count: u32,
+}
+
+pub async fn create_partitions(
+    State(state): State<AppState>,
+    ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<CreatePartitions>,
+) -> ApiResult<StatusCode> {
+    let s = identifier("stream_id", &stream_id)?;
+    let t = identifier("topic_id", &topic_id)?;
+    state
+        .engine(move |e| Ok(e.create_partitions(&s, &t, body.partitions_count)?))
+        .await?;
+    Ok(StatusCode::CREATED)
+}
+
+pub async fn delete_partitions(
+    State(state): State<AppState>,
+    ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
+    query: ApiQuery,
+) -> ApiResult<StatusCode> {
+    let s = identifier("stream_id", &stream_id)?;
+    let t = identifier("topic_id", &topic_id)?;
+    let count = query.u32("partitions_count")?.ok_or_else(|| {
+        ApiError::bad_request("partitions_count", "partitions_count is required")
+    })?;
+    state
+        .engine(move |e| Ok(e.delete_partitions(&s, &t, count)?))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn given_the_sdk_defaults_when_parsing_options_then_replicated_is_buffered() {
+        let o = parse_topic_options(&opts(&[
+            ("durability", "replicated"),
+            ("consumer_offset_durability", "persisted"),
+        ]))
+        .unwrap();
+        assert_eq!(o.durability, Durability::Buffered);
+        assert_eq!(o.consumer_offset_durability, Durability::Persisted);
+    }
+
+    #[test]
+    fn given_unknown_keys_or_values_when_parsing_options_then_the_error_names_them() {
+        let e = parse_topic_options(&opts(&[("fsync", "true")])).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(e.body.reason.contains("fsync"));
+        let e = parse_topic_options(&opts(&[("durability", "eventually")])).unwrap_err();
+        assert!(e.body.reason.contains("durability") && e.body.reason.contains("eventually"));
+    }
+}

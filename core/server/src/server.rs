@@ -1,0 +1,220 @@
+//! `sluice server`: recovery, then the reconciler, then serving HTTP; and a
+//! graceful stop.
+//!
+//! Invariants:
+//! - Nothing is served before recovery finished: the engine is opened (and
+//!   every partition recovered) before the listener accepts a connection.
+//! - The reconciler runs one pass per period on the blocking pool, through
+//!   the same engine lock as requests, so a pass and a request never
+//!   interleave inside the engine.
+//! - Stopping: the listener stops accepting, in-flight requests finish (an
+//!   engine call that started always completes), the reconciler stops, and
+//!   the engine is dropped only after the last request released it.
+//! - Used in-process by the tests exactly as the binary uses it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use sluice_storage::DurableStorage;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::clock::SystemClock;
+use crate::config::ServerConfig;
+use crate::engine::{Engine, EngineConfig, RecoveryReport};
+use crate::error::EngineError;
+use crate::http::auth::{Auth, AuthError, RootSource, setup_root};
+use crate::http::metrics::Metrics;
+use crate::http::{AppState, Limits, router};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("recovery failed: {0}")]
+    Engine(#[from] EngineError),
+    #[error("root user: {0}")]
+    Auth(#[from] AuthError),
+    #[error("cannot listen on {address}: {reason}")]
+    Bind { address: SocketAddr, reason: String },
+    #[error("HTTP server failed: {0}")]
+    Serve(String),
+    #[error("a start-up task failed: {0}")]
+    Task(String),
+}
+
+/// What `start` needs besides the storage backend.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub config: ServerConfig,
+    pub root: RootSource,
+    /// Seeds server-assigned message ids and reconciler jitter.
+    pub seed: u64,
+}
+
+/// A server that is accepting connections.
+#[derive(Debug)]
+pub struct RunningServer {
+    pub local_addr: SocketAddr,
+    /// The generated root password, on the first start of a data directory
+    /// without configured credentials. Show it once; it is stored nowhere.
+    pub generated_password: Option<String>,
+    pub recovery: RecoveryReport,
+    pub state: AppState,
+    stop: watch::Sender<bool>,
+    serve: JoinHandle<Result<(), ServerError>>,
+    reconciler: JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// Stops accepting, lets in-flight requests finish, stops the reconciler.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        // A send fails only if every receiver is gone, i.e. both tasks ended.
+        let _ = self.stop.send(true);
+        self.wait().await
+    }
+
+    /// Waits until the server stopped (after `shutdown` or a serve failure).
+    pub async fn wait(self) -> Result<(), ServerError> {
+        let served = self
+            .serve
+            .await
+            .map_err(|e| ServerError::Task(e.to_string()))?;
+        let _ = self.stop.send(true);
+        self.reconciler
+            .await
+            .map_err(|e| ServerError::Task(e.to_string()))?;
+        tracing::info!("server stopped");
+        served
+    }
+
+    /// A handle that stops the server when sent `true` (for signal handlers).
+    pub fn stopper(&self) -> watch::Sender<bool> {
+        self.stop.clone()
+    }
+}
+
+/// Recovers the engine from `options.config.data_dir`, sets up the root
+/// user, starts the reconciler and starts serving.
+pub async fn start(
+    storage: Arc<dyn DurableStorage>,
+    options: ServeOptions,
+) -> Result<RunningServer, ServerError> {
+    let config = options.config;
+    let mut engine_config = EngineConfig::new(config.data_dir.clone(), options.seed);
+    engine_config.reconciler.period_ms =
+        u64::try_from(config.reconciler.period.as_millis()).unwrap_or(u64::MAX);
+    let data_dir = config.data_dir.clone();
+    let root = options.root;
+    let started = Instant::now();
+    let (engine, recovery, root) = tokio::task::spawn_blocking(move || {
+        let (engine, recovery) =
+            Engine::open(storage.clone(), Arc::new(SystemClock), engine_config)?;
+        let root = setup_root(storage.as_ref(), &data_dir, root)?;
+        Ok::<_, ServerError>((engine, recovery, root))
+    })
+    .await
+    .map_err(|e| ServerError::Task(e.to_string()))??;
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        partitions = recovery.partitions,
+        messages = recovery.messages,
+        consumer_offsets = recovery.consumer_offsets,
+        group_offsets = recovery.group_offsets,
+        stale_records = recovery.stale_records,
+        corrupt_offset_records = recovery.corrupt_offset_records,
+        tail_cuts = recovery.tail_cuts,
+        degraded = recovery.degraded.len(),
+        took_ms = started.elapsed().as_millis() as u64,
+        "recovery finished"
+    );
+
+    let state = AppState {
+        engine: Arc::new(Mutex::new(engine)),
+        auth: Arc::new(Auth::new(
+            root.user,
+            config.auth.token_expiry,
+            config.auth.failed_login_delay,
+        )),
+        metrics: Arc::new(Metrics::new(recovery.stale_records)),
+        limits: Limits {
+            max_body_bytes: config.http.max_body_bytes,
+            max_poll_count: config.http.max_poll_count,
+            reconciler_period: config.reconciler.period,
+        },
+    };
+    let (stop, stop_rx) = watch::channel(false);
+
+    let reconciler = tokio::spawn(run_reconciler(state.clone(), stop_rx.clone()));
+
+    let listener = TcpListener::bind(config.http.address)
+        .await
+        .map_err(|e| ServerError::Bind {
+            address: config.http.address,
+            reason: e.to_string(),
+        })?;
+    let local_addr = listener.local_addr().map_err(|e| ServerError::Bind {
+        address: config.http.address,
+        reason: e.to_string(),
+    })?;
+    tracing::info!(address = %local_addr, "serving the Iggy HTTP API");
+    let app = router(state.clone());
+    let mut serve_stop = stop_rx;
+    let serve = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                // Ends when `true` is sent or every sender is gone.
+                let _ = serve_stop.wait_for(|stop| *stop).await;
+                tracing::info!("no longer accepting connections; finishing in-flight requests");
+            })
+            .await
+            .map_err(|e| ServerError::Serve(e.to_string()))
+    });
+
+    Ok(RunningServer {
+        local_addr,
+        generated_password: root.generated_password,
+        recovery,
+        state,
+        stop,
+        serve,
+        reconciler,
+    })
+}
+
+/// One reconciler pass per period until told to stop.
+async fn run_reconciler(state: AppState, mut stop: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(state.limits.reconciler_period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => break,
+            _ = ticks.tick() => {}
+        }
+        let pass = state
+            .engine(|e| {
+                let started = Instant::now();
+                let report = e.reconcile();
+                Ok((report, started.elapsed()))
+            })
+            .await;
+        match pass {
+            Ok((report, took)) => {
+                state.metrics.record_pass(took);
+                if !report.attempted.is_empty() {
+                    tracing::info!(
+                        attempted = report.attempted.len(),
+                        applied = report.applied.len(),
+                        failed = report.failed.len(),
+                        still_pending = report.still_pending,
+                        took_ms = took.as_millis() as u64,
+                        "reconciler pass"
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e.body.reason, "reconciler pass could not run");
+            }
+        }
+    }
+}
