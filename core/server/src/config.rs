@@ -259,7 +259,10 @@ impl ServerConfig {
             ("http.max_poll_count", file.http.max_poll_count),
             ("reconciler.period_ms", file.reconciler.period_ms),
             ("auth.token_expiry_secs", file.auth.token_expiry_secs),
-            ("auth.failed_login_delay_ms", file.auth.failed_login_delay_ms),
+            (
+                "auth.failed_login_delay_ms",
+                file.auth.failed_login_delay_ms,
+            ),
         ];
         if let Some(address) = file.http.address {
             self.apply(&Sourced {
@@ -291,9 +294,8 @@ impl ServerConfig {
             "http.address" => self.http.address = v.address()?,
             "http.max_body_bytes" => {
                 // Bounded by MAX_BODY_BYTES_LIMIT (1 GiB), so it fits usize.
-                self.http.max_body_bytes =
-                    usize::try_from(v.number(1024, MAX_BODY_BYTES_LIMIT)?)
-                        .map_err(|_| v.invalid("too large for this platform"))?;
+                self.http.max_body_bytes = usize::try_from(v.number(1024, MAX_BODY_BYTES_LIMIT)?)
+                    .map_err(|_| v.invalid("too large for this platform"))?;
             }
             "http.max_poll_count" => {
                 self.http.max_poll_count = u32::try_from(v.number(1, MAX_POLL_COUNT_LIMIT)?)

@@ -18,10 +18,10 @@ use clap::{Parser, Subcommand};
 use sluice_server::clock::{Clock, SystemClock};
 use sluice_server::config::{FlagOverrides, ServerConfig};
 use sluice_server::http::auth::RootSource;
-use sluice_server::server::{self, ServeOptions};
 use sluice_server::metadata::{Durability, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::{Consumer, PollingStrategy};
+use sluice_server::server::{self, ServeOptions};
 use sluice_server::{Engine, EngineConfig, Identifier, Partitioning};
 use sluice_storage::{DiskStorage, DurableStorage};
 

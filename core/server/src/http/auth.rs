@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
@@ -471,7 +471,11 @@ pub async fn logout(
 }
 
 /// Middleware: a valid `Authorization: Bearer <token>` or 401.
-pub async fn require_token(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let token = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -539,7 +543,10 @@ mod tests {
         let password = first.generated_password.clone().unwrap();
         let stored = storage.read_file(&dir.join(CREDENTIALS_FILE)).unwrap();
         let text = String::from_utf8(stored).unwrap();
-        assert!(!text.contains(&password), "the plaintext must never be stored");
+        assert!(
+            !text.contains(&password),
+            "the plaintext must never be stored"
+        );
         assert!(verify_password(&password, &first.user.password_hash));
 
         let second = setup_root(&storage, dir, RootSource::StoredOrGenerated).unwrap();

@@ -71,13 +71,7 @@ impl ApiError {
 
     /// A request body that is not the JSON the route expects.
     pub fn invalid_json(reason: impl Into<String>) -> Self {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            4,
-            "invalid_format",
-            reason,
-            None,
-        )
+        ApiError::new(StatusCode::BAD_REQUEST, 4, "invalid_format", reason, None)
     }
 
     /// An unknown or unsupported option key / value (Iggy 4041 / 4042).
@@ -165,13 +159,7 @@ impl ApiError {
     }
 
     pub fn internal(reason: impl Into<String>) -> Self {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            1,
-            "error",
-            reason,
-            None,
-        )
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, 1, "error", reason, None)
     }
 }
 

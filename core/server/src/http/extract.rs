@@ -122,7 +122,10 @@ impl ApiQuery {
         match self.get(key) {
             None => Ok(None),
             Some(raw) => raw.trim().parse::<u64>().map(Some).map_err(|_| {
-                ApiError::bad_request(key, format!("{key} must be an unsigned integer, got {raw:?}"))
+                ApiError::bad_request(
+                    key,
+                    format!("{key} must be an unsigned integer, got {raw:?}"),
+                )
             }),
         }
     }
@@ -173,7 +176,10 @@ mod tests {
 
     #[test]
     fn given_identifiers_when_parsed_then_digits_are_ids_and_the_rest_names() {
-        assert_eq!(identifier("stream_id", "7").ok(), Some(Identifier::Numeric(7)));
+        assert_eq!(
+            identifier("stream_id", "7").ok(),
+            Some(Identifier::Numeric(7))
+        );
         assert_eq!(
             identifier("stream_id", "orders").ok(),
             Some(Identifier::Name("orders".into()))

@@ -192,7 +192,11 @@ fn parse_header_value(field: &str, h: &HeaderFieldBody) -> ApiResult<EngineHeade
             StatusCode::BAD_REQUEST,
             4019,
             "invalid_header_value",
-            format!("header value of kind {} has a wrong length ({} bytes)", h.kind, value.len()),
+            format!(
+                "header value of kind {} has a wrong length ({} bytes)",
+                h.kind,
+                value.len()
+            ),
             Some(field),
         ));
     }
@@ -223,7 +227,10 @@ fn parse_headers(index: usize, raw: Option<&serde_json::Value>) -> ApiResult<Opt
                 StatusCode::BAD_REQUEST,
                 4018,
                 "invalid_header_key",
-                format!("header keys must be of kind string, got {:?}", entry.key.kind),
+                format!(
+                    "header keys must be of kind string, got {:?}",
+                    entry.key.kind
+                ),
                 Some(&field),
             ));
         }
@@ -345,12 +352,16 @@ impl ConsumerRef {
     pub fn parse(raw_id: Option<&str>, kind: Option<&str>) -> ApiResult<ConsumerRef> {
         let raw = raw_id.unwrap_or("1");
         match kind.unwrap_or("consumer") {
-            "consumer" => raw.trim().parse::<u32>().map(ConsumerRef::Consumer).map_err(|_| {
-                ApiError::bad_request(
-                    "consumer_id",
-                    format!("consumer_id must be a numeric id, got {raw:?}"),
-                )
-            }),
+            "consumer" => raw
+                .trim()
+                .parse::<u32>()
+                .map(ConsumerRef::Consumer)
+                .map_err(|_| {
+                    ApiError::bad_request(
+                        "consumer_id",
+                        format!("consumer_id must be a numeric id, got {raw:?}"),
+                    )
+                }),
             "consumer_group" => Ok(ConsumerRef::Group(identifier("consumer_id", raw)?)),
             other => Err(ApiError::bad_request(
                 "consumer_kind",

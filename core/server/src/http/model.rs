@@ -164,9 +164,8 @@ pub fn topic_details(engine: &Engine, stream: u32, t: &TopicMeta) -> TopicDetail
                 topic: t.id,
                 partition: pm.id,
             };
-            let (segments, current, size, messages) = engine.partition(key).map_or(
-                (0, 0, 0, 0),
-                |p| {
+            let (segments, current, size, messages) =
+                engine.partition(key).map_or((0, 0, 0, 0), |p| {
                     let log = p.log();
                     (
                         count_u32(log.segment_count()),
@@ -174,8 +173,7 @@ pub fn topic_details(engine: &Engine, stream: u32, t: &TopicMeta) -> TopicDetail
                         log.size_bytes(),
                         log.message_count(),
                     )
-                },
-            );
+                });
             Partition {
                 id: pm.id,
                 created_at: pm.created_at,

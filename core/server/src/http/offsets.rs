@@ -93,10 +93,7 @@ pub async fn store_offset(
         .as_ref()
         .map(|v| consumer_id_of("consumer_id", v))
         .transpose()?;
-    let kind = body
-        .consumer_kind
-        .as_deref()
-        .or(query.get("consumer_kind"));
+    let kind = body.consumer_kind.as_deref().or(query.get("consumer_kind"));
     let consumer = ConsumerRef::parse(raw_id.as_deref(), kind)?;
     let partition = body.partition_id.unwrap_or(FIRST_ID);
     let offset = body.offset;
@@ -142,7 +139,11 @@ pub async fn list_groups(
     let groups = state
         .engine(move |e| {
             let topic = e.topic(&s, &t)?;
-            Ok(topic.groups.values().map(|g| model::group(topic, g)).collect())
+            Ok(topic
+                .groups
+                .values()
+                .map(|g| model::group(topic, g))
+                .collect())
         })
         .await?;
     Ok(Json(groups))

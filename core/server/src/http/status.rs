@@ -27,7 +27,13 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
 use crate::partition::purge::PurgeState;
 
-pub const STATES: [&str; 5] = ["requested", "files_deleted", "dirs_synced", "applied", "none"];
+pub const STATES: [&str; 5] = [
+    "requested",
+    "files_deleted",
+    "dirs_synced",
+    "applied",
+    "none",
+];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PurgeStatus {

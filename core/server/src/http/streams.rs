@@ -126,7 +126,10 @@ pub async fn list_topics(
     let topics = state
         .engine(move |e| {
             let s = e.stream(&id)?;
-            Ok(s.topics.values().map(|t| model::topic(e, s.id, t)).collect())
+            Ok(s.topics
+                .values()
+                .map(|t| model::topic(e, s.id, t))
+                .collect())
         })
         .await?;
     Ok(Json(topics))
@@ -176,7 +179,9 @@ fn check_compression(value: Option<&str>) -> ApiResult<()> {
         None | Some("none") => Ok(()),
         Some(other) => Err(ApiError::bad_request(
             "compression_algorithm",
-            format!("compression_algorithm {other:?} is not supported; sluice stores messages as sent (\"none\")"),
+            format!(
+                "compression_algorithm {other:?} is not supported; sluice stores messages as sent (\"none\")"
+            ),
         )),
     }
 }
@@ -204,9 +209,10 @@ pub fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResult<Topi
                 out.consumer_offset_durability = durability(key, value)?
             }
             "segment_size" => {
-                let size: u64 = value.trim().parse().map_err(|_| {
-                    ApiError::invalid_option_value(key, value, "a size in bytes")
-                })?;
+                let size: u64 = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| ApiError::invalid_option_value(key, value, "a size in bytes"))?;
                 out.segment_size = match size {
                     0 => DEFAULT_SEGMENT_SIZE,
                     s if (MIN_SEGMENT_SIZE..=MAX_SEGMENT_SIZE).contains(&s) => s,
@@ -353,9 +359,9 @@ pub async fn delete_partitions(
 ) -> ApiResult<StatusCode> {
     let s = identifier("stream_id", &stream_id)?;
     let t = identifier("topic_id", &topic_id)?;
-    let count = query.u32("partitions_count")?.ok_or_else(|| {
-        ApiError::bad_request("partitions_count", "partitions_count is required")
-    })?;
+    let count = query
+        .u32("partitions_count")?
+        .ok_or_else(|| ApiError::bad_request("partitions_count", "partitions_count is required"))?;
     state
         .engine(move |e| Ok(e.delete_partitions(&s, &t, count)?))
         .await?;

@@ -1,0 +1,426 @@
+//! End-to-end tests of the HTTP API with raw requests: the real server on an
+//! ephemeral loopback port over a temporary data directory on disk.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod http_support;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use http_support::{Api, start_server, start_server_with};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_consumer_mid_history_when_the_topic_is_purged_then_poll_next_returns_the_fresh_history()
+ {
+    // Given a consumer that committed offset 2 of five messages.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+    let sent = api
+        .send_to(
+            "orders",
+            "events",
+            &["old0", "old1", "old2", "old3", "old4"],
+        )
+        .await;
+    assert_eq!(sent.status, 201, "{}", sent.text);
+    assert_eq!(sent.headers["iggy-durability"], "replicated");
+    assert_eq!(sent.headers["sluice-durability"], "buffered");
+    let first = api
+        .poll(
+            "orders",
+            "events",
+            "consumer_id=1&kind=next&count=3&auto_commit=true",
+        )
+        .await;
+    assert_eq!(first.iter().map(|m| m.0).collect::<Vec<_>>(), [0, 1, 2]);
+
+    // When the topic is purged and two new messages arrive.
+    let purge = api.delete("/streams/orders/topics/events/purge").await;
+    assert_eq!(purge.status, 204, "{}", purge.text);
+    assert_eq!(
+        api.send_to("orders", "events", &["new0", "new1"])
+            .await
+            .status,
+        201
+    );
+
+    // Then `next` starts the new history at 0: nothing new is skipped.
+    let after = api
+        .poll(
+            "orders",
+            "events",
+            "consumer_id=1&kind=next&count=10&auto_commit=true",
+        )
+        .await;
+    assert_eq!(
+        after,
+        vec![(0, "new0".to_string()), (1, "new1".to_string())]
+    );
+
+    // And the status endpoint shows the cleanup applied.
+    let status = api
+        .wait_until_applied("stream_id=orders&topic_id=events")
+        .await;
+    let row = &status["partitions"][0];
+    assert_eq!(row["committed_generation"], 1);
+    assert_eq!(row["obligation"]["generation"], 1);
+    assert_eq!(row["obligation"]["stuck"], false);
+    assert_eq!(status["summary"]["states"]["applied"], 1);
+    assert!(status["summary"]["reconciler"]["passes"].as_u64().unwrap() >= 1);
+
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_no_valid_token_when_calling_the_api_then_every_route_but_ping_answers_401() {
+    // Given a running server and a client without a token.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let anonymous = Api::new(&server);
+
+    // When it calls /ping it gets pong; everything else is 401 with Iggy's body.
+    let ping = anonymous.get("/ping").await;
+    assert_eq!((ping.status, ping.text.as_str()), (200, "pong"));
+    for path in ["/streams", "/status/purge", "/metrics", "/streams/1/topics"] {
+        let r = anonymous.get(path).await;
+        assert_eq!(r.status, 401, "{path}: {}", r.text);
+        assert_eq!(r.error_code(), "unauthenticated");
+    }
+    let r = anonymous.post("/streams", json!({"name": "x"})).await;
+    assert_eq!(r.status, 401);
+
+    // Then a forged token is refused, a real one works, and logout revokes it.
+    let mut forged = Api::new(&server);
+    forged.token = Some("not-a-token".into());
+    assert_eq!(forged.get("/streams").await.status, 401);
+    let api = Api::login(&server).await;
+    assert_eq!(api.get("/streams").await.status, 200);
+    assert_eq!(api.delete("/users/logout").await.status, 204);
+    assert_eq!(api.get("/streams").await.status, 401);
+
+    // And a wrong password is refused (Iggy: 400 invalid_credentials).
+    let bad = anonymous
+        .post(
+            "/users/login",
+            json!({"username": "iggy", "password": "wrong"}),
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.error_code(), "invalid_credentials");
+
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_short_token_expiry_when_the_token_expires_then_it_is_refused() {
+    // Given tokens that live one second.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server_with(dir.path(), |c| {
+        c.auth.token_expiry = std::time::Duration::from_secs(1);
+    })
+    .await;
+    let api = Api::login(&server).await;
+    assert_eq!(api.get("/streams").await.status, 200);
+
+    // When it has expired, then it is refused.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(api.get("/streams").await.status, 401);
+
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_malformed_requests_when_sent_then_each_gets_a_4xx_iggy_error_and_nothing_changes() {
+    // Given a topic holding one message, and a small body limit.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server_with(dir.path(), |c| c.http.max_body_bytes = 64 * 1024).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+    assert_eq!(api.send_to("orders", "events", &["keep"]).await.status, 201);
+    let before = api.get("/streams/orders").await.text;
+    let messages = "/streams/orders/topics/events/messages";
+
+    // When malformed requests arrive, then each is a 4xx with Iggy's error body.
+    let cases: Vec<(&str, http_support::Reply, u16)> = vec![
+        (
+            "bad JSON",
+            api.post_raw("/streams", "application/json", b"{\"name\":".to_vec())
+                .await,
+            400,
+        ),
+        (
+            "wrong type",
+            api.post("/streams", json!({"name": 42})).await,
+            400,
+        ),
+        (
+            "unknown stream",
+            api.get("/streams/nope/topics/events").await,
+            404,
+        ),
+        (
+            "negative count",
+            api.get(&format!("{messages}?partition_id=1&kind=first&count=-1"))
+                .await,
+            400,
+        ),
+        (
+            "huge count",
+            api.get(&format!(
+                "{messages}?partition_id=1&kind=first&count=99999999999"
+            ))
+            .await,
+            400,
+        ),
+        (
+            "unknown polling kind",
+            api.get(&format!("{messages}?partition_id=1&kind=sideways"))
+                .await,
+            400,
+        ),
+        (
+            "unknown partition",
+            api.get(&format!("{messages}?partition_id=9&kind=first"))
+                .await,
+            404,
+        ),
+        (
+            "invalid base64",
+            api.post(
+                messages,
+                json!({"partitioning": {"kind": "balanced", "value": ""},
+                       "messages": [{"payload": STANDARD.encode("fine")}, {"payload": "%%%"}]}),
+            )
+            .await,
+            400,
+        ),
+        (
+            "empty batch",
+            api.post(
+                messages,
+                json!({"partitioning": {"kind": "balanced", "value": ""}, "messages": []}),
+            )
+            .await,
+            400,
+        ),
+        (
+            "oversized body",
+            api.post(
+                messages,
+                json!({"partitioning": {"kind": "balanced", "value": ""},
+                       "messages": [{"payload": STANDARD.encode(vec![b'x'; 128 * 1024])}]}),
+            )
+            .await,
+            413,
+        ),
+        (
+            "unknown topic option",
+            api.post(
+                "/streams/orders/topics",
+                json!({"name": "t2", "partitions_count": 1, "options": {"fsync": "always"}}),
+            )
+            .await,
+            400,
+        ),
+        (
+            "unknown durability value",
+            api.post(
+                "/streams/orders/topics",
+                json!({"name": "t3", "partitions_count": 1, "options": {"durability": "maybe"}}),
+            )
+            .await,
+            400,
+        ),
+        (
+            "too many partitions",
+            api.post(
+                "/streams/orders/topics",
+                json!({"name": "t4", "partitions_count": 100000}),
+            )
+            .await,
+            400,
+        ),
+        (
+            "offset beyond the partition",
+            api.put(
+                "/streams/orders/topics/events/consumer-offsets",
+                json!({"consumer_id": 1, "partition_id": 1, "offset": 5}),
+            )
+            .await,
+            400,
+        ),
+        (
+            "unknown status filter",
+            api.get("/status/purge?state=sleeping").await,
+            400,
+        ),
+        ("unknown route", api.get("/nowhere").await, 404),
+        ("wrong method", api.put("/ping", json!({})).await, 405),
+    ];
+    for (what, reply, status) in &cases {
+        assert_eq!(reply.status, *status, "{what}: {}", reply.text);
+        let code = reply.error_code();
+        assert!(!code.is_empty(), "{what}");
+    }
+    let named = &cases[10].1.json();
+    assert!(
+        named["reason"].as_str().unwrap().contains("fsync"),
+        "{named}"
+    );
+    assert_eq!(cases[13].1.error_code(), "invalid_offset");
+
+    // Then nothing changed: same stream, one message, no new topics.
+    assert_eq!(api.get("/streams/orders").await.text, before);
+    let all = api
+        .poll("orders", "events", "consumer_id=1&kind=first&count=100")
+        .await;
+    assert_eq!(all, vec![(0, "keep".to_string())]);
+    // And the server still serves.
+    assert_eq!(api.get("/ping").await.status, 200);
+
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_consumer_group_offsets_when_using_the_extension_then_both_offset_kinds_are_reachable()
+ {
+    // Given a topic with four messages and a consumer group.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+    api.send_to("orders", "events", &["a", "b", "c", "d"]).await;
+    let g = api
+        .post(
+            "/streams/orders/topics/events/consumer-groups",
+            json!({"name": "billing"}),
+        )
+        .await;
+    assert_eq!(g.status, 200, "{}", g.text);
+    let gid = g.json()["id"].as_u64().unwrap();
+
+    // When the group stores offset 1 and consumer 1 stores offset 2.
+    let offsets = "/streams/orders/topics/events/consumer-offsets";
+    let r = api
+        .put(
+            &format!("{offsets}?consumer_kind=consumer_group"),
+            json!({"consumer_id": "billing", "partition_id": 1, "offset": 1}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let r = api
+        .put(
+            offsets,
+            json!({"consumer_id": 1, "partition_id": 1, "offset": 2}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+
+    // Then each kind reads back its own offset and polls `next` from it.
+    let group = api
+        .get(&format!(
+            "{offsets}?consumer_kind=consumer_group&consumer_id={gid}&partition_id=1"
+        ))
+        .await;
+    assert_eq!(group.json()["stored_offset"], 1);
+    let consumer = api
+        .get(&format!("{offsets}?consumer_id=1&partition_id=1"))
+        .await;
+    assert_eq!(consumer.json()["stored_offset"], 2);
+    assert_eq!(consumer.json()["current_offset"], 3);
+    let next = api
+        .poll(
+            "orders",
+            "events",
+            "consumer_kind=consumer_group&consumer_id=billing&kind=next&count=1",
+        )
+        .await;
+    assert_eq!(next, vec![(2, "c".to_string())]);
+
+    // And deleting the consumer's offset leaves the group's alone.
+    assert_eq!(
+        api.delete(&format!("{offsets}/1?partition_id=1"))
+            .await
+            .status,
+        204
+    );
+    let gone = api
+        .get(&format!("{offsets}?consumer_id=1&partition_id=1"))
+        .await;
+    assert_eq!(gone.status, 404);
+    assert_eq!(gone.error_code(), "consumer_offset_not_found");
+    let missing_group = api
+        .get(&format!(
+            "{offsets}?consumer_kind=consumer_group&consumer_id=nobody&partition_id=1"
+        ))
+        .await;
+    assert_eq!(missing_group.status, 404);
+
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_graceful_restart_when_reopened_then_acknowledged_data_purges_and_options_survive()
+{
+    // Given a persisted topic with data, a purged stream, and a stored offset.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+    api.create_stream_and_topic("audit", "log", 1).await;
+    api.send_to("orders", "events", &["x", "y"]).await;
+    api.send_to("audit", "log", &["gone"]).await;
+    assert_eq!(api.delete("/streams/audit/purge").await.status, 204);
+    api.put(
+        "/streams/orders/topics/events/consumer-offsets",
+        json!({"consumer_id": 3, "partition_id": 1, "offset": 0}),
+    )
+    .await;
+    server.shutdown().await.unwrap();
+
+    // When the server starts again on the same data directory.
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+
+    // Then everything acknowledged is back and the purge held.
+    assert_eq!(
+        api.poll("orders", "events", "consumer_id=3&kind=next&count=10")
+            .await,
+        vec![(1, "y".to_string())]
+    );
+    assert!(
+        api.poll("audit", "log", "consumer_id=1&kind=first&count=10")
+            .await
+            .is_empty()
+    );
+    let topic = api.get("/streams/orders/topics/events").await.json();
+    assert_eq!(
+        topic["options"]["consumer_offset_durability"]["value"],
+        "persisted"
+    );
+    assert_eq!(topic["options"]["durability"]["value"], "buffered");
+    assert_eq!(topic["messages_count"], 2);
+
+    // And the metrics report requests and obligations.
+    let metrics = api.get("/metrics").await;
+    assert_eq!(metrics.status, 200);
+    assert!(
+        metrics.text.contains("sluice_http_requests_total"),
+        "{}",
+        metrics.text
+    );
+    assert!(
+        metrics
+            .text
+            .contains("sluice_purge_obligations{state=\"applied\"}")
+    );
+    assert!(
+        metrics
+            .text
+            .contains("sluice_reconciler_pass_duration_seconds")
+    );
+
+    server.shutdown().await.unwrap();
+}

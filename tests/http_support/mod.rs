@@ -1,0 +1,243 @@
+//! Shared fixtures for the end-to-end HTTP tests (`mod http_support;`): the
+//! real server, started in-process on an ephemeral loopback port over a
+//! temporary data directory on the real disk, exactly as `sluice server`
+//! starts it (`sluice_server::server::start`).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_server::config::ServerConfig;
+use sluice_server::http::auth::RootSource;
+use sluice_server::server::{RunningServer, ServeOptions, start};
+use sluice_storage::{DiskStorage, DurableStorage};
+
+pub const ROOT_USER: &str = "iggy";
+pub const ROOT_PASSWORD: &str = "iggy";
+
+/// Starts a server on `data_dir` with `iggy`/`iggy`, a fast reconciler and a
+/// short failed-login delay.
+pub async fn start_server(data_dir: &Path) -> RunningServer {
+    start_server_with(data_dir, |_| {}).await
+}
+
+pub async fn start_server_with(
+    data_dir: &Path,
+    adjust: impl FnOnce(&mut ServerConfig),
+) -> RunningServer {
+    let mut config = ServerConfig {
+        data_dir: data_dir.to_path_buf(),
+        ..ServerConfig::default()
+    };
+    config.http.address = "127.0.0.1:0".parse().unwrap();
+    config.reconciler.period = Duration::from_millis(20);
+    config.auth.failed_login_delay = Duration::from_millis(20);
+    adjust(&mut config);
+    let storage: Arc<dyn DurableStorage> = Arc::new(DiskStorage::new());
+    start(
+        storage,
+        ServeOptions {
+            config,
+            root: RootSource::DefaultIggy,
+            seed: 7,
+        },
+    )
+    .await
+    .expect("server starts")
+}
+
+/// A raw HTTP client bound to one server and (after `login`) one token.
+pub struct Api {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub token: Option<String>,
+}
+
+/// A response reduced to what the tests look at.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+    }
+
+    /// Asserts Iggy's error body shape and returns its `code`.
+    pub fn error_code(&self) -> String {
+        let body = self.json();
+        assert!(body["id"].is_u64(), "error id missing: {body}");
+        assert!(body["reason"].is_string(), "error reason missing: {body}");
+        assert!(
+            body.get("field").is_some(),
+            "error field missing (null allowed): {body}"
+        );
+        body["code"].as_str().expect("error code").to_string()
+    }
+}
+
+impl Api {
+    pub fn new(server: &RunningServer) -> Api {
+        Api {
+            base: format!("http://{}", server.local_addr),
+            client: reqwest::Client::new(),
+            token: None,
+        }
+    }
+
+    pub async fn login(server: &RunningServer) -> Api {
+        let mut api = Api::new(server);
+        let reply = api
+            .post(
+                "/users/login",
+                serde_json::json!({"username": ROOT_USER, "password": ROOT_PASSWORD}),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "login: {}", reply.text);
+        api.token = Some(
+            reply.json()["access_token"]["token"]
+                .as_str()
+                .expect("token")
+                .to_string(),
+        );
+        api
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
+        let req = match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        };
+        let response = req.send().await.expect("request reaches the server");
+        Reply {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            text: response.text().await.expect("response body"),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(self.client.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(self.client.delete(format!("{}{path}", self.base)))
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Reply {
+        self.send(self.client.post(format!("{}{path}", self.base)).json(&body))
+            .await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> Reply {
+        self.send(self.client.put(format!("{}{path}", self.base)).json(&body))
+            .await
+    }
+
+    pub async fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> Reply {
+        self.send(
+            self.client
+                .post(format!("{}{path}", self.base))
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(body),
+        )
+        .await
+    }
+
+    /// Creates stream `s` and topic `t` with `partitions` partitions.
+    pub async fn create_stream_and_topic(&self, s: &str, t: &str, partitions: u32) {
+        let r = self.post("/streams", serde_json::json!({"name": s})).await;
+        assert_eq!(r.status, 200, "create stream: {}", r.text);
+        let r = self
+            .post(
+                &format!("/streams/{s}/topics"),
+                serde_json::json!({
+                    "name": t,
+                    "partitions_count": partitions,
+                    "compression_algorithm": "none",
+                    "message_expiry": 0,
+                    "max_topic_size": 0,
+                    "options": {"durability": "replicated", "consumer_offset_durability": "persisted"}
+                }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "create topic: {}", r.text);
+    }
+
+    /// Sends `payloads` to partition 1 of `s`/`t`.
+    pub async fn send_to(&self, s: &str, t: &str, payloads: &[&str]) -> Reply {
+        use base64::Engine as _;
+        let messages: Vec<Value> = payloads
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "id": 0,
+                    "payload": base64::engine::general_purpose::STANDARD.encode(p),
+                })
+            })
+            .collect();
+        self.post(
+            &format!("/streams/{s}/topics/{t}/messages"),
+            serde_json::json!({
+                "partitioning": {
+                    "kind": "partition_id",
+                    "value": base64::engine::general_purpose::STANDARD.encode(1u32.to_le_bytes()),
+                },
+                "messages": messages,
+            }),
+        )
+        .await
+    }
+
+    /// Polls `s`/`t` partition 1 and returns `(offset, payload)` pairs.
+    pub async fn poll(&self, s: &str, t: &str, query: &str) -> Vec<(u64, String)> {
+        use base64::Engine as _;
+        let r = self
+            .get(&format!(
+                "/streams/{s}/topics/{t}/messages?partition_id=1&{query}"
+            ))
+            .await;
+        assert_eq!(r.status, 200, "poll {query}: {}", r.text);
+        r.json()["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| {
+                let payload = base64::engine::general_purpose::STANDARD
+                    .decode(m["payload"].as_str().expect("payload"))
+                    .expect("base64 payload");
+                (
+                    m["header"]["offset"].as_u64().expect("offset"),
+                    String::from_utf8(payload).expect("utf-8 payload"),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits (bounded) until every obligation the status endpoint lists is applied.
+    pub async fn wait_until_applied(&self, query: &str) -> Value {
+        for _ in 0..250 {
+            let r = self.get(&format!("/status/purge?{query}")).await;
+            assert_eq!(r.status, 200, "status: {}", r.text);
+            let body = r.json();
+            let rows = body["partitions"].as_array().expect("rows");
+            if !rows.is_empty()
+                && rows
+                    .iter()
+                    .all(|row| row["obligation"]["state"] == "applied")
+            {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("purge cleanup did not reach applied within 5 s");
+    }
+}
