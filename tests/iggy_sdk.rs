@@ -1,0 +1,235 @@
+//! Compatibility with the official Apache Iggy Rust SDK (`iggy = "=0.11.0"`,
+//! `HttpClient`): an unmodified Iggy client drives sluice end to end.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod http_support;
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use http_support::start_server;
+use iggy::prelude::*;
+
+fn message(payload: &str) -> IggyMessage {
+    IggyMessage::builder()
+        .payload(payload.to_string().into())
+        .build()
+        .unwrap()
+}
+
+fn offsets(polled: &PolledMessages) -> Vec<u64> {
+    polled.messages.iter().map(|m| m.header.offset).collect()
+}
+
+fn payloads(polled: &PolledMessages) -> Vec<String> {
+    polled
+        .messages
+        .iter()
+        .map(|m| String::from_utf8(m.payload.to_vec()).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
+    // Given a running sluice and the SDK's HTTP client, logged in as root.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let client = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    client.ping().await.unwrap();
+    let identity = client.login_user("iggy", "iggy").await.unwrap();
+    assert!(identity.access_token.is_some());
+
+    // When it creates a stream and a topic (offsets persisted, messages default).
+    let stream = client.create_stream("sdk-stream").await.unwrap();
+    assert_eq!(stream.name, "sdk-stream");
+    let s = Identifier::named("sdk-stream").unwrap();
+    let t = Identifier::named("events").unwrap();
+    let topic = client
+        .create_topic(
+            &s,
+            "events",
+            &TopicCreateOptions {
+                partitions_count: Some(2),
+                consumer_offset_durability: Durability::Persisted,
+                ..TopicCreateOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(topic.partitions_count, 2);
+    assert_eq!(topic.partitions.len(), 2);
+
+    // Then it sends, with user headers, and learns the write's guarantee.
+    let header_key = HeaderKey::try_from("trace-id").unwrap();
+    let header_value = HeaderValue::from_str("trace-42").unwrap();
+    let mut batch: Vec<IggyMessage> = vec![
+        IggyMessage::builder()
+            .payload("m0".to_string().into())
+            .user_headers(BTreeMap::from([(header_key.clone(), header_value.clone())]))
+            .build()
+            .unwrap(),
+        message("m1"),
+        message("m2"),
+    ];
+    let (sent, durability) = client
+        .send_messages_with_durability(&s, &t, &Partitioning::partition_id(1), &mut batch)
+        .await
+        .unwrap();
+    assert_eq!(durability, Some(Durability::Replicated));
+    assert_eq!(sent.confirmations.len(), 1);
+    assert_eq!(sent.confirmations[0].base_offset, 0);
+    let mut more = vec![message("m3"), message("m4")];
+    client
+        .send_messages(&s, &t, &Partitioning::partition_id(1), &mut more)
+        .await
+        .unwrap();
+
+    // And polls with every strategy.
+    let consumer = Consumer::new(Identifier::numeric(1).unwrap());
+    let poll = |strategy: PollingStrategy, count: u32, auto_commit: bool| {
+        let (client, s, t, consumer) = (&client, &s, &t, &consumer);
+        async move {
+            client
+                .poll_messages(s, t, Some(1), consumer, &strategy, count, auto_commit)
+                .await
+                .unwrap()
+        }
+    };
+    let by_offset = poll(PollingStrategy::offset(1), 2, false).await;
+    assert_eq!(offsets(&by_offset), [1, 2]);
+    assert_eq!(payloads(&by_offset), ["m1", "m2"]);
+    let first = poll(PollingStrategy::first(), 1, false).await;
+    assert_eq!(payloads(&first), ["m0"]);
+    let headers = first.messages[0].user_headers_map().unwrap().unwrap();
+    assert_eq!(headers.get(&header_key), Some(&header_value));
+    let last = poll(PollingStrategy::last(), 2, false).await;
+    assert_eq!(offsets(&last), [3, 4]);
+    // m3 and m4 came in a later batch, so m3's timestamp starts there.
+    let ts = last.messages[0].header.timestamp;
+    let by_time = poll(
+        PollingStrategy::timestamp(IggyTimestamp::from(ts)),
+        10,
+        false,
+    )
+    .await;
+    assert_eq!(offsets(&by_time), [3, 4]);
+    let next = poll(PollingStrategy::next(), 2, true).await;
+    assert_eq!(offsets(&next), [0, 1]);
+    let next = poll(PollingStrategy::next(), 10, true).await;
+    assert_eq!(offsets(&next), [2, 3, 4]);
+    assert_eq!(next.current_offset, 4);
+
+    // And stores, reads and deletes consumer offsets.
+    let other = Consumer::new(Identifier::numeric(7).unwrap());
+    client
+        .store_consumer_offset(&other, &s, &t, Some(1), 3)
+        .await
+        .unwrap();
+    let stored = client
+        .get_consumer_offset(&other, &s, &t, Some(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((stored.stored_offset, stored.current_offset), (3, 4));
+    client
+        .delete_consumer_offset(&other, &s, &t, Some(1))
+        .await
+        .unwrap();
+    assert!(
+        client
+            .get_consumer_offset(&other, &s, &t, Some(1))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // And sends by messages key and balanced (either partition may take them).
+    let mut keyed = vec![message("k0")];
+    client
+        .send_messages(
+            &s,
+            &t,
+            &Partitioning::messages_key_str("customer-7").unwrap(),
+            &mut keyed,
+        )
+        .await
+        .unwrap();
+    let mut balanced = vec![message("b0")];
+    client
+        .send_messages(&s, &t, &Partitioning::balanced(), &mut balanced)
+        .await
+        .unwrap();
+
+    // And manages consumer groups and partitions.
+    let group = client
+        .create_consumer_group(&s, &t, "billing")
+        .await
+        .unwrap();
+    assert_eq!(group.name, "billing");
+    let g = Identifier::named("billing").unwrap();
+    assert!(
+        client
+            .get_consumer_group(&s, &t, &g)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(client.get_consumer_groups(&s, &t).await.unwrap().len(), 1);
+    client.delete_consumer_group(&s, &t, &g).await.unwrap();
+    assert!(
+        client
+            .get_consumer_group(&s, &t, &g)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    client.create_partitions(&s, &t, 1).await.unwrap();
+    let details = client.get_topic(&s, &t).await.unwrap().unwrap();
+    assert_eq!(details.partitions_count, 3);
+    client.delete_partitions(&s, &t, 1).await.unwrap();
+
+    // And reads details back, durability options included.
+    let details = client.get_topic(&s, &t).await.unwrap().unwrap();
+    assert_eq!(details.partitions_count, 2);
+    assert_eq!(details.messages_count, 7);
+    let stream = client.get_stream(&s).await.unwrap().unwrap();
+    assert_eq!((stream.topics_count, stream.messages_count), (1, 7));
+    assert_eq!(client.get_streams().await.unwrap().len(), 1);
+    assert_eq!(client.get_topics(&s).await.unwrap().len(), 1);
+
+    // And purges the topic: the next poll starts the new history.
+    client.purge_topic(&s, &t).await.unwrap();
+    assert!(
+        poll(PollingStrategy::first(), 10, false)
+            .await
+            .messages
+            .is_empty()
+    );
+    let mut fresh = vec![message("fresh")];
+    client
+        .send_messages(&s, &t, &Partitioning::partition_id(1), &mut fresh)
+        .await
+        .unwrap();
+    let next = poll(PollingStrategy::next(), 10, true).await;
+    assert_eq!(offsets(&next), [0]);
+    assert_eq!(payloads(&next), ["fresh"]);
+
+    // And purges the stream.
+    client.purge_stream(&s).await.unwrap();
+    let stream = client.get_stream(&s).await.unwrap().unwrap();
+    assert_eq!(stream.messages_count, 0);
+
+    // And renames, deletes, and logs out.
+    client
+        .update_stream(&s, "sdk-renamed", &Default::default())
+        .await
+        .unwrap();
+    let renamed = Identifier::named("sdk-renamed").unwrap();
+    client.delete_topic(&renamed, &t).await.unwrap();
+    client.delete_stream(&renamed).await.unwrap();
+    assert!(client.get_stream(&renamed).await.unwrap().is_none());
+    client.logout_user().await.unwrap();
+    assert!(client.get_streams().await.is_err());
+
+    server.shutdown().await.unwrap();
+}
