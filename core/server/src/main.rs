@@ -120,7 +120,8 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let config = ServerConfig::load(storage.as_ref(), args.config.as_deref(), &env, &flags)?;
     let root = RootSource::from_env(&env, args.with_default_root_credentials)?;
-    tracing::info!(?config, root_source = ?std::mem::discriminant(&root), "configuration");
+    // `RootSource`'s Debug redacts the password.
+    tracing::info!(?config, root_source = ?root, "configuration");
     let seed = u64::from(std::process::id()) ^ SystemClock.now_micros();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
