@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod sim;
+
 use clap::{Parser, Subcommand};
 use sluice_server::clock::{Clock, SystemClock};
 use sluice_server::config::{FlagOverrides, ServerConfig};
@@ -53,6 +55,9 @@ enum Command {
     /// generated on first start, printed once, and stored only as an argon2 hash
     /// in <data dir>/root.credentials.
     Server(ServerArgs),
+    /// The deterministic simulator: crash-point explorer and seeded random runs.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
     /// Run the engine end to end on the real disk and report what recovery found.
     SelfCheck {
         /// Data directory (created if missing).
@@ -81,15 +86,23 @@ struct ServerArgs {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The simulator injects thousands of faults on purpose; its engines' logs
+    // are noise unless asked for with RUST_LOG.
+    let default_level = if matches!(cli.command, Command::Sim(_)) {
+        "off"
+    } else {
+        "info"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     match cli.command {
+        Command::Sim(cmd) => sim::main(cmd),
         Command::Server(args) => match run_server(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

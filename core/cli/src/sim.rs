@@ -1,0 +1,237 @@
+//! `sluice sim explore` and `sluice sim run`: thin front ends over `sluice-sim`.
+
+use std::process::ExitCode;
+
+use sluice_sim::explore::{Bounds, Case, explore, run_case};
+use sluice_sim::run::{Rates, run};
+use sluice_sim::workload::Workload;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum SimCommand {
+    /// Explore every crash point of a bounded workload (fault mode × crash ×
+    /// sync-failure semantics × durability policy, plus second crashes during
+    /// recovery) and check the oracle. Exits 1 on any violation.
+    Explore {
+        /// purge, topic-purge, offsets or append.
+        #[arg(long)]
+        workload: String,
+        /// Print one JSON object on stdout instead of a summary.
+        #[arg(long)]
+        json: bool,
+        /// Replay one case (as printed in a violation's reproducer).
+        #[arg(long)]
+        case: Option<String>,
+        /// Explore every Nth operation index only (1 = all).
+        #[arg(long, default_value_t = 1)]
+        stride: u64,
+        /// Second-crash points per first crash (0 turns second crashes off).
+        #[arg(long, default_value_t = 64)]
+        second_crash_points: u64,
+    },
+    /// Run a random workload (sends, polls, offsets, purges, faults, crashes)
+    /// from a seed, checking the oracle after every step.
+    Run {
+        /// One seed.
+        #[arg(long, conflicts_with = "seeds")]
+        seed: Option<u64>,
+        /// A range of seeds, `A..B` (B excluded) or `A..=B`.
+        #[arg(long)]
+        seeds: Option<String>,
+        /// Steps per seed.
+        #[arg(long, default_value_t = 200)]
+        steps: u32,
+        /// Print JSON lines (one object per seed).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let (a, b, inclusive) = if let Some((a, b)) = s.split_once("..=") {
+        (a, b, true)
+    } else if let Some((a, b)) = s.split_once("..") {
+        (a, b, false)
+    } else {
+        return Err(format!("seeds '{s}': expected A..B or A..=B"));
+    };
+    let a: u64 = a.parse().map_err(|_| format!("bad seed '{a}'"))?;
+    let b: u64 = b.parse().map_err(|_| format!("bad seed '{b}'"))?;
+    let end = if inclusive { b.saturating_add(1) } else { b };
+    if end <= a {
+        return Err(format!("seeds '{s}' is empty"));
+    }
+    Ok((a, end))
+}
+
+pub fn main(cmd: SimCommand) -> ExitCode {
+    match cmd {
+        SimCommand::Explore {
+            workload,
+            json,
+            case,
+            stride,
+            second_crash_points,
+        } => {
+            let Some(w) = Workload::parse(&workload) else {
+                let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
+                eprintln!(
+                    "unknown workload '{workload}'; one of: {}",
+                    names.join(", ")
+                );
+                return ExitCode::from(2);
+            };
+            if let Some(case) = case {
+                return replay(w, &case);
+            }
+            let bounds = Bounds {
+                stride,
+                second_crash_points,
+                second_stride: 1,
+            };
+            let started = std::time::Instant::now();
+            let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let mut shown = 0u64;
+            let report = match explore(w, &bounds, |n| {
+                if show_progress && n >= shown + 1000 {
+                    shown = n;
+                    eprint!("\r{n} states…");
+                }
+            }) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("explore failed: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            if json {
+                match serde_json::to_string(&report) {
+                    Ok(s) => println!("{s}"),
+                    Err(e) => {
+                        eprintln!("cannot encode the report: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            } else {
+                if show_progress {
+                    eprintln!();
+                }
+                println!(
+                    "workload {}: {} states explored in {:.1} s",
+                    report.workload,
+                    report.states_explored,
+                    started.elapsed().as_secs_f64()
+                );
+                for (phase, n) in &report.by_phase {
+                    println!("  {phase}: {n}");
+                }
+                println!("violations: {}", report.violations.len());
+                for v in &report.violations {
+                    println!(
+                        "  ({}) {} [{}]: {}\n    reproduce: {}",
+                        v.property, v.case, v.partition, v.detail, v.reproduce
+                    );
+                }
+            }
+            if report.violations.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        SimCommand::Run {
+            seed,
+            seeds,
+            steps,
+            json,
+        } => {
+            let (a, b) = match (seed, seeds) {
+                (Some(s), _) => (s, s.saturating_add(1)),
+                (None, Some(r)) => match parse_range(&r) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        eprintln!("{e}");
+                        return ExitCode::from(2);
+                    }
+                },
+                (None, None) => {
+                    eprintln!("give --seed S or --seeds A..B");
+                    return ExitCode::from(2);
+                }
+            };
+            let mut failed = Vec::new();
+            for s in a..b {
+                match run(s, steps, Rates::default()) {
+                    Ok(r) => {
+                        if json {
+                            if let Ok(line) = serde_json::to_string(&r) {
+                                println!("{line}");
+                            }
+                        } else if b - a == 1 || !r.violations.is_empty() {
+                            println!(
+                                "seed {s}: {} {} steps={} operations={} crashes={} trace_hash={} violations={}",
+                                r.policy,
+                                r.semantics,
+                                r.steps,
+                                r.operations,
+                                r.crashes,
+                                r.trace_hash,
+                                r.violations.len()
+                            );
+                            for (step, v) in &r.violations {
+                                println!(
+                                    "  step {step}: ({}) [{}] {}",
+                                    v.property, v.partition, v.detail
+                                );
+                            }
+                        }
+                        if !r.violations.is_empty() {
+                            failed.push(s);
+                        }
+                    }
+                    Err(e) => {
+                        println!("seed {s}: harness error: {e}");
+                        failed.push(s);
+                    }
+                }
+            }
+            if !json && b - a > 1 {
+                println!("{} seeds, {} failed", b - a, failed.len());
+            }
+            for s in &failed {
+                println!("reproduce: sluice sim run --seed {s} --steps {steps}");
+            }
+            if failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn replay(w: Workload, case: &str) -> ExitCode {
+    let case = match Case::parse(case) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run_case(w, &case) {
+        Ok((violations, _)) => {
+            println!("case {case}: {} violations", violations.len());
+            for v in &violations {
+                println!("  ({}) [{}] {}", v.property, v.partition, v.detail);
+            }
+            if violations.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("case failed to run: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

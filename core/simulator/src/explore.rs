@@ -1,0 +1,341 @@
+//! The crash-point explorer: every storage operation of a bounded workload ×
+//! fault mode × crash kind × sync-failure semantics (× durability policy),
+//! each case rebuilt from scratch, recovered by the production loaders,
+//! cleaned up by the production reconciler, and checked by the oracle.
+//!
+//! Invariants:
+//! - A case is a pure function of its `Case` value: the setup is rerun from
+//!   the same seed, so trace index `i` names the same operation in every case.
+//! - "Crash right after operation i" is `SimStorage::halt_after(i)`: nothing
+//!   after it reaches storage, whatever the engine was doing.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use sluice_server::metadata::Durability;
+use sluice_storage::{Crash, FaultMode, SyncFailureSemantics};
+
+use crate::oracle::Violation;
+use crate::workload::Workload;
+use crate::world::World;
+
+/// Seeds for the partial-writeback power losses.
+pub const WRITEBACK_SEEDS: [u64; 3] = [1, 2, 3];
+/// Operations the "continue, then crash" variant lets run after the fault.
+pub const CONTINUE_OPS: u64 = 4;
+const CLEANUP_PASSES: u32 = 20;
+
+/// One explored state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Case {
+    pub policy: Durability,
+    pub semantics: SyncFailureSemantics,
+    /// Trace index of the faulted (or last) operation.
+    pub index: u64,
+    pub fault: Option<FaultMode>,
+    pub crash: Crash,
+    /// Operations allowed after `index` before the crash.
+    pub continue_ops: u64,
+    /// A second crash at this trace index during recovery or the first reconciler pass.
+    pub second: Option<u64>,
+}
+
+fn crash_name(c: Crash) -> String {
+    match c {
+        Crash::Process => "process".into(),
+        Crash::PowerLoss => "power".into(),
+        Crash::PowerLossPartial { seed } => format!("partial{seed}"),
+    }
+}
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fault = self.fault.map_or("none", |m| m.as_str());
+        write!(
+            f,
+            "{}:{}:{}:{}:{}:{}",
+            self.policy.as_str(),
+            self.semantics.as_str(),
+            self.index,
+            fault,
+            crash_name(self.crash),
+            self.continue_ops
+        )?;
+        if let Some(s) = self.second {
+            write!(f, ":{s}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Case {
+    /// Parses the `Display` form (the `--case` argument of a reproducer).
+    pub fn parse(s: &str) -> Result<Case, String> {
+        let parts: Vec<&str> = s.split(':').collect();
+        if parts.len() != 6 && parts.len() != 7 {
+            return Err(format!(
+                "case '{s}': expected policy:semantics:index:fault:crash:continue[:second]"
+            ));
+        }
+        let policy = match parts[0] {
+            "buffered" => Durability::Buffered,
+            "persisted" => Durability::Persisted,
+            other => return Err(format!("unknown policy '{other}'")),
+        };
+        let semantics = match parts[1] {
+            "linux" => SyncFailureSemantics::Linux,
+            "forgiving" => SyncFailureSemantics::Forgiving,
+            other => return Err(format!("unknown semantics '{other}'")),
+        };
+        let num = |x: &str, what: &str| x.parse::<u64>().map_err(|_| format!("bad {what} '{x}'"));
+        let fault = match parts[3] {
+            "none" => None,
+            "before" => Some(FaultMode::Before),
+            "after" => Some(FaultMode::After),
+            "torn" => Some(FaultMode::TornWrite),
+            other => return Err(format!("unknown fault '{other}'")),
+        };
+        let crash = match parts[4] {
+            "process" => Crash::Process,
+            "power" => Crash::PowerLoss,
+            p if p.starts_with("partial") => Crash::PowerLossPartial {
+                seed: num(&p[7..], "seed")?,
+            },
+            other => return Err(format!("unknown crash '{other}'")),
+        };
+        Ok(Case {
+            policy,
+            semantics,
+            index: num(parts[2], "index")?,
+            fault,
+            crash,
+            continue_ops: num(parts[5], "continue")?,
+            second: parts.get(6).map(|x| num(x, "second")).transpose()?,
+        })
+    }
+}
+
+/// A violation found in one case, with the command that reproduces it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Found {
+    pub case: String,
+    pub property: char,
+    pub partition: String,
+    pub detail: String,
+    pub reproduce: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub workload: String,
+    pub states_explored: u64,
+    pub violations: Vec<Found>,
+    pub by_phase: BTreeMap<String, u64>,
+}
+
+/// Which parts of the space to cover.
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    /// Explore every `stride`-th operation index (1 = all).
+    pub stride: u64,
+    /// At most this many second-crash points per first-crash case (0 = none).
+    pub second_crash_points: u64,
+    /// Explore second crashes for every `second_stride`-th first-crash index.
+    pub second_stride: u64,
+}
+
+impl Bounds {
+    pub fn full() -> Self {
+        Bounds {
+            stride: 1,
+            second_crash_points: 64,
+            second_stride: 1,
+        }
+    }
+}
+
+/// The trace range of a workload's window: `(first, end)` operation indices.
+fn window_range(
+    workload: Workload,
+    policy: Durability,
+    semantics: SyncFailureSemantics,
+) -> Result<(u64, u64), String> {
+    let mut world = build(workload, policy, semantics)?;
+    let first = world.sim.op_count();
+    for step in workload.window() {
+        world.step(&step);
+    }
+    Ok((first, world.sim.op_count()))
+}
+
+fn build(
+    workload: Workload,
+    policy: Durability,
+    semantics: SyncFailureSemantics,
+) -> Result<World, String> {
+    let mut world = World::new(semantics, workload.shape(policy), 42)?;
+    for step in workload.setup() {
+        if !world.step(&step) {
+            return Err(format!("setup step {step:?} failed"));
+        }
+    }
+    Ok(world)
+}
+
+/// Runs one case; returns its violations and the trace range of recovery
+/// plus the first reconciler pass (for second-crash exploration).
+pub fn run_case(workload: Workload, case: &Case) -> Result<(Vec<Violation>, (u64, u64)), String> {
+    let mut world = build(workload, case.policy, case.semantics)?;
+    if let Some(mode) = case.fault {
+        world.sim.fail_at(case.index, mode);
+    }
+    world.sim.halt_after(Some(case.index + case.continue_ops));
+    for step in workload.window() {
+        world.step(&step);
+    }
+    let mut violations = world.check_applied_means_removed();
+    world.crash(case.crash);
+    world.sim.clear_faults();
+    let recovery_start = world.sim.op_count();
+    if let Some(second) = case.second {
+        world.sim.halt_after(Some(second));
+    }
+    let opened = world.open();
+    let recovery_end;
+    if case.second.is_some() {
+        // The first reconciler pass is part of the second-crash window.
+        if opened.is_ok()
+            && let Some(e) = world.engine.as_mut()
+        {
+            e.reconcile_at(u64::MAX);
+        }
+        violations.extend(world.check_applied_means_removed());
+        world.crash(Crash::PowerLoss);
+        recovery_end = world.sim.op_count();
+        if let Err(e) = world.open() {
+            violations.push(Violation {
+                property: 'f',
+                partition: "-".into(),
+                detail: format!("recovery failed after the second crash: {e}"),
+            });
+            return Ok((violations, (recovery_start, recovery_end)));
+        }
+    } else {
+        if let Err(e) = opened {
+            violations.push(Violation {
+                property: 'f',
+                partition: "-".into(),
+                detail: format!("recovery failed: {e}"),
+            });
+            return Ok((violations, (recovery_start, recovery_start)));
+        }
+        if let Some(e) = world.engine.as_mut() {
+            e.reconcile_at(u64::MAX);
+        }
+        recovery_end = world.sim.op_count();
+    }
+    if let Err(v) = world.finish_cleanup(CLEANUP_PASSES) {
+        violations.push(v);
+    }
+    violations.extend(world.check_applied_means_removed());
+    violations.extend(world.check());
+    Ok((violations, (recovery_start, recovery_end)))
+}
+
+fn crashes() -> Vec<Crash> {
+    let mut c = vec![Crash::Process, Crash::PowerLoss];
+    c.extend(
+        WRITEBACK_SEEDS
+            .iter()
+            .map(|&seed| Crash::PowerLossPartial { seed }),
+    );
+    c
+}
+
+/// Explores a workload within `bounds`, calling `progress` with the running state count.
+pub fn explore(
+    workload: Workload,
+    bounds: &Bounds,
+    mut progress: impl FnMut(u64),
+) -> Result<Report, String> {
+    let mut report = Report {
+        workload: workload.name().to_string(),
+        states_explored: 0,
+        violations: Vec::new(),
+        by_phase: BTreeMap::new(),
+    };
+    let record = |report: &mut Report, phase: &str, case: &Case, vs: Vec<Violation>| {
+        report.states_explored += 1;
+        *report.by_phase.entry(phase.to_string()).or_insert(0) += 1;
+        for v in vs {
+            report.violations.push(Found {
+                case: case.to_string(),
+                property: v.property,
+                partition: v.partition,
+                detail: v.detail,
+                reproduce: format!(
+                    "sluice sim explore --workload {} --case {case}",
+                    workload.name()
+                ),
+            });
+        }
+    };
+    for policy in [Durability::Buffered, Durability::Persisted] {
+        for semantics in [SyncFailureSemantics::Linux, SyncFailureSemantics::Forgiving] {
+            let (first, end) = window_range(workload, policy, semantics)?;
+            let mut index = first;
+            while index < end {
+                for fault in [
+                    None,
+                    Some(FaultMode::Before),
+                    Some(FaultMode::After),
+                    Some(FaultMode::TornWrite),
+                ] {
+                    for crash in crashes() {
+                        for continue_ops in [0, CONTINUE_OPS] {
+                            let case = Case {
+                                policy,
+                                semantics,
+                                index,
+                                fault,
+                                crash,
+                                continue_ops,
+                                second: None,
+                            };
+                            let (vs, (r0, r1)) = run_case(workload, &case)?;
+                            let phase = if continue_ops == 0 {
+                                "crash_at_op"
+                            } else {
+                                "crash_after_continuing"
+                            };
+                            record(&mut report, phase, &case, vs);
+                            let second_here = bounds.second_crash_points > 0
+                                && (index - first) % bounds.second_stride.max(1) == 0
+                                && fault.is_none()
+                                && continue_ops == 0
+                                && crash == Crash::PowerLoss;
+                            if second_here {
+                                let span = r1.saturating_sub(r0).max(1);
+                                let step = span.div_ceil(bounds.second_crash_points).max(1);
+                                let mut j = r0;
+                                while j < r1 {
+                                    let two = Case {
+                                        second: Some(j),
+                                        ..case
+                                    };
+                                    let (vs, _) = run_case(workload, &two)?;
+                                    record(&mut report, "second_crash_in_recovery", &two, vs);
+                                    j += step;
+                                }
+                            }
+                        }
+                    }
+                }
+                progress(report.states_explored);
+                index += bounds.stride.max(1);
+            }
+        }
+    }
+    Ok(report)
+}

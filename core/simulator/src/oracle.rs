@@ -1,0 +1,339 @@
+//! The oracle: a model of what was acknowledged, and the checks every
+//! simulated state must pass.
+//!
+//! Invariants of the model:
+//! - Only calls that returned `Ok` are acknowledged. A call that failed may or
+//!   may not have taken effect: it is recorded as *maybe*, and either outcome
+//!   is accepted, never a third one.
+//! - What must survive depends on the topic's policy and the crash: under
+//!   `persisted` everything acknowledged survives any crash; under `buffered`
+//!   it survives a process crash, and a power loss may roll it back to any
+//!   earlier acknowledged state of the same generation, never to another
+//!   generation and never to a value nobody wrote.
+//! - Payloads and offset values are unique per generation (the workloads make
+//!   them so), so a value identifies the generation it belongs to.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use sluice_server::metadata::{Durability, PartitionKey};
+
+/// One consumer's (or group's) offset history in the current generation.
+#[derive(Debug, Clone, Default)]
+struct OffsetHistory {
+    /// Acknowledged states in order (`None` = deleted).
+    acked: Vec<Option<u64>>,
+    /// States of calls that failed (may have landed).
+    maybe: BTreeSet<Option<u64>>,
+}
+
+/// One partition's acknowledged state.
+#[derive(Debug, Clone)]
+pub struct PartitionModel {
+    /// Acknowledged purge generation (lower bound of what must be served).
+    pub generation: u64,
+    /// A purge call failed: the generation may be one higher.
+    pub purge_in_doubt: bool,
+    /// Payloads acknowledged in the current generation, with their offsets.
+    messages: Vec<(u64, String)>,
+    /// Payloads of sends that failed in the current generation.
+    maybe_messages: BTreeSet<String>,
+    /// Payloads of every older generation: must never be served.
+    purged: BTreeSet<String>,
+    offsets: BTreeMap<(bool, u32), OffsetHistory>,
+    /// Offset values of older generations (never visible again).
+    purged_offsets: BTreeSet<u64>,
+    messages_policy: Durability,
+    offsets_policy: Durability,
+    /// A power loss happened since the first acknowledgement of this
+    /// generation: buffered writes may have rolled back.
+    lossy_messages: bool,
+    lossy_offsets: bool,
+    /// A write was acknowledged after the in-doubt purge: the engine told a
+    /// client the old generation is current, so that purge must not land.
+    acked_since_doubt: bool,
+}
+
+/// A violation of one of the oracle's properties.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// Which property: a..f as in docs/simulation.md.
+    pub property: char,
+    pub partition: String,
+    pub detail: String,
+}
+
+/// What the engine serves for one partition, as observed after recovery.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub generation: u64,
+    /// Offsets and payloads returned by `Next` from a consumer with no offset.
+    pub history: Vec<(u64, String)>,
+    /// Stored offsets, by (is_group, id).
+    pub offsets: BTreeMap<(bool, u32), Option<u64>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Oracle {
+    pub partitions: BTreeMap<PartitionKey, PartitionModel>,
+}
+
+impl PartitionModel {
+    pub fn new(messages_policy: Durability, offsets_policy: Durability) -> Self {
+        PartitionModel {
+            generation: 0,
+            purge_in_doubt: false,
+            messages: Vec::new(),
+            maybe_messages: BTreeSet::new(),
+            purged: BTreeSet::new(),
+            offsets: BTreeMap::new(),
+            purged_offsets: BTreeSet::new(),
+            messages_policy,
+            offsets_policy,
+            lossy_messages: false,
+            lossy_offsets: false,
+            acked_since_doubt: false,
+        }
+    }
+
+    fn start_generation(&mut self, generation: u64) {
+        self.purged.extend(self.messages.drain(..).map(|(_, m)| m));
+        self.purged.extend(std::mem::take(&mut self.maybe_messages));
+        for h in std::mem::take(&mut self.offsets).into_values() {
+            self.purged_offsets.extend(h.acked.into_iter().flatten());
+            self.purged_offsets.extend(h.maybe.into_iter().flatten());
+        }
+        self.generation = generation;
+        self.purge_in_doubt = false;
+        self.lossy_messages = false;
+        self.lossy_offsets = false;
+        self.acked_since_doubt = false;
+    }
+}
+
+impl Oracle {
+    pub fn add_partition(&mut self, key: PartitionKey, messages: Durability, offsets: Durability) {
+        self.partitions
+            .insert(key, PartitionModel::new(messages, offsets));
+    }
+
+    /// A send: `base` is the offset of the first message when acknowledged.
+    pub fn sent(&mut self, key: PartitionKey, payloads: &[String], base: Option<u64>) {
+        if let Some(p) = self.partitions.get_mut(&key) {
+            if let Some(base) = base {
+                p.messages.extend(
+                    payloads
+                        .iter()
+                        .enumerate()
+                        .map(|(i, m)| (base + i as u64, m.clone())),
+                );
+                p.acked_since_doubt |= p.purge_in_doubt;
+            } else {
+                p.maybe_messages.extend(payloads.iter().cloned());
+            }
+        }
+    }
+
+    pub fn offset(
+        &mut self,
+        key: PartitionKey,
+        group: bool,
+        id: u32,
+        value: Option<u64>,
+        ok: bool,
+    ) {
+        if let Some(p) = self.partitions.get_mut(&key) {
+            let h = p.offsets.entry((group, id)).or_default();
+            if ok {
+                h.acked.push(value);
+                p.acked_since_doubt |= p.purge_in_doubt;
+            } else {
+                h.maybe.insert(value);
+            }
+        }
+    }
+
+    pub fn purged(&mut self, keys: &[PartitionKey], ok: bool) {
+        for key in keys {
+            if let Some(p) = self.partitions.get_mut(key) {
+                if ok {
+                    // After an in-doubt purge the engine may be one higher
+                    // still; that stays in doubt until observed.
+                    let doubt = p.purge_in_doubt;
+                    p.start_generation(p.generation + 1);
+                    p.purge_in_doubt = doubt;
+                } else {
+                    p.purge_in_doubt = true;
+                    p.acked_since_doubt = false;
+                }
+            }
+        }
+    }
+
+    /// A crash happened.
+    pub fn crashed(&mut self, power_loss: bool) {
+        if power_loss {
+            for p in self.partitions.values_mut() {
+                p.lossy_messages = true;
+                p.lossy_offsets = true;
+            }
+        }
+    }
+
+    /// After recovery: learns the generation of in-doubt purges from what the
+    /// engine shows, and checks every property of one partition.
+    pub fn check(&mut self, key: PartitionKey, seen: &Observed) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let Some(p) = self.partitions.get_mut(&key) else {
+            return out;
+        };
+        let who = key.to_string();
+        let v = |property, detail: String| Violation {
+            property,
+            partition: who.clone(),
+            detail,
+        };
+        // (c) an acknowledged purge is never undone; an unacknowledged one may land.
+        if seen.generation < p.generation {
+            out.push(v(
+                'c',
+                format!(
+                    "generation {} went back below the acknowledged {}",
+                    seen.generation, p.generation
+                ),
+            ));
+            return out;
+        }
+        if seen.generation > p.generation {
+            if p.purge_in_doubt && seen.generation == p.generation + 1 {
+                if p.acked_since_doubt {
+                    out.push(v('b', format!(
+                        "a purge that failed landed at recovery (generation {}), losing writes acknowledged after it",
+                        seen.generation
+                    )));
+                }
+                p.start_generation(seen.generation);
+            } else {
+                out.push(v(
+                    'c',
+                    format!(
+                        "generation {} was never requested (acknowledged {})",
+                        seen.generation, p.generation
+                    ),
+                ));
+                return out;
+            }
+        } else {
+            p.purge_in_doubt = false;
+        }
+        // (e) purged messages are never served.
+        for (offset, payload) in &seen.history {
+            if p.purged.contains(payload) {
+                out.push(v(
+                    'e',
+                    format!("purged message {payload:?} served at offset {offset}"),
+                ));
+            }
+        }
+        // (b) every served message was sent in this generation, at the offset
+        // it was acknowledged at; (a) Next serves a dense history from 0.
+        let lossy = p.messages_policy == Durability::Buffered && p.lossy_messages;
+        let acked: BTreeMap<&String, u64> = p.messages.iter().map(|(o, m)| (m, *o)).collect();
+        for (offset, payload) in &seen.history {
+            match acked.get(payload) {
+                Some(o) if o != offset => {
+                    out.push(v(
+                        'b',
+                        format!(
+                            "message {payload:?} acknowledged at offset {o} is served at {offset}"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None if p.maybe_messages.contains(payload) || p.purged.contains(payload) => {}
+                None => out.push(v(
+                    'b',
+                    format!(
+                        "message {payload:?} at offset {offset} was never sent in this generation"
+                    ),
+                )),
+            }
+        }
+        if !lossy {
+            for (i, (offset, _)) in seen.history.iter().enumerate() {
+                if *offset != i as u64 {
+                    out.push(v(
+                        'a',
+                        format!("Next skipped: position {i} holds offset {offset}"),
+                    ));
+                    break;
+                }
+            }
+            let served: BTreeSet<&String> = seen.history.iter().map(|(_, m)| m).collect();
+            let missing: Vec<&(u64, String)> = p
+                .messages
+                .iter()
+                .filter(|(_, m)| !served.contains(m))
+                .collect();
+            if !missing.is_empty() {
+                out.push(v('b', format!("acknowledged messages lost: {missing:?}")));
+            }
+        }
+        // (a)/(b) offsets.
+        for ((group, id), value) in &seen.offsets {
+            let kind = if *group { "group" } else { "consumer" };
+            if let Some(x) = value
+                && p.purged_offsets.contains(x)
+                && !p
+                    .offsets
+                    .get(&(*group, *id))
+                    .is_some_and(|h| h.acked.contains(value) || h.maybe.contains(value))
+            {
+                out.push(v(
+                    'a',
+                    format!("{kind} {id} shows offset {x} of a purged generation"),
+                ));
+                continue;
+            }
+            let h = p.offsets.get(&(*group, *id)).cloned().unwrap_or_default();
+            let last = h.acked.last().copied().flatten();
+            let lossy = p.offsets_policy == Durability::Buffered && p.lossy_offsets;
+            let ok = *value == last
+                || h.maybe.contains(value)
+                || (lossy && (value.is_none() || h.acked.contains(value)));
+            if !ok {
+                out.push(v(
+                    'b',
+                    format!(
+                        "{kind} {id} shows {value:?}, acknowledged history {:?}, maybe {:?}",
+                        h.acked, h.maybe
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
+    /// Forgets that buffered writes could have been lost, once their state is
+    /// re-established by observation (the next crash starts a new window).
+    pub fn settle(&mut self, key: PartitionKey, seen: &Observed) {
+        if let Some(p) = self.partitions.get_mut(&key) {
+            // What is served now is the new baseline of the current generation
+            // (maybe-messages that were served are part of it now).
+            p.messages = seen
+                .history
+                .iter()
+                .filter(|(_, m)| !p.purged.contains(m))
+                .cloned()
+                .collect();
+            p.maybe_messages.clear();
+            for ((group, id), value) in &seen.offsets {
+                let h = p.offsets.entry((*group, *id)).or_default();
+                h.acked = vec![*value];
+                h.maybe.clear();
+            }
+            p.lossy_messages = false;
+            p.lossy_offsets = false;
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The bounded workloads the explorer covers exhaustively.
+//!
+//! Each workload is a setup (run cleanly, never faulted) and a window of steps
+//! whose every storage operation is a crash point. Payloads and offset values
+//! are unique per generation so the oracle can tell generations apart.
+
+use sluice_server::metadata::Durability;
+
+use crate::world::{Shape, Step};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Workload {
+    Purge,
+    TopicPurge,
+    Offsets,
+    Append,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 4] = [
+        Workload::Purge,
+        Workload::TopicPurge,
+        Workload::Offsets,
+        Workload::Append,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Purge => "purge",
+            Workload::TopicPurge => "topic-purge",
+            Workload::Offsets => "offsets",
+            Workload::Append => "append",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == s)
+    }
+
+    pub fn shape(self, policy: Durability) -> Shape {
+        let partitions = if self == Workload::TopicPurge { 3 } else { 1 };
+        // Small segments so appends roll and recovery sees several segments.
+        let segment_size = if self == Workload::Append {
+            256
+        } else {
+            64 << 20
+        };
+        Shape {
+            partitions,
+            messages: policy,
+            offsets: policy,
+            segment_size,
+        }
+    }
+
+    fn send(partition: u32, tag: &str, n: usize) -> Step {
+        Step::Send {
+            partition,
+            payloads: (0..n).map(|i| format!("{tag}-{i}")).collect(),
+        }
+    }
+
+    /// Steps run cleanly before the explored window.
+    pub fn setup(self) -> Vec<Step> {
+        match self {
+            Workload::Purge => vec![
+                Self::send(1, "old-a", 4),
+                Self::send(1, "old-b", 4),
+                Step::Store {
+                    partition: 1,
+                    group: false,
+                    id: 1,
+                    offset: 5,
+                },
+                Step::Store {
+                    partition: 1,
+                    group: false,
+                    id: 2,
+                    offset: 6,
+                },
+                Step::Store {
+                    partition: 1,
+                    group: true,
+                    id: 1,
+                    offset: 7,
+                },
+            ],
+            Workload::TopicPurge => (1..=3)
+                .flat_map(|p| {
+                    vec![
+                        Self::send(p, &format!("old-p{p}"), 6),
+                        Step::Store {
+                            partition: p,
+                            group: false,
+                            id: 1,
+                            offset: 4,
+                        },
+                        Step::Store {
+                            partition: p,
+                            group: true,
+                            id: 1,
+                            offset: 5,
+                        },
+                    ]
+                })
+                .collect(),
+            Workload::Offsets => vec![Self::send(1, "m", 8)],
+            Workload::Append => vec![Self::send(1, "seed", 1)],
+        }
+    }
+
+    /// The explored steps: every storage operation they issue is a crash point.
+    pub fn window(self) -> Vec<Step> {
+        match self {
+            Workload::Purge => vec![
+                Step::PurgePartition { partition: 1 },
+                Self::send(1, "new-a", 2),
+                Step::Store {
+                    partition: 1,
+                    group: false,
+                    id: 1,
+                    offset: 0,
+                },
+                Step::Store {
+                    partition: 1,
+                    group: true,
+                    id: 1,
+                    offset: 1,
+                },
+                Self::send(1, "new-b", 1),
+            ],
+            Workload::TopicPurge => vec![
+                Step::PurgeTopic,
+                Self::send(2, "new-p2", 2),
+                Step::Store {
+                    partition: 3,
+                    group: false,
+                    id: 1,
+                    offset: 0,
+                },
+            ],
+            Workload::Offsets => vec![
+                Step::Store {
+                    partition: 1,
+                    group: false,
+                    id: 1,
+                    offset: 2,
+                },
+                Step::Store {
+                    partition: 1,
+                    group: true,
+                    id: 1,
+                    offset: 3,
+                },
+                Step::Store {
+                    partition: 1,
+                    group: false,
+                    id: 1,
+                    offset: 4,
+                },
+                Step::Delete {
+                    partition: 1,
+                    group: true,
+                    id: 1,
+                },
+                Step::Store {
+                    partition: 1,
+                    group: false,
+                    id: 2,
+                    offset: 6,
+                },
+            ],
+            Workload::Append => vec![
+                Self::send(1, "a", 3),
+                Self::send(1, "b", 5),
+                Self::send(1, "c", 2),
+            ],
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! A simulated world: `SimStorage`, the production engine on it, a manual
+//! clock, and the oracle of what was acknowledged. Workloads drive it step by
+//! step; crashes and recovery go through the same `Engine::open` the server uses.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sluice_server::clock::ManualClock;
+use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
+use sluice_server::partition::log::NewMessage;
+use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
+use sluice_server::partition::purge::{OBLIGATION_LAYOUT, Obligation, PurgeState};
+use sluice_server::partition::{Consumer, PollingStrategy};
+use sluice_server::slots::SlotRead;
+use sluice_server::{Engine, EngineConfig, Identifier, Partitioning};
+use sluice_storage::sim::NodeView;
+use sluice_storage::{Crash, DurableStorage, SimConfig, SimStorage, SyncFailureSemantics};
+
+use crate::oracle::{Observed, Oracle, Violation};
+
+pub const DATA_DIR: &str = "/data";
+pub const STREAM: &str = "s";
+pub const TOPIC: &str = "t";
+/// The consumer id used to observe `Next` from the start (never stores).
+const OBSERVER: u32 = 9_999;
+
+/// One workload step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Send {
+        partition: u32,
+        payloads: Vec<String>,
+    },
+    Store {
+        partition: u32,
+        group: bool,
+        id: u32,
+        offset: u64,
+    },
+    Delete {
+        partition: u32,
+        group: bool,
+        id: u32,
+    },
+    PurgePartition {
+        partition: u32,
+    },
+    PurgeTopic,
+    Reconcile,
+}
+
+/// The shape of a topic a workload runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub partitions: u32,
+    pub messages: Durability,
+    pub offsets: Durability,
+    pub segment_size: u64,
+}
+
+#[derive(Debug)]
+pub struct World {
+    pub sim: SimStorage,
+    pub engine: Option<Engine>,
+    pub oracle: Oracle,
+    pub shape: Shape,
+    clock: Arc<ManualClock>,
+    /// (is_group, id) pairs a workload has touched, per partition.
+    consumers: BTreeMap<u32, Vec<(bool, u32)>>,
+    seed: u64,
+}
+
+fn s() -> Identifier {
+    Identifier::Name(STREAM.into())
+}
+
+fn t() -> Identifier {
+    Identifier::Name(TOPIC.into())
+}
+
+pub fn key(partition: u32) -> PartitionKey {
+    PartitionKey {
+        stream: 1,
+        topic: 1,
+        partition,
+    }
+}
+
+impl World {
+    /// A fresh world with the stream, topic (and group 1) created, durable.
+    pub fn new(semantics: SyncFailureSemantics, shape: Shape, seed: u64) -> Result<World, String> {
+        let sim = SimStorage::new(SimConfig {
+            seed,
+            sync_failure: semantics,
+            capacity: None,
+        });
+        let mut world = World {
+            sim,
+            engine: None,
+            oracle: Oracle::default(),
+            shape,
+            clock: Arc::new(ManualClock::new(1_000_000)),
+            consumers: BTreeMap::new(),
+            seed,
+        };
+        world.open().map_err(|e| format!("initial open: {e}"))?;
+        let engine = world.engine_mut()?;
+        engine
+            .create_stream(None, STREAM)
+            .map_err(|e| e.to_string())?;
+        let options = TopicOptions {
+            durability: shape.messages,
+            consumer_offset_durability: shape.offsets,
+            segment_size: shape.segment_size,
+        };
+        engine
+            .create_topic(&s(), None, TOPIC, shape.partitions, options, 0, 0, 1)
+            .map_err(|e| e.to_string())?;
+        engine
+            .create_group(&s(), &t(), None, "g")
+            .map_err(|e| e.to_string())?;
+        for p in 1..=shape.partitions {
+            world
+                .oracle
+                .add_partition(key(p), shape.messages, shape.offsets);
+        }
+        Ok(world)
+    }
+
+    fn engine_mut(&mut self) -> Result<&mut Engine, String> {
+        self.engine
+            .as_mut()
+            .ok_or_else(|| "engine is down".to_string())
+    }
+
+    /// Opens the engine (recovery) on the current storage.
+    pub fn open(&mut self) -> Result<(), String> {
+        let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
+        // A restarted process's clock is later than anything written before.
+        self.clock.advance(1_000_000);
+        let mut config = EngineConfig::new(DATA_DIR, self.seed);
+        config.reconciler.seed = self.seed;
+        let (engine, _) =
+            Engine::open(storage, self.clock.clone(), config).map_err(|e| e.to_string())?;
+        self.engine = Some(engine);
+        Ok(())
+    }
+
+    /// Applies one step, recording what was acknowledged. Returns whether it succeeded.
+    pub fn step(&mut self, step: &Step) -> bool {
+        let Some(engine) = self.engine.as_mut() else {
+            return false;
+        };
+        match step {
+            Step::Send {
+                partition,
+                payloads,
+            } => {
+                let batch = payloads
+                    .iter()
+                    .map(|p| NewMessage::new(p.as_bytes().to_vec()))
+                    .collect();
+                let sent = engine.send(&s(), &t(), &Partitioning::PartitionId(*partition), batch);
+                let base = sent.as_ref().ok().map(|s| s.base_offset);
+                self.oracle.sent(key(*partition), payloads, base);
+                base.is_some()
+            }
+            Step::Store {
+                partition,
+                group,
+                id,
+                offset,
+            } => {
+                let c = if *group {
+                    Consumer::group(*id)
+                } else {
+                    Consumer::consumer(*id)
+                };
+                let ok = engine
+                    .store_offset(&s(), &t(), *partition, c, *offset)
+                    .is_ok();
+                self.oracle
+                    .offset(key(*partition), *group, *id, Some(*offset), ok);
+                self.consumers
+                    .entry(*partition)
+                    .or_default()
+                    .push((*group, *id));
+                ok
+            }
+            Step::Delete {
+                partition,
+                group,
+                id,
+            } => {
+                let c = if *group {
+                    Consumer::group(*id)
+                } else {
+                    Consumer::consumer(*id)
+                };
+                let result = engine.delete_offset(&s(), &t(), *partition, c);
+                let ok = result.is_ok();
+                self.oracle.offset(key(*partition), *group, *id, None, ok);
+                ok
+            }
+            Step::PurgePartition { partition } => {
+                let ok = engine.purge_partition(&s(), &t(), *partition).is_ok();
+                self.oracle.purged(&[key(*partition)], ok);
+                ok
+            }
+            Step::PurgeTopic => {
+                let ok = engine.purge_topic(&s(), &t()).is_ok();
+                let keys: Vec<PartitionKey> = (1..=self.shape.partitions).map(key).collect();
+                self.oracle.purged(&keys, ok);
+                ok
+            }
+            Step::Reconcile => {
+                engine.reconcile_at(u64::MAX);
+                true
+            }
+        }
+    }
+
+    /// Crashes: the engine is gone, storage keeps what the crash keeps.
+    pub fn crash(&mut self, crash: Crash) {
+        self.engine = None;
+        self.sim.crash(crash);
+        self.oracle.crashed(!matches!(crash, Crash::Process));
+    }
+
+    /// Runs the reconciler until nothing is pending (bounded); `Err` if it cannot finish.
+    pub fn finish_cleanup(&mut self, max_passes: u32) -> Result<(), Violation> {
+        let engine = self
+            .engine
+            .as_mut()
+            .ok_or_else(|| violation('f', "-", "engine is down".into()))?;
+        engine.reconcile_until_idle(max_passes);
+        let pending: Vec<String> = engine
+            .reconciler()
+            .pending()
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        if pending.is_empty() {
+            Ok(())
+        } else {
+            Err(violation(
+                'f',
+                &pending.join(","),
+                format!("obligations still pending after {max_passes} passes once faults stopped"),
+            ))
+        }
+    }
+
+    /// (d): if the disk says a purge is Applied, no file it had to remove is durable.
+    pub fn check_applied_means_removed(&self) -> Vec<Violation> {
+        let view = self.sim.durable_view();
+        let mut out = Vec::new();
+        for p in 1..=self.shape.partitions {
+            let root = format!("{DATA_DIR}/streams/1/topics/1/partitions/{p}");
+            let Some(NodeView::File(bytes)) = view.get(&format!("{root}/purge.obligation")) else {
+                continue;
+            };
+            let SlotRead::Valid { value: ob, .. } = OBLIGATION_LAYOUT.decode::<Obligation>(bytes)
+            else {
+                continue;
+            };
+            if ob.state() != PurgeState::Applied {
+                continue;
+            }
+            let dead: Vec<&String> = view
+                .iter()
+                .filter(|(path, node)| {
+                    path.starts_with(&format!("{root}/")) && is_dead(path, node, ob.generation())
+                })
+                .map(|(path, _)| path)
+                .collect();
+            if !dead.is_empty() {
+                out.push(violation(
+                    'd',
+                    &key(p).to_string(),
+                    format!(
+                        "obligation Applied for generation {} while {dead:?} are durable",
+                        ob.generation()
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
+    /// What the engine serves now, per partition.
+    pub fn observe(&mut self) -> Result<BTreeMap<PartitionKey, Observed>, Violation> {
+        let partitions = self.shape.partitions;
+        let consumers = self.consumers.clone();
+        let engine = self
+            .engine
+            .as_mut()
+            .ok_or_else(|| violation('f', "-", "engine is down".into()))?;
+        let mut out = BTreeMap::new();
+        for p in 1..=partitions {
+            let k = key(p);
+            let generation = engine
+                .partition(k)
+                .map(|x| x.generation())
+                .unwrap_or_default();
+            let polled = engine
+                .poll(
+                    &s(),
+                    &t(),
+                    p,
+                    Consumer::consumer(OBSERVER),
+                    PollingStrategy::Next,
+                    100_000,
+                    false,
+                )
+                .map_err(|e| {
+                    violation(
+                        'f',
+                        &k.to_string(),
+                        format!("poll failed after recovery: {e}"),
+                    )
+                })?;
+            let history = polled
+                .messages
+                .into_iter()
+                .map(|m| (m.offset, String::from_utf8_lossy(&m.payload).into_owned()))
+                .collect();
+            let mut offsets = BTreeMap::new();
+            for &(group, id) in consumers.get(&p).map(Vec::as_slice).unwrap_or_default() {
+                let c = if group {
+                    Consumer::group(id)
+                } else {
+                    Consumer::consumer(id)
+                };
+                let got = engine.get_offset(&s(), &t(), p, c).map_err(|e| {
+                    violation('f', &k.to_string(), format!("offset lookup failed: {e}"))
+                })?;
+                offsets.insert((group, id), got.map(|(_, o)| o));
+            }
+            out.insert(
+                k,
+                Observed {
+                    generation,
+                    history,
+                    offsets,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// Observes and checks every partition against the oracle; then the
+    /// observed state becomes the baseline for the next window.
+    pub fn check(&mut self) -> Vec<Violation> {
+        let seen = match self.observe() {
+            Ok(s) => s,
+            Err(v) => return vec![v],
+        };
+        let mut out = Vec::new();
+        let generations: Vec<u64> = seen.values().map(|o| o.generation).collect();
+        for (k, o) in &seen {
+            out.extend(self.oracle.check(*k, o));
+            self.oracle.settle(*k, o);
+        }
+        let _ = generations;
+        out
+    }
+}
+
+fn violation(property: char, partition: &str, detail: String) -> Violation {
+    Violation {
+        property,
+        partition: partition.to_string(),
+        detail,
+    }
+}
+
+/// A file below a partition root that belongs to a generation older than `generation`.
+fn is_dead(path: &str, node: &NodeView, generation: u64) -> bool {
+    let NodeView::File(bytes) = node else {
+        return false;
+    };
+    let name = path.rsplit('/').next().unwrap_or_default();
+    if path.contains("/segments/") {
+        return sluice_server::layout::parse_segment_name(name)
+            .is_some_and(|(g, _, _)| g < generation);
+    }
+    if path.contains("/consumers/") || path.contains("/groups/") {
+        return matches!(OFFSET_LAYOUT.decode::<OffsetRecord>(bytes), SlotRead::Valid { value, .. } if value.generation < generation);
+    }
+    false
+}
