@@ -230,6 +230,19 @@ impl Partition {
             }
             partition.segment_names.force_redirty();
         }
+        // Empty segments recovery removed: make the removals durable now, so
+        // a power loss cannot bring back a segment whose base lies beyond the
+        // data. A failed sync is not fatal: the names stay tracked (and
+        // re-dirtied) until the next sync of `segments/` confirms them, and a
+        // segment that does come back empty is removed again.
+        if !log_report.removed_empty.is_empty() {
+            for name in &log_report.removed_empty {
+                partition.segment_names.note(name, NameChange::Removed);
+            }
+            if let Err(e) = partition.segment_names.sync(partition.storage.as_ref()) {
+                tracing::warn!(dir = %partition.paths.segments.display(), error = %e, "could not sync the removal of empty segments; retried by the next sync");
+            }
+        }
         let loaded = purge::load(&partition)?;
         let stale = !log_report.stale_files.is_empty()
             || !c_report.stale.is_empty()
@@ -282,14 +295,6 @@ impl Partition {
         next.obligation_named = self.obligation_named;
         next.degraded = self.degraded.take();
         *self = next;
-    }
-
-    fn tracker(&self, dir: purge::DirKind) -> &DirTracker {
-        match dir {
-            purge::DirKind::Segments => &self.segment_names,
-            purge::DirKind::Consumers => self.consumers.names(),
-            purge::DirKind::Groups => self.groups.names(),
-        }
     }
 
     fn tracker_mut(&mut self, dir: purge::DirKind) -> &mut DirTracker {

@@ -6,7 +6,12 @@
 //!   cleanup removes the older ones).
 //! - Offsets are dense from the first segment's base: `next_offset` is one past
 //!   the last acknowledged message, and an append either lands whole (and
-//!   advances it) or fails and leaves it unchanged.
+//!   advances it) or fails and leaves it unchanged. (After a power loss under
+//!   `buffered`, a segment may come back shorter than the one after it began:
+//!   offsets then have a gap, never a repeat, and reads skip it.)
+//! - After recovery every segment holds at least one batch: empty ones are
+//!   removed, so `next_offset` always comes from real data, never from the
+//!   base of a segment whose bytes were lost.
 //! - One `write` per batch, one positioned read per header and per payload on
 //!   polls; no per-message syscall.
 
@@ -22,11 +27,11 @@ pub use message::{
 };
 pub use segment::ScanIssue;
 use segment::{Segment, read_batch};
-use sluice_storage::DurableStorage;
+use sluice_storage::{DurableStorage, ErrorKind};
 
 use crate::error::{EngineError, Result};
 use crate::frame::{self, Magic};
-use crate::layout::parse_segment_name;
+use crate::layout::{parse_segment_name, segment_name};
 
 /// What recovery found in a segment directory.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -38,6 +43,9 @@ pub struct LogRecovery {
     pub foreign_files: Vec<String>,
     /// Torn tails that were cut, per segment path.
     pub tail_cuts: Vec<(PathBuf, ScanIssue)>,
+    /// Files of segments that held no batch, removed (the caller makes the
+    /// removals durable through the directory's `DirTracker`).
+    pub removed_empty: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -95,22 +103,44 @@ impl Log {
             crate::dirsync::repair_redirty_leftovers(storage.as_ref(), dir, &names)?;
             names = storage.list_dir(dir)?;
         }
+        let mut bases = Vec::new();
         for name in &names {
             match parse_segment_name(name) {
                 Some((g, _, _)) if g < generation => report.stale_files.push(name.clone()),
-                Some((g, base, "log")) if g == generation => {
-                    let (seg, issue) = Segment::recover(storage.as_ref(), dir, generation, base)?;
-                    if let Some(issue) = issue {
-                        tracing::warn!(path = %seg.log_path.display(), ?issue, "cut a torn or corrupt segment tail");
-                        report.tail_cuts.push((seg.log_path.clone(), issue));
-                    }
-                    log.next_offset = seg.next_offset;
-                    log.segments.push(seg);
-                }
+                Some((g, base, "log")) if g == generation => bases.push(base),
                 Some((g, _, "idx")) if g == generation => {}
                 _ => report.foreign_files.push(name.clone()),
             }
         }
+        // The listing is sorted, so `bases` is in offset order and only the
+        // last one may end in a torn write.
+        let last = bases.len().checked_sub(1);
+        for (i, &base) in bases.iter().enumerate() {
+            let (seg, issue) =
+                Segment::recover(storage.as_ref(), dir, generation, base, Some(i) == last)?;
+            if let Some(issue) = issue {
+                tracing::warn!(path = %seg.log_path.display(), ?issue, "cut a torn segment tail");
+                report.tail_cuts.push((seg.log_path.clone(), issue));
+            }
+            if seg.is_empty() {
+                // Nothing acknowledged: a roll whose first write was lost, or
+                // a name a power loss kept without its bytes. Its base may lie
+                // beyond the real data, so it must not set `next_offset`.
+                drop(seg);
+                for ext in ["log", "idx"] {
+                    let name = segment_name(generation, base, ext);
+                    match storage.remove_file(&dir.join(&name)) {
+                        Ok(()) => {}
+                        Err(e) if e.kind == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    report.removed_empty.push(name);
+                }
+                continue;
+            }
+            log.segments.push(seg);
+        }
+        log.next_offset = log.segments.last().map_or(0, |s| s.next_offset);
         Ok((log, report))
     }
 
@@ -182,6 +212,11 @@ impl Log {
                     encoded.len()
                 ),
             });
+        }
+        // A failed write's leftover bytes go before this write, and before a
+        // roll seals the segment they are in.
+        if let Some(last) = self.segments.last_mut() {
+            last.trim_tail(sync)?;
         }
         let roll = self
             .segments

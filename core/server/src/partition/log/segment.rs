@@ -8,6 +8,11 @@
 //!   it names; entries are strictly increasing in offset and position.
 //! - The index is a cache of the log: losing or tearing it loses nothing,
 //!   recovery re-validates it and rebuilds what is missing by scanning.
+//! - Only the last segment of a log can end in a torn write: a segment is
+//!   sealed by the roll to the next one, and a roll first cuts any bytes a
+//!   failed write left beyond `size` (`tail_dirty`). So recovery may cut the
+//!   tail of the last segment only; an invalid batch in a sealed segment is
+//!   damage to acknowledged data and is reported, never cut.
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +42,8 @@ pub struct Segment {
     pub index: Vec<IndexEntry>,
     idx_size: u64,
     bytes_since_index: u64,
+    /// A failed write left bytes beyond `size` that could not be cut yet.
+    tail_dirty: bool,
 }
 
 /// What a recovery scan found wrong with a segment.
@@ -108,15 +115,20 @@ impl Segment {
             index: Vec::new(),
             idx_size: 0,
             bytes_since_index: 0,
+            tail_dirty: false,
         })
     }
 
     /// Opens an existing segment, validates its index and scans its tail.
+    /// `is_last`: whether this is the log's last segment, the only one whose
+    /// tail may be cut as torn; in a sealed segment any invalid batch is
+    /// `CorruptFile`.
     pub fn recover(
         storage: &dyn DurableStorage,
         dir: &Path,
         generation: u64,
         base_offset: u64,
+        is_last: bool,
     ) -> Result<(Segment, Option<ScanIssue>)> {
         let log_path = dir.join(segment_name(generation, base_offset, "log"));
         let idx_path = dir.join(segment_name(generation, base_offset, "idx"));
@@ -135,9 +147,10 @@ impl Segment {
             index: Vec::new(),
             idx_size: 0,
             bytes_since_index: 0,
+            tail_dirty: false,
         };
         seg.load_index(file_len)?;
-        let issue = seg.scan_tail(file_len)?;
+        let issue = seg.scan_tail(file_len, is_last)?;
         Ok((seg, issue))
     }
 
@@ -195,8 +208,8 @@ impl Segment {
     }
 
     /// Validates batches from the last index entry to the end of the file,
-    /// rebuilding index entries, and cuts a torn or corrupt tail.
-    fn scan_tail(&mut self, file_len: u64) -> Result<Option<ScanIssue>> {
+    /// rebuilding index entries, and cuts a torn tail (last segment only).
+    fn scan_tail(&mut self, file_len: u64, is_last: bool) -> Result<Option<ScanIssue>> {
         let (mut pos, mut expected) = match self.index.last() {
             Some(e) => (e.position, e.offset),
             None => (0, self.base_offset),
@@ -244,6 +257,15 @@ impl Segment {
                             offset: pos,
                             reason: format!(
                                 "{reason}; the record is intact but unreadable by this build"
+                            ),
+                        });
+                    }
+                    if !is_last {
+                        return Err(EngineError::CorruptFile {
+                            path: self.log_path.clone(),
+                            offset: pos,
+                            reason: format!(
+                                "{reason}; the segment is sealed (a later segment exists), so this is not a torn tail"
                             ),
                         });
                     }
@@ -316,13 +338,17 @@ impl Segment {
         timestamp: u64,
         sync: bool,
     ) -> Result<()> {
+        self.trim_tail(sync)?;
         let at = self.size;
         let written = self
             .log
             .write_at(at, encoded)
             .and_then(|()| if sync { self.log.sync() } else { Ok(()) });
         if let Err(e) = written {
-            let _ = self.log.truncate(at);
+            if self.log.truncate(at).is_err() {
+                // Cut before the next write or the roll that seals this segment.
+                self.tail_dirty = true;
+            }
             return Err(e.into());
         }
         self.size = at + encoded.len() as u64;
@@ -330,6 +356,22 @@ impl Segment {
         // The index is a cache: failing to extend it never fails the append.
         if let Err(e) = self.maybe_index(base_offset, at, timestamp, encoded.len() as u64) {
             tracing::warn!(path = %self.idx_path.display(), error = %e, "index entry not written; recovery will rebuild it");
+        }
+        Ok(())
+    }
+
+    /// Cuts bytes a failed write left beyond `size`, if its own clean-up
+    /// could not (`sync`: make the cut durable too, as a `persisted` append
+    /// would). Until this succeeds the segment takes no write and is not
+    /// sealed, so no later sync of it covers those bytes, and a sealed
+    /// segment never ends in them.
+    pub fn trim_tail(&mut self, sync: bool) -> Result<()> {
+        if self.tail_dirty {
+            self.log.truncate(self.size)?;
+            if sync {
+                self.log.sync()?;
+            }
+            self.tail_dirty = false;
         }
         Ok(())
     }
