@@ -130,6 +130,39 @@ fn check_name(what: &'static str, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Picks the id for a new resource in one id space and raises the space's
+/// high-water mark past it, so no id is ever handed out twice by the server.
+/// An explicit `requested` id must not be live; it may be one a deleted
+/// resource had (the caller then clears that id's leftovers, see
+/// `create_group`) and it raises the mark too.
+fn assign_id(
+    kind: &'static str,
+    next: &mut u64,
+    requested: Option<u32>,
+    is_live: impl Fn(u32) -> bool,
+) -> Result<u32> {
+    let id = match requested {
+        Some(id) if is_live(id) => return Err(EngineError::IdTaken { kind, id }),
+        Some(id) => id,
+        None => {
+            let id = u32::try_from((*next).max(u64::from(FIRST_ID))).map_err(|_| {
+                EngineError::Invalid {
+                    what: "id",
+                    reason: format!("every {kind} id has been used"),
+                }
+            })?;
+            if is_live(id) {
+                return Err(EngineError::Internal(format!(
+                    "{kind} id {id} is live but not below the high-water mark {next}"
+                )));
+            }
+            id
+        }
+    };
+    *next = (*next).max(u64::from(id) + 1);
+    Ok(id)
+}
+
 impl Engine {
     /// Opens (recovers) the engine on `config.data_dir`.
     pub fn open(
@@ -333,6 +366,24 @@ impl Engine {
             })
     }
 
+    /// The keys of a topic's partitions, in order.
+    fn topic_partition_keys(&self, stream: u32, topic: u32) -> Vec<PartitionKey> {
+        self.partitions
+            .range(
+                PartitionKey {
+                    stream,
+                    topic,
+                    partition: 0,
+                }..=PartitionKey {
+                    stream,
+                    topic,
+                    partition: u32::MAX,
+                },
+            )
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
     /// Messages and bytes stored in a topic's partitions.
     pub fn topic_stats(&self, stream: u32, topic: u32) -> (u64, u64) {
         self.partitions
@@ -364,18 +415,16 @@ impl Engine {
                     name: name.into(),
                 });
             }
-            let id = match id {
-                Some(id) if m.streams.contains_key(&id) => {
-                    return Err(EngineError::IdTaken { kind: "stream", id });
-                }
-                Some(id) => id,
-                None => m.streams.keys().next_back().map_or(FIRST_ID, |k| k + 1),
-            };
+            let streams = &m.streams;
+            let id = assign_id("stream", &mut m.next_stream_id, id, |i| {
+                streams.contains_key(&i)
+            })?;
             let s = StreamMeta {
                 id,
                 name: name.to_string(),
                 created_at: now,
                 topics: BTreeMap::new(),
+                next_topic_id: u64::from(FIRST_ID),
             };
             m.streams.insert(id, s.clone());
             Ok(s)
@@ -457,13 +506,10 @@ impl Engine {
                 name: name.into(),
             });
         }
-        let id = match id {
-            Some(id) if st.topics.contains_key(&id) => {
-                return Err(EngineError::IdTaken { kind: "topic", id });
-            }
-            Some(id) => id,
-            None => st.topics.keys().next_back().map_or(FIRST_ID, |k| k + 1),
-        };
+        let mut next_topic_id = st.next_topic_id;
+        let id = assign_id("topic", &mut next_topic_id, id, |i| {
+            st.topics.contains_key(&i)
+        })?;
         let now = self.clock.now_micros();
         let topic = TopicMeta {
             id,
@@ -475,6 +521,8 @@ impl Engine {
             replication_factor: replication_factor.max(1),
             partitions: BTreeMap::new(),
             groups: BTreeMap::new(),
+            next_partition_id: u64::from(FIRST_ID) + u64::from(partitions),
+            next_group_id: u64::from(FIRST_ID),
         };
         let ids: Vec<u32> = (FIRST_ID..FIRST_ID + partitions).collect();
         let created = self.create_partition_dirs(s, &topic, &ids)?;
@@ -490,9 +538,12 @@ impl Engine {
                     },
                 );
             }
-            if let Some(st) = m.streams.get_mut(&s) {
-                st.topics.insert(id, topic.clone());
-            }
+            let st = m
+                .streams
+                .get_mut(&s)
+                .ok_or_else(|| EngineError::Internal("stream vanished".into()))?;
+            st.next_topic_id = st.next_topic_id.max(next_topic_id);
+            st.topics.insert(id, topic.clone());
             Ok(topic)
         })?;
         for p in created {
@@ -601,12 +652,22 @@ impl Engine {
                 ),
             });
         }
-        let first = tm.partitions.keys().next_back().map_or(FIRST_ID, |k| k + 1);
-        let ids: Vec<u32> = (first..first + count).collect();
+        // Never reuse a deleted partition's id: its files may still be on disk.
+        let first = tm.next_partition_id.max(u64::from(FIRST_ID));
+        let last = first + u64::from(count) - 1;
+        let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) else {
+            return Err(EngineError::Invalid {
+                what: "partitions_count",
+                reason: "every partition id of this topic has been used".into(),
+            });
+        };
+        let ids: Vec<u32> = (first..=last).collect();
+        let end = u64::from(last) + 1;
         let created = self.create_partition_dirs(s, &tm, &ids)?;
         let now = self.clock.now_micros();
         self.commit(|m| {
             if let Some(tp) = m.streams.get_mut(&s).and_then(|st| st.topics.get_mut(&t)) {
+                tp.next_partition_id = tp.next_partition_id.max(end);
                 for &p in &ids {
                     tp.partitions.insert(
                         p,
@@ -679,6 +740,30 @@ impl Engine {
     ) -> Result<GroupMeta> {
         check_name("consumer group name", name)?;
         let (s, t) = self.resolve_topic(stream, topic)?;
+        let tm = &self.meta.streams[&s].topics[&t];
+        if tm.groups.values().any(|g| g.name == name) {
+            return Err(EngineError::NameTaken {
+                kind: "consumer group",
+                name: name.into(),
+            });
+        }
+        let mut next_group_id = tm.next_group_id;
+        let gid = assign_id("consumer group", &mut next_group_id, id, |i| {
+            tm.groups.contains_key(&i)
+        })?;
+        // A server-assigned id is above every id ever used, so no partition
+        // can hold an offset for it. An explicit id below the mark may be a
+        // deleted group's: its offset files may be on disk (a buffered delete
+        // undone by a power loss), and recovery would hand them to the new
+        // group. Remove them durably before the group is committed.
+        if u64::from(gid) < tm.next_group_id {
+            let keys: Vec<PartitionKey> = self.topic_partition_keys(s, t);
+            for key in keys {
+                if let Some(p) = self.partitions.get_mut(&key) {
+                    p.clear_offset_leftover(Consumer::group(gid))?;
+                }
+            }
+        }
         let now = self.clock.now_micros();
         self.commit(|m| {
             let tp = m
@@ -686,28 +771,13 @@ impl Engine {
                 .get_mut(&s)
                 .and_then(|st| st.topics.get_mut(&t))
                 .ok_or_else(|| EngineError::Internal("topic vanished".into()))?;
-            if tp.groups.values().any(|g| g.name == name) {
-                return Err(EngineError::NameTaken {
-                    kind: "consumer group",
-                    name: name.into(),
-                });
-            }
-            let id = match id {
-                Some(id) if tp.groups.contains_key(&id) => {
-                    return Err(EngineError::IdTaken {
-                        kind: "consumer group",
-                        id,
-                    });
-                }
-                Some(id) => id,
-                None => tp.groups.keys().next_back().map_or(FIRST_ID, |k| k + 1),
-            };
+            tp.next_group_id = tp.next_group_id.max(next_group_id);
             let g = GroupMeta {
-                id,
+                id: gid,
                 name: name.to_string(),
                 created_at: now,
             };
-            tp.groups.insert(id, g.clone());
+            tp.groups.insert(gid, g.clone());
             Ok(g)
         })
     }

@@ -4,6 +4,15 @@
 //! - Ids are unique within their parent; names are unique within their parent
 //!   (streams globally, topics per stream, groups per topic). Both are checked
 //!   by the engine before a change is persisted.
+//! - Ids are never reused. Each id space keeps a high-water mark
+//!   (`Metadata::next_stream_id`, `StreamMeta::next_topic_id`,
+//!   `TopicMeta::next_partition_id`, `TopicMeta::next_group_id`) that is
+//!   above every id ever assigned in it, live or deleted; it only grows, and it
+//!   is committed in the same metadata write as the resource that raised it.
+//!   So a server-assigned id never names a deleted resource's leftover files
+//!   or offsets. (A caller may still ask for a deleted id explicitly; the
+//!   engine clears that id's leftovers durably before committing it.) The
+//!   marks are `u64` so they can stand one past `u32::MAX`.
 //! - `PartitionMeta::committed_generation` only grows. It is the purge commit
 //!   point: once a metadata write carrying generation G is durable, every
 //!   record of an older generation in that partition is dead.
@@ -88,6 +97,10 @@ pub struct TopicMeta {
     pub replication_factor: u8,
     pub partitions: BTreeMap<u32, PartitionMeta>,
     pub groups: BTreeMap<u32, GroupMeta>,
+    /// Above every partition id ever assigned in this topic (ids are never reused).
+    pub next_partition_id: u64,
+    /// Above every consumer group id ever assigned in this topic.
+    pub next_group_id: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +109,8 @@ pub struct StreamMeta {
     pub name: String,
     pub created_at: u64,
     pub topics: BTreeMap<u32, TopicMeta>,
+    /// Above every topic id ever assigned in this stream (ids are never reused).
+    pub next_topic_id: u64,
 }
 
 /// Everything the metadata file holds.
@@ -104,6 +119,8 @@ pub struct Metadata {
     /// Bumped on every durable write; a newer file always has a larger value.
     pub version: u64,
     pub streams: BTreeMap<u32, StreamMeta>,
+    /// Above every stream id ever assigned (ids are never reused).
+    pub next_stream_id: u64,
 }
 
 /// A partition's coordinates.

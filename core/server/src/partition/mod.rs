@@ -452,6 +452,13 @@ impl Partition {
         Ok(self.offsets(consumer.kind).get(consumer.id))
     }
 
+    /// Durably removes any offset file `consumer`'s id has in this partition,
+    /// before the id is given to a new owner (see `OffsetStore::clear_leftover`).
+    /// Works on a degraded partition too: the file is dead by the metadata.
+    pub fn clear_offset_leftover(&mut self, consumer: Consumer) -> Result<()> {
+        self.offsets_mut(consumer.kind).clear_leftover(consumer.id)
+    }
+
     /// Deletes a stored offset; `Ok(false)` if there was none.
     pub fn delete_offset(&mut self, consumer: Consumer) -> Result<bool> {
         self.check_serving()?;

@@ -300,6 +300,28 @@ impl OffsetStore {
         Ok(true)
     }
 
+    /// Durably removes whatever `id`'s file holds, whoever wrote it, before the
+    /// id gets a new owner: the record of a deleted owner (perhaps a buffered
+    /// delete that a power loss undid, or one an earlier process removed but
+    /// never synced) must never become the new owner's offset. Returns only
+    /// after a directory sync that follows the removal (redone first, since
+    /// whether an earlier process's sync of it succeeded is unknown).
+    pub fn clear_leftover(&mut self, id: u32) -> Result<()> {
+        if let Some(entry) = self.offsets.remove(&id) {
+            drop(entry.file);
+        }
+        let name = id.to_string();
+        match self.storage.remove_file(&self.dir.join(&name)) {
+            Ok(()) => {}
+            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.names.note(&name, NameChange::Removed);
+        self.names.force_redirty();
+        self.names.sync(self.storage.as_ref())?;
+        Ok(())
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation
     }
