@@ -20,9 +20,10 @@ use std::sync::Arc;
 use sluice_storage::{DurableStorage, ErrorKind};
 
 use crate::clock::Clock;
+use crate::dirsync::{DirTracker, NameChange};
 use crate::error::{EngineError, Result};
 use crate::identifier::Identifier;
-use crate::layout::{stream_dir, topic_dir};
+use crate::layout::{PartitionPaths, stream_dir, topic_dir};
 use crate::metadata::{
     GroupMeta, Metadata, MetadataStore, PartitionKey, PartitionMeta, StreamMeta, TopicMeta,
     TopicOptions,
@@ -552,13 +553,67 @@ impl Engine {
         Ok(committed)
     }
 
-    /// Creates and durably links partition directories before metadata names them.
+    /// Creates the directories of the new partitions `ids` and makes every name
+    /// they need durable, before the metadata naming them is committed.
+    ///
+    /// - A partition directory that already exists is a leftover (a deleted
+    ///   partition's, or an earlier failed attempt's). It is removed and the
+    ///   removal synced *before* fresh directories are created, so a leftover
+    ///   file can never be adopted by the new partition.
+    /// - Every name on the way up to the data directory is synced through a
+    ///   `DirTracker`. A name this call created is noted as created. A name
+    ///   that already existed is known durable if a committed partition lies
+    ///   below it (its creation was synced before that commit). Otherwise an
+    ///   earlier attempt, perhaps by an earlier process, created it, and a
+    ///   failed sync may have dropped it (Linux semantics): it is noted and
+    ///   re-dirtied (renamed away and back; nothing below it is live) before
+    ///   its parent is synced. So a retry after a failed sync redoes every
+    ///   name that sync covered, and a plain retried sync never stands in for
+    ///   a lost one.
     fn create_partition_dirs(
         &self,
         s: u32,
         topic: &TopicMeta,
         ids: &[u32],
     ) -> Result<Vec<Partition>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let storage = self.storage.as_ref();
+        let data = &self.config.data_dir;
+        let tdir = topic_dir(data, s, topic.id);
+        let pdir = tdir.join("partitions");
+        let sdir = stream_dir(data, s);
+        let topic_live = !self.topic_partition_keys(s, topic.id).is_empty();
+        let stream_live = self.partitions.keys().any(|k| k.stream == s);
+        let any_live = !self.partitions.is_empty();
+        // Bottom up: each directory whose name must be durable in its parent,
+        // and whether a committed partition lies below it.
+        let chain = [
+            (pdir.clone(), topic_live),
+            (tdir, topic_live),
+            (sdir.join("topics"), stream_live),
+            (sdir, stream_live),
+            (data.join("streams"), any_live),
+        ];
+        let mut existed = Vec::with_capacity(chain.len());
+        for (dir, live) in &chain {
+            existed.push(*live || storage.exists(dir)?);
+        }
+
+        let mut partitions_dir = DirTracker::new(&pdir);
+        for &p in ids {
+            let root = pdir.join(p.to_string());
+            if storage.exists(&root)? {
+                tracing::warn!(dir = %root.display(), "removing a leftover partition directory before creating the partition");
+                storage.remove_dir_all(&root)?;
+                partitions_dir.note(&p.to_string(), NameChange::Removed);
+            }
+        }
+        if partitions_dir.has_unconfirmed() {
+            partitions_dir.sync(storage)?;
+        }
+
         let mut out = Vec::with_capacity(ids.len());
         for &p in ids {
             let key = PartitionKey {
@@ -566,26 +621,43 @@ impl Engine {
                 topic: topic.id,
                 partition: p,
             };
+            let paths = PartitionPaths::new(data, key);
+            let mut root = DirTracker::new(&paths.root);
+            for (dir, name) in [
+                (&paths.segments, "segments"),
+                (&paths.consumers, "consumers"),
+                (&paths.groups, "groups"),
+            ] {
+                storage.create_dir_all(dir)?;
+                root.note(name, NameChange::Created);
+            }
+            root.sync(storage)?;
+            partitions_dir.note(&p.to_string(), NameChange::Created);
             out.push(Partition::create(
                 self.storage.clone(),
-                &self.config.data_dir,
+                data,
                 key,
                 topic.options,
-            )?);
+            ));
         }
-        // New names up the tree: partitions/, the topic, topics/, the stream, streams/, data dir.
-        let tdir = topic_dir(&self.config.data_dir, s, topic.id);
-        self.storage.create_dir_all(&tdir.join("partitions"))?;
-        let mut dir = tdir.join("partitions");
-        loop {
-            self.storage.sync_dir(&dir)?;
-            if dir == self.config.data_dir {
-                break;
+        partitions_dir.sync(storage)?;
+
+        for ((dir, live), existed) in chain.iter().zip(existed) {
+            if *live {
+                continue;
             }
-            match dir.parent() {
-                Some(parent) => dir = parent.to_path_buf(),
-                None => break,
+            let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+                return Err(EngineError::Internal(format!(
+                    "{} has no parent",
+                    dir.display()
+                )));
+            };
+            let mut tracker = DirTracker::new(parent);
+            tracker.note(&name.to_string_lossy(), NameChange::Created);
+            if existed {
+                tracker.force_redirty();
             }
+            tracker.sync(storage)?;
         }
         Ok(out)
     }

@@ -136,19 +136,16 @@ impl Partition {
         }
     }
 
-    /// Creates the partition's directories (the caller syncs parents and commits metadata).
+    /// A new, empty partition of generation 0. Its directories must already
+    /// exist and be durable (the engine creates them, `create_partition_dirs`).
     pub fn create(
         storage: Arc<dyn DurableStorage>,
         data_dir: &Path,
         key: PartitionKey,
         options: TopicOptions,
-    ) -> Result<Partition> {
+    ) -> Partition {
         let paths = PartitionPaths::new(data_dir, key);
-        for dir in [&paths.segments, &paths.consumers, &paths.groups] {
-            storage.create_dir_all(dir)?;
-        }
-        storage.sync_dir(&paths.root)?;
-        Ok(Partition::fresh(storage, paths, key, options, 0))
+        Partition::fresh(storage, paths, key, options, 0)
     }
 
     fn fresh(
@@ -190,13 +187,28 @@ impl Partition {
         generation: u64,
     ) -> Result<(Partition, PartitionRecovery)> {
         let paths = PartitionPaths::new(data_dir, key);
-        // A directory lost to a crash before the topic's creation was committed
-        // cannot hold acknowledged data: recreate it empty.
+        // The engine makes a partition's directories durable before it commits
+        // the partition, so a missing one was removed behind sluice's back. It
+        // holds nothing sluice can serve: recreate it empty, and make every
+        // name up to the data directory durable before anything is
+        // acknowledged in it (plain syncs: the names are fresh, and nothing
+        // here may be renamed, since the ancestors hold live partitions).
+        let mut recreated = false;
         for dir in [&paths.segments, &paths.consumers, &paths.groups] {
             if !storage.exists(dir)? {
                 tracing::warn!(dir = %dir.display(), "partition directory missing; recreated empty");
                 storage.create_dir_all(dir)?;
-                storage.sync_dir(&paths.root)?;
+                recreated = true;
+            }
+        }
+        if recreated {
+            let mut dir = paths.root.as_path();
+            loop {
+                storage.sync_dir(dir)?;
+                match dir.parent() {
+                    Some(parent) if dir != data_dir => dir = parent,
+                    _ => break,
+                }
             }
         }
         let (log, log_report) = Log::recover(
