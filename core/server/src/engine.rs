@@ -171,25 +171,9 @@ impl Engine {
         clock: Arc<dyn Clock>,
         config: EngineConfig,
     ) -> Result<(Engine, RecoveryReport)> {
-        {
-            // Make the data directory's name (and its parents') durable before
-            // anything is committed inside it; on every open, because an
-            // earlier open may have created it and failed before its sync.
-            storage.create_dir_all(&config.data_dir)?;
-            let mut dir = config.data_dir.clone();
-            while let Some(parent) = dir.parent() {
-                let parent = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
-                storage.sync_dir(parent)?;
-                if parent == Path::new(".") || parent == Path::new("/") {
-                    break;
-                }
-                dir = parent.to_path_buf();
-            }
-        }
+        // The data directory's name (and its parents') durable before anything
+        // is committed inside it, redone after an earlier open's failed sync.
+        crate::datadir::open(storage.as_ref(), &config.data_dir)?;
         let store = MetadataStore::new(storage.clone(), &config.data_dir);
         let meta = store.load()?.unwrap_or_default();
         let mut engine = Engine {

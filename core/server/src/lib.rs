@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod datadir;
 pub mod dirsync;
 pub mod engine;
 pub mod error;
