@@ -194,6 +194,100 @@ fn buffered_power_loss_may_lose_data_but_never_alters_it() {
     }
 }
 
+#[test]
+fn empty_trailing_segments_after_power_loss_do_not_shift_offsets() {
+    // Given: buffered messages over three segments; background writeback made
+    // every segment name durable but only the first segment's bytes.
+    let opts = TopicOptions {
+        segment_size: 150,
+        ..buffered()
+    };
+    let (sim, mut engine) = sim_with(opts);
+    send_each(&mut engine, 0, 8);
+    let bases: Vec<u64> = segment_files(&**engine.storage(), Path::new(DATA_DIR), "log")
+        .iter()
+        .map(|n| n[21..41].parse().unwrap())
+        .collect();
+    assert!(bases.len() >= 3, "{bases:?}");
+    sim.open(&log_path(0), OpenMode::ReadWrite)
+        .unwrap()
+        .sync()
+        .unwrap();
+    sim.sync_dir(&sim_paths().segments).unwrap();
+
+    // When: power is cut.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the partition reports and serves the messages it has, and no more.
+    let kept: Vec<u64> = (0..bases[1]).collect();
+    assert_eq!(offsets_of(&all_messages(&mut engine)), kept);
+    let last = *kept.last().unwrap();
+    let polled = engine
+        .poll(
+            &stream(),
+            &topic(),
+            PARTITION,
+            Consumer::consumer(1),
+            PollingStrategy::Last,
+            1,
+            false,
+        )
+        .unwrap();
+    assert_eq!(offsets_of(&polled.messages), [last]);
+    assert_eq!(polled.current_offset, last);
+    // And: the next message gets the next offset, and reads find it.
+    assert_eq!(send(&mut engine, 100, 1).base_offset, last + 1);
+    assert_eq!(
+        poll_offsets(&mut engine, PollingStrategy::Offset(last + 1), 10),
+        [last + 1]
+    );
+}
+
+#[test]
+fn an_empty_segment_between_two_that_kept_their_bytes_is_skipped() {
+    // Given: buffered messages over three segments; background writeback made
+    // every segment name durable, and the bytes of the first and the third.
+    let opts = TopicOptions {
+        segment_size: 150,
+        ..buffered()
+    };
+    let (sim, mut engine) = sim_with(opts);
+    send_each(&mut engine, 0, 8);
+    let bases: Vec<u64> = segment_files(&**engine.storage(), Path::new(DATA_DIR), "log")
+        .iter()
+        .map(|n| n[21..41].parse().unwrap())
+        .collect();
+    assert!(bases.len() >= 3, "{bases:?}");
+    for base in [bases[0], bases[2]] {
+        sim.open(&log_path(base), OpenMode::ReadWrite)
+            .unwrap()
+            .sync()
+            .unwrap();
+    }
+    sim.sync_dir(&sim_paths().segments).unwrap();
+
+    // When: power is cut.
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the surviving messages are served at the offsets they were given,
+    // reads step over the lost ones, and nothing is reported as damaged.
+    assert!(report.degraded.is_empty(), "{:?}", report.degraded);
+    let third_end = bases.get(3).copied().unwrap_or(8);
+    let kept: Vec<u64> = (0..bases[1]).chain(bases[2]..third_end).collect();
+    assert_eq!(offsets_of(&all_messages(&mut engine)), kept);
+    assert_eq!(
+        poll_offsets(&mut engine, PollingStrategy::Offset(bases[1]), 1),
+        [bases[2]]
+    );
+    // And: the empty segment's files are gone, and the next message follows the last.
+    assert!(
+        !sim.exists(&log_path(bases[1])).unwrap(),
+        "the empty segment was left in place"
+    );
+    let last = *kept.last().unwrap();
+    assert_eq!(send(&mut engine, 100, 1).base_offset, last + 1);
+}
+
 // ---- torn and failed appends -------------------------------------------------
 
 fn fail_next_log_write() -> (OpMatcher, Fault) {
@@ -294,6 +388,47 @@ fn a_torn_append_left_on_disk_is_cut_at_recovery_and_never_served() {
         payloads_of(&all_messages(&mut engine)),
         ["m0", "m1", "m2", "m23"]
     );
+}
+
+#[test]
+fn a_torn_append_whose_cleanup_failed_is_cut_before_its_segment_is_sealed() {
+    // Given: a persisted segment; the next write tears and the clean-up
+    // truncate fails too, so the torn prefix stays beyond the segment's end.
+    let opts = TopicOptions {
+        segment_size: 400,
+        ..persisted()
+    };
+    let (sim, mut engine) = sim_with(opts);
+    send(&mut engine, 0, 3);
+    let acked_len = cached_len(&sim, &log_path(0));
+    let (matcher, fault) = fail_next_log_write();
+    sim.fail_when(matcher, fault, 0, 1);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 3, 2).is_err());
+    assert_eq!(engine.partition(key()).unwrap().log().segment_count(), 1);
+    assert!(cached_len(&sim, &log_path(0)) > acked_len);
+
+    // When: the next batch does not fit, so it seals that segment and starts
+    // a new one; then the power is cut.
+    let sent = send(&mut engine, 5, 20);
+    assert_eq!(sent.base_offset, 3);
+    assert_eq!(engine.partition(key()).unwrap().log().segment_count(), 2);
+    assert_eq!(cached_len(&sim, &log_path(0)), acked_len);
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the sealed segment ends at its last acknowledged batch, so
+    // recovery neither degrades the partition nor cuts anything.
+    assert!(report.degraded.is_empty(), "{:?}", report.degraded);
+    assert_eq!(report.tail_cuts, 0);
+    assert_eq!(durable_file(&sim, &log_path(0)).unwrap().len(), acked_len);
+    let all = all_messages(&mut engine);
+    assert_eq!(offsets_of(&all), (0..23).collect::<Vec<_>>());
+    assert_eq!(payloads_of(&all)[3], "m5");
 }
 
 #[test]
@@ -464,7 +599,129 @@ fn an_offset_whose_dir_sync_failed_before_a_restart_is_made_durable_later() {
     assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(3));
 }
 
+// ---- directory sync of new partitions ----------------------------------------
+
+#[test]
+fn a_failed_dir_sync_while_creating_a_topic_is_redone_by_the_retry() {
+    // Every directory create_topic syncs, from the new partition up to the data dir.
+    let dirs = [
+        "/partitions/1",
+        "/partitions",
+        "/topics/1",
+        "/topics",
+        "/streams/1",
+        "/streams",
+        "/data",
+    ];
+    for dir in dirs {
+        for restart in [false, true] {
+            let case = format!("sync of {dir} failed, restart between: {restart}");
+            // Given: a stream; the first sync of `dir` while creating its topic
+            // fails (under Linux semantics its dirty names are dropped).
+            let sim = new_sim();
+            let mut engine = sim_engine(&sim);
+            engine.create_stream(None, STREAM).unwrap();
+            sim.fail_when(
+                OpMatcher::kind(OpKind::SyncDir).path_ends_with(dir),
+                Fault::io(FaultMode::Before),
+                0,
+                1,
+            );
+            let err = engine
+                .create_topic(&stream(), None, TOPIC, 1, persisted(), 0, 0, 1)
+                .unwrap_err();
+            assert!(matches!(err, EngineError::Storage(_)), "{case}: {err}");
+            if restart {
+                drop(engine);
+                sim.crash(Crash::Process);
+                engine = reopen(&sim).0;
+            }
+
+            // When: the retry is acknowledged, a persisted send too, then power is cut.
+            let t = engine
+                .create_topic(&stream(), None, TOPIC, 1, persisted(), 0, 0, 1)
+                .unwrap();
+            assert_eq!(t.id, 1, "{case}");
+            send(&mut engine, 0, 1);
+            let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+            // Then: the topic and the message are there.
+            assert!(report.degraded.is_empty(), "{case}: {:?}", report.degraded);
+            assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0"], "{case}");
+        }
+    }
+}
+
 // ---- resource lifecycle vs. offsets ------------------------------------------
+
+#[test]
+fn a_recreated_group_never_inherits_a_deleted_groups_offset() {
+    // Given: buffered offsets; group 1 stored offset 4, and background
+    // writeback happened to make that record durable.
+    let (sim, mut engine) = sim_with(options(Durability::Persisted, Durability::Buffered));
+    send(&mut engine, 0, 5);
+    with_group(&mut engine);
+    store_offset(&mut engine, Consumer::group(1), 4).unwrap();
+    let group_file = sim_paths().groups.join("1");
+    sim.open(&group_file, OpenMode::ReadWrite)
+        .unwrap()
+        .sync()
+        .unwrap();
+    sim.sync_dir(&sim_paths().groups).unwrap();
+
+    // When: the group is deleted (its buffered unlink never synced) and a new
+    // group is created, both acknowledged, then power is cut.
+    engine
+        .delete_group(&stream(), &topic(), &"workers".into())
+        .unwrap();
+    let g = engine
+        .create_group(&stream(), &topic(), None, "newcomers")
+        .unwrap();
+    // (The server never hands out a deleted group's id again.)
+    assert_eq!(g.id, 2);
+    assert_eq!(stored_offset(&mut engine, Consumer::group(2)), None);
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the new group has no offset it never stored, and the deleted one
+    // stays deleted.
+    assert_eq!(
+        engine.group(&stream(), &topic(), &2.into()).unwrap().name,
+        "newcomers"
+    );
+    assert_eq!(stored_offset(&mut engine, Consumer::group(2)), None);
+    assert!(engine.group(&stream(), &topic(), &1.into()).is_err());
+
+    // When: a client explicitly asks for the deleted group's id 1, while the
+    // power loss has brought its offset file back; then power is cut again.
+    assert!(sim.exists(&group_file).unwrap());
+    let g = engine
+        .create_group(&stream(), &topic(), Some(1), "returning")
+        .unwrap();
+    assert_eq!(g.id, 1);
+    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), None);
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: group 1 is the new one and has no offset either; `Next` starts at 0.
+    assert_eq!(
+        engine.group(&stream(), &topic(), &1.into()).unwrap().name,
+        "returning"
+    );
+    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), None);
+    assert_eq!(
+        offsets_of(&poll(
+            &mut engine,
+            Consumer::group(1),
+            PollingStrategy::Next,
+            1
+        )),
+        [0]
+    );
+    // And: a server-assigned id still moves past every id used.
+    let g = engine
+        .create_group(&stream(), &topic(), None, "later")
+        .unwrap();
+    assert_eq!(g.id, 3);
+}
 
 // ---- the data directory itself -------------------------------------------------
 
@@ -477,6 +734,33 @@ fn a_data_dir_the_engine_created_survives_power_loss() {
     send(&mut engine, 0, 1);
 
     // When: power is cut after the (persisted) send was acknowledged.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the stream, topic and message are there.
+    assert!(engine.stream(&stream()).is_ok());
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0"]);
+}
+
+#[test]
+fn a_data_dir_the_engine_created_survives_power_loss_even_if_the_first_open_failed() {
+    // Given: the first open creates the data directory, but the sync of its
+    // parent fails (under Linux semantics the new entry's dirty state is dropped).
+    let sim = SimStorage::with_seed(7);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    let storage: std::sync::Arc<dyn DurableStorage> = std::sync::Arc::new(sim.clone());
+    let clock = std::sync::Arc::new(ManualClock::new(START_MICROS));
+    assert!(Engine::open(storage, clock, config(Path::new(DATA_DIR))).is_err());
+
+    // When: the retried open succeeds and a persisted send is acknowledged,
+    // then power is cut.
+    let mut engine = sim_engine(&sim);
+    setup(&mut engine, persisted());
+    send(&mut engine, 0, 1);
     let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
 
     // Then: the stream, topic and message are there.
@@ -558,4 +842,46 @@ fn a_flipped_byte_in_an_offset_record_is_skipped_at_recovery() {
     let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
     assert_eq!(report.corrupt_offset_records, 0);
     assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(1));
+}
+
+#[test]
+fn a_flipped_byte_in_the_last_batch_of_a_sealed_persisted_segment_is_not_cut_as_torn() {
+    // Given: acknowledged, synced batches over several segments.
+    let opts = TopicOptions {
+        segment_size: 400,
+        ..persisted()
+    };
+    let (sim, mut engine) = sim_with(opts);
+    send_each(&mut engine, 0, 20);
+    let sealed = log_path(0);
+    let sealed_bytes = sim.read_file(&sealed).unwrap();
+    let in_first_segment = engine.partition(key()).unwrap().log().segment_count() > 1;
+    assert!(in_first_segment);
+
+    // When: a byte of the sealed segment's last batch flips on disk.
+    drop(engine);
+    flip_byte(&sim, &sealed, sealed_bytes.len() as u64 - 3);
+    let (mut engine, report) = reopen(&sim);
+
+    // Then: the damage is reported as corruption (degraded partition or a
+    // typed read error), the file is left as found, and no acknowledged
+    // message silently disappears from the middle of the log.
+    let read = try_poll(
+        &mut engine,
+        Consumer::consumer(1),
+        PollingStrategy::Offset(0),
+        100,
+    );
+    let reported = !report.degraded.is_empty()
+        || matches!(
+            read,
+            Err(EngineError::CorruptFile { .. }) | Err(EngineError::Degraded { .. })
+        );
+    assert!(
+        reported,
+        "recovery cut {:?}; served offsets {:?}",
+        report.tail_cuts,
+        read.map(|m| offsets_of(&m))
+    );
+    assert_eq!(sim.read_file(&sealed).unwrap().len(), sealed_bytes.len());
 }

@@ -217,6 +217,40 @@ fn messages_round_trip_on_sim() {
     messages_round_trip(Backend::sim());
 }
 
+#[test]
+fn server_assigned_message_ids_do_not_repeat_after_a_restart() {
+    // Given: messages with server-assigned ids, sent by an engine with seed 1.
+    let sim = new_sim();
+    let clock = || std::sync::Arc::new(ManualClock::new(START_MICROS));
+    let (mut engine, _) = open_sim_with_clock(&sim, clock());
+    setup(&mut engine, buffered());
+    send(&mut engine, 0, 5);
+    let first: BTreeSet<u128> = all_messages(&mut engine).iter().map(|m| m.id).collect();
+    assert_eq!(first.len(), 5);
+
+    // When: the engine restarts on the same data directory, with the same
+    // seed and even the same clock, and sends again.
+    drop(engine);
+    sim.crash(Crash::Process);
+    let fork = sim.fork();
+    let (mut engine, _) = open_sim_with_clock(&sim, clock());
+    send(&mut engine, 5, 5);
+
+    // Then: no id of the earlier run comes back.
+    let all = all_messages(&mut engine);
+    let ids: BTreeSet<u128> = all.iter().map(|m| m.id).collect();
+    assert_eq!(
+        ids.len(),
+        10,
+        "{:?}",
+        all.iter().map(|m| m.id).collect::<Vec<_>>()
+    );
+    // And: the ids are still a pure function of the seed and the history.
+    let (mut again, _) = open_sim_with_clock(&fork, clock());
+    send(&mut again, 5, 5);
+    assert_eq!(all_messages(&mut again), all);
+}
+
 // ---- offsets -----------------------------------------------------------------
 
 fn offsets_round_trip(backend: Backend) {
@@ -468,6 +502,135 @@ fn stream_and_topic_updates_and_deletes_persist_on_disk() {
 #[test]
 fn stream_and_topic_updates_and_deletes_persist_on_sim() {
     updates_and_deletes_persist(Backend::sim());
+}
+
+#[test]
+fn a_recreated_stream_never_serves_a_deleted_streams_leftover_files() {
+    // Given: a stream with several segments and a stored offset.
+    let opts = TopicOptions {
+        segment_size: 256,
+        ..persisted()
+    };
+    let (sim, mut engine) = sim_with(opts);
+    send_each(&mut engine, 0, 30);
+    store_offset(&mut engine, Consumer::consumer(1), 20).unwrap();
+
+    // When: the stream is deleted but removing its files fails (as a crash
+    // between the metadata commit and the removal would leave them), and a
+    // new stream of the same name is created.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::RemoveDirAll),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.delete_stream(&stream()).unwrap();
+    assert!(sim.exists(&sim_paths().segments).unwrap());
+    let s = engine.create_stream(None, STREAM).unwrap();
+    // Then: the server does not hand out the deleted stream's id again.
+    assert_eq!(s.id, 2);
+    engine.delete_stream(&stream()).unwrap();
+
+    // When: a client explicitly asks for the deleted stream's id 1 and its
+    // topic gets id 1 again, so the new partition's directory is exactly
+    // where the leftover files are.
+    let s = engine.create_stream(Some(1), STREAM).unwrap();
+    assert_eq!(s.id, 1);
+    let t = engine
+        .create_topic(&stream(), None, TOPIC, 1, opts, 0, 0, 1)
+        .unwrap();
+    assert_eq!(t.id, 1);
+    send(&mut engine, 1000, 1);
+
+    // Then: the new stream holds only what was sent to it, before and after
+    // a restart and a power loss.
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m1000"]);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), None);
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m1000"]);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), None);
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m1000"]);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), None);
+    assert_eq!(report.stale_records, 0);
+    assert_eq!(
+        segment_files(&sim, Path::new(DATA_DIR), "log"),
+        [segment_name(0, 0, "log")]
+    );
+}
+
+#[test]
+fn ids_of_deleted_resources_are_never_reused_even_after_a_restart() {
+    // Given: streams, topics, partitions and groups, some deleted, some with
+    // explicit ids.
+    let backend = Backend::sim();
+    let mut engine = backend.open();
+    setup_partitions(&mut engine, buffered(), 3);
+    engine.create_stream(None, "second").unwrap();
+    engine.delete_stream(&"second".into()).unwrap();
+    engine
+        .create_topic(&stream(), Some(7), "seventh", 1, buffered(), 0, 0, 1)
+        .unwrap();
+    engine.delete_topic(&stream(), &"seventh".into()).unwrap();
+    engine
+        .create_group(&stream(), &topic(), Some(4), "fourth")
+        .unwrap();
+    engine
+        .delete_group(&stream(), &topic(), &"fourth".into())
+        .unwrap();
+    assert_eq!(
+        engine.delete_partitions(&stream(), &topic(), 2).unwrap(),
+        [3, 2]
+    );
+    let before = engine.metadata().clone();
+
+    // When: the engine restarts.
+    let (mut engine, _) = backend.restart(engine);
+    assert_eq!(engine.metadata(), &before);
+
+    // Then: every new resource gets an id above every id ever used in its scope.
+    assert_eq!(engine.create_stream(None, "third").unwrap().id, 3);
+    let t = engine
+        .create_topic(&stream(), None, "eighth", 0, buffered(), 0, 0, 1)
+        .unwrap();
+    assert_eq!(t.id, 8);
+    assert_eq!(
+        engine.create_partitions(&stream(), &topic(), 2).unwrap(),
+        [4, 5]
+    );
+    let g = engine
+        .create_group(&stream(), &topic(), None, "fifth")
+        .unwrap();
+    assert_eq!(g.id, 5);
+    assert_eq!(
+        engine.create_partitions(&stream(), &topic(), 1).unwrap(),
+        [6]
+    );
+    // And: an explicit id still may not collide with a live one.
+    assert!(matches!(
+        engine.create_stream(Some(3), "fourth"),
+        Err(EngineError::IdTaken {
+            kind: "stream",
+            id: 3
+        })
+    ));
+    // And: a new stream's and topic's own id spaces start at 1.
+    let third: Identifier = "third".into();
+    let t = engine
+        .create_topic(&third, None, "first", 1, buffered(), 0, 0, 1)
+        .unwrap();
+    assert_eq!(t.id, 1);
+    let first: Identifier = "first".into();
+    assert_eq!(
+        engine
+            .topic(&third, &first)
+            .unwrap()
+            .partitions
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [1]
+    );
 }
 
 #[test]
