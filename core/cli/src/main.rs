@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod sim;
+mod status;
 
 use clap::{Parser, Subcommand};
 use sluice_server::clock::{Clock, SystemClock};
@@ -58,6 +59,14 @@ enum Command {
     /// The deterministic simulator: crash-point explorer and seeded random runs.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Show the purge status of a running server (GET /status/purge) as a
+    /// table, or as the raw JSON with --json.
+    ///
+    /// Credentials, first match wins: --username/--password; SLUICE_ROOT_USERNAME
+    /// and SLUICE_ROOT_PASSWORD; IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD;
+    /// --with-default-root-credentials (iggy/iggy). Exits 1 when the server is
+    /// unreachable or refuses, 2 on usage errors.
+    Status(status::StatusArgs),
     /// Run the engine end to end on the real disk and report what recovery found.
     SelfCheck {
         /// Data directory (created if missing).
@@ -103,6 +112,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Sim(cmd) => sim::main(cmd),
+        Command::Status(args) => status::main(args),
         Command::Server(args) => match run_server(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
