@@ -105,6 +105,10 @@ pub struct Engine {
     balance: BTreeMap<(u32, u32), u32>,
     ids: SimRng,
     reconciler: Reconciler,
+    /// Set when a metadata save failed and putting the previous metadata back
+    /// failed too: the file a restart would read may hold a change memory does
+    /// not. Until a save succeeds again, the engine serves and changes nothing.
+    metadata_in_doubt: Option<String>,
 }
 
 /// What one reconciler pass did.
@@ -201,6 +205,7 @@ impl Engine {
             partitions: BTreeMap::new(),
             balance: BTreeMap::new(),
             reconciler: Reconciler::new(config.reconciler),
+            metadata_in_doubt: None,
             config,
         };
         let report = engine.recover_partitions()?;
@@ -316,12 +321,55 @@ impl Engine {
     /// Applies `change` to a copy of the metadata and commits it durably; the
     /// in-memory metadata changes only if the commit succeeded.
     fn commit<T>(&mut self, change: impl FnOnce(&mut Metadata) -> Result<T>) -> Result<T> {
+        self.settle_metadata()?;
         let mut next = self.meta.clone();
         let out = change(&mut next)?;
         next.version = self.meta.version + 1;
-        self.store.save(&next)?;
-        self.meta = next;
-        Ok(out)
+        match self.store.save(&next) {
+            Ok(()) => {
+                self.meta = next;
+                Ok(out)
+            }
+            Err(e) => {
+                // The failed save may still have renamed the new file into
+                // place (only its directory sync failed): a restart could read
+                // a change this process is about to report as failed, and
+                // writes acknowledged meanwhile under the old metadata would be
+                // lost to it. Put the previous metadata back on disk first.
+                tracing::warn!(error = %e, "metadata save failed; restoring the previous metadata");
+                let mut back = self.meta.clone();
+                back.version = next.version + 1;
+                match self.store.save(&back) {
+                    Ok(()) => self.meta = back,
+                    Err(e2) => {
+                        tracing::error!(error = %e2, "could not restore the previous metadata; refusing service until a save succeeds");
+                        self.metadata_in_doubt = Some(format!("{e}; then {e2}"));
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// If the metadata on disk is in doubt, tries to make it match memory
+    /// again; refuses with a typed error while it cannot.
+    fn settle_metadata(&mut self) -> Result<()> {
+        let Some(reason) = self.metadata_in_doubt.clone() else {
+            return Ok(());
+        };
+        let mut again = self.meta.clone();
+        again.version = self.meta.version + 2;
+        match self.store.save(&again) {
+            Ok(()) => {
+                tracing::info!("metadata settled again after an earlier failed save");
+                self.meta = again;
+                self.metadata_in_doubt = None;
+                Ok(())
+            }
+            Err(e) => Err(EngineError::Unavailable(format!(
+                "metadata could not be made durable ({reason}; retry: {e})"
+            ))),
+        }
     }
 
     // ---- lookups -------------------------------------------------------
@@ -368,6 +416,7 @@ impl Engine {
         topic: &Identifier,
         partition: u32,
     ) -> Result<&mut Partition> {
+        self.settle_metadata()?;
         let (s, t) = self.resolve_topic(stream, topic)?;
         let key = PartitionKey {
             stream: s,

@@ -42,6 +42,9 @@ pub enum EngineError {
     },
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
+    /// The engine cannot currently guarantee what it would acknowledge.
+    #[error("temporarily unavailable: {0}")]
+    Unavailable(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -97,16 +97,15 @@ impl SlotLayout {
             frame::decode::<Slot<T>>(self.magic, self.version, &bytes[start..end], max)
                 .map(|(s, _)| s)
         };
-        // A slot that is absent or all zeros was never written. A file whose
-        // only written slot is damaged never held a complete record: the very
-        // first write was torn, which acknowledged nothing.
-        let never_written = |i: usize| {
-            let start = (i * self.slot_size).min(bytes.len());
-            let end = ((i + 1) * self.slot_size).min(bytes.len());
-            bytes[start..end].iter().all(|&b| b == 0)
-        };
+        // Record 1 always goes to slot 1, at the end of the file. If slot 0 was
+        // never written (absent or zeros) and slot 1 is cut short, the very
+        // first write was torn: nothing was ever acknowledged, so the file is
+        // empty, not corrupt. Full-length damage (a flipped bit) stays Invalid.
+        let slot0_never_written = bytes[..self.slot_size.min(bytes.len())]
+            .iter()
+            .all(|&b| b == 0);
         match (slot(0), slot(1)) {
-            (Err(_), Err(_)) if never_written(0) || never_written(1) => SlotRead::Empty,
+            (Err(_), Err(FrameError::Truncated { .. })) if slot0_never_written => SlotRead::Empty,
             (Ok(a), Ok(b)) => {
                 let (newer, _) = if a.seq >= b.seq { (a, b) } else { (b, a) };
                 SlotRead::Valid {

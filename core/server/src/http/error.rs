@@ -243,6 +243,13 @@ impl From<EngineError> for ApiError {
                     Some("partition_id"),
                 )
             }
+            EngineError::Unavailable(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                1,
+                "unavailable",
+                reason,
+                None,
+            ),
             EngineError::CorruptFile { .. }
             | EngineError::Storage(_)
             | EngineError::Internal(_) => {

@@ -265,11 +265,18 @@ impl Partition {
         }
         self.ob_mut()?.files_deleted().map_err(transition)?;
         self.persist_obligation()?;
-        // Sync every directory that lost a name; each counts only for itself.
-        for dir in self.ob()?.unconfirmed_dirs() {
+        // Sync all three directories, each counting only for itself. Not only
+        // those this attempt removed names from: a dead file may also have been
+        // unlinked by an earlier buffered offset delete whose directory sync
+        // never happened (perhaps in a process that has since crashed, so no
+        // tracker remembers it); `Applied` must mean no dead file is durable.
+        let must_confirm = self.ob()?.unconfirmed_dirs();
+        for dir in DirKind::ALL {
             let storage = self.storage.clone();
             self.tracker_mut(dir).sync(storage.as_ref())?;
-            self.ob_mut()?.dir_confirmed(dir).map_err(transition)?;
+            if must_confirm.contains(&dir) {
+                self.ob_mut()?.dir_confirmed(dir).map_err(transition)?;
+            }
         }
         self.ob_mut()?.dirs_synced().map_err(transition)?;
         self.persist_obligation()?;
