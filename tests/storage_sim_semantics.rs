@@ -410,7 +410,10 @@ fn halt_after_stops_every_later_call_until_the_next_crash() {
     assert_eq!(f.append(b"never").unwrap_err().kind, ErrorKind::Io);
     assert!(sim.remove_file(p("/a/f")).is_err());
     assert_eq!(sim.op_count(), traced);
-    assert_eq!(sim.cached_view().get("/a/f"), Some(&NodeView::File(b"lands".to_vec())));
+    assert_eq!(
+        sim.cached_view().get("/a/f"),
+        Some(&NodeView::File(b"lands".to_vec()))
+    );
     // A crash lifts the halt.
     sim.crash(Crash::Process);
     assert!(sim.exists(p("/a/f")).unwrap());

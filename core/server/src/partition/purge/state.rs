@@ -141,12 +141,21 @@ impl Obligation {
     /// In `Requested`: records names about to be removed, *before* they are
     /// removed, so a crash in the middle of the removals leaves them known to
     /// the next process (which must make their removal durable).
-    pub fn plan_removals(&mut self, names: &BTreeMap<DirKind, BTreeSet<String>>) -> Result<(), TransitionError> {
+    pub fn plan_removals(
+        &mut self,
+        names: &BTreeMap<DirKind, BTreeSet<String>>,
+    ) -> Result<(), TransitionError> {
         if self.state != PurgeState::Requested {
-            return Err(TransitionError { from: self.state, via: "plan_removals" });
+            return Err(TransitionError {
+                from: self.state,
+                via: "plan_removals",
+            });
         }
         for (dir, n) in names {
-            self.removed.entry(*dir).or_default().extend(n.iter().cloned());
+            self.removed
+                .entry(*dir)
+                .or_default()
+                .extend(n.iter().cloned());
         }
         self.removed.retain(|_, n| !n.is_empty());
         Ok(())
@@ -158,7 +167,10 @@ impl Obligation {
     /// obligation slot can name.
     pub fn round_confirmed(&mut self, dirs: &[DirKind]) -> Result<(), TransitionError> {
         if self.state != PurgeState::Requested {
-            return Err(TransitionError { from: self.state, via: "round_confirmed" });
+            return Err(TransitionError {
+                from: self.state,
+                via: "round_confirmed",
+            });
         }
         for dir in dirs {
             self.removed.remove(dir);
@@ -170,7 +182,10 @@ impl Obligation {
     /// recorded by `plan_removals` first).
     pub fn files_deleted(&mut self) -> Result<(), TransitionError> {
         if self.state != PurgeState::Requested {
-            return Err(TransitionError { from: self.state, via: "files_deleted" });
+            return Err(TransitionError {
+                from: self.state,
+                via: "files_deleted",
+            });
         }
         self.confirmed.clear();
         self.state = PurgeState::FilesDeleted;
@@ -283,7 +298,10 @@ mod tests {
         assert!(o.applied().is_err());
         o.plan_removals(&names(DirKind::Consumers, &["7"])).unwrap();
         o.files_deleted().unwrap();
-        assert!(o.plan_removals(&names(DirKind::Groups, &["1"])).is_err(), "plans only while Requested");
+        assert!(
+            o.plan_removals(&names(DirKind::Groups, &["1"])).is_err(),
+            "plans only while Requested"
+        );
         assert!(o.applied().is_err());
         assert!(o.dirs_synced().is_err(), "consumers/ not confirmed yet");
         o.dir_confirmed(DirKind::Consumers).unwrap();
@@ -295,7 +313,8 @@ mod tests {
     #[test]
     fn a_retry_forgets_confirmations_but_keeps_unconfirmed_names() {
         let mut o = Obligation::request(1);
-        o.plan_removals(&names(DirKind::Groups, &["1", "2"])).unwrap();
+        o.plan_removals(&names(DirKind::Groups, &["1", "2"]))
+            .unwrap();
         o.files_deleted().unwrap();
         o.dir_confirmed(DirKind::Groups).unwrap();
         o.retry();
@@ -309,9 +328,13 @@ mod tests {
     #[test]
     fn a_confirmed_round_forgets_only_its_directories() {
         let mut o = Obligation::request(2);
-        o.plan_removals(&names(DirKind::Segments, &["a.log"])).unwrap();
+        o.plan_removals(&names(DirKind::Segments, &["a.log"]))
+            .unwrap();
         o.plan_removals(&names(DirKind::Consumers, &["1"])).unwrap();
         o.round_confirmed(&[DirKind::Segments]).unwrap();
-        assert_eq!(o.removed().keys().copied().collect::<Vec<_>>(), vec![DirKind::Consumers]);
+        assert_eq!(
+            o.removed().keys().copied().collect::<Vec<_>>(),
+            vec![DirKind::Consumers]
+        );
     }
 }
