@@ -18,7 +18,7 @@ use sluice_server::partition::Consumer;
 use sluice_server::partition::PollingStrategy;
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::purge::PurgeState;
-use sluice_server::{Engine, EngineConfig, Identifier, Partitioning};
+use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
     Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, OpenMode, SimConfig, SimStorage,
@@ -53,15 +53,13 @@ impl FailedDir {
     }
 }
 
-fn open(sim: &SimStorage) -> Engine {
+fn open(sim: &SimStorage, mode: PurgeMode) -> Engine {
     let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
-    Engine::open(
-        storage,
-        Arc::new(ManualClock::new(1_000_000)),
-        EngineConfig::new(DATA, 7),
-    )
-    .unwrap()
-    .0
+    let mut config = EngineConfig::new(DATA, 7);
+    config.purge_mode = mode;
+    Engine::open(storage, Arc::new(ManualClock::new(1_000_000)), config)
+        .unwrap()
+        .0
 }
 
 fn s() -> Identifier {
@@ -134,8 +132,8 @@ fn offset_generation(bytes: &[u8]) -> Option<u64> {
 }
 
 struct Outcome {
-    /// The obligation state right after the purge call returned.
-    state_after_failed_attempt: PurgeState,
+    /// The obligation state right after the purge call returned (none for the naive purge).
+    state_after_failed_attempt: Option<PurgeState>,
     recovered: Engine,
     sim: SimStorage,
 }
@@ -148,6 +146,7 @@ fn scenario(
     policy: Durability,
     semantics: SyncFailureSemantics,
     retry_before_power_loss: bool,
+    mode: PurgeMode,
 ) -> Outcome {
     // Given: a topic with an old history and offsets, all durable.
     let sim = SimStorage::new(SimConfig {
@@ -155,7 +154,7 @@ fn scenario(
         sync_failure: semantics,
         capacity: None,
     });
-    let mut engine = open(&sim);
+    let mut engine = open(&sim, mode);
     engine.create_stream(None, STREAM).unwrap();
     let options = TopicOptions {
         durability: policy,
@@ -193,7 +192,11 @@ fn scenario(
         );
     }
     engine.purge_topic(&s(), &t()).unwrap();
-    let state_after_failed_attempt = engine.partition(KEY).unwrap().obligation().unwrap().state();
+    let state_after_failed_attempt = engine
+        .partition(KEY)
+        .unwrap()
+        .obligation()
+        .map(|o| o.state());
 
     // Fresh acknowledged writes of the new history.
     send(&mut engine, &["new-0", "new-1"]);
@@ -224,7 +227,7 @@ fn scenario(
     // Power is cut; sluice restarts, recovers and finishes cleanup.
     drop(engine);
     sim.crash(Crash::PowerLoss);
-    let mut recovered = open(&sim);
+    let mut recovered = open(&sim, mode);
     recovered.reconcile_until_idle(10);
     Outcome {
         state_after_failed_attempt,
@@ -238,13 +241,21 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
         let ctx = format!(
             "failed={failed:?} policy={policy:?} semantics={semantics:?} retry_before_power_loss={retry}"
         );
-        let mut o = scenario(failed, policy, semantics, retry);
+        let mut o = scenario(failed, policy, semantics, retry, PurgeMode::Obligation);
 
         // Then: the failed attempt did not reach Applied.
         if failed.suffix().is_some() {
-            assert_ne!(o.state_after_failed_attempt, PurgeState::Applied, "{ctx}");
+            assert_ne!(
+                o.state_after_failed_attempt,
+                Some(PurgeState::Applied),
+                "{ctx}"
+            );
         } else {
-            assert_eq!(o.state_after_failed_attempt, PurgeState::Applied, "{ctx}");
+            assert_eq!(
+                o.state_after_failed_attempt,
+                Some(PurgeState::Applied),
+                "{ctx}"
+            );
         }
         // After recovery and cleanup: the obligation is Applied and no dead file is durable.
         let ob = o.recovered.partition(KEY).unwrap().obligation().unwrap();
@@ -348,4 +359,46 @@ matrix! {
     segments_sync_fails_persisted_forgiving: Segments, Persisted, Forgiving;
     control_successful_sync_buffered: NoFailure, Buffered, Linux;
     control_successful_sync_persisted: NoFailure, Persisted, Linux;
+}
+
+/// Teeth: the same scenario against the naive purge (Apache Iggy's order:
+/// delete, sync with warnings only, record the generation, no filtering at
+/// recovery) shows the bug: an offset or a message of the purged history is
+/// visible again after the power loss.
+fn naive_shows_the_bug(failed: FailedDir, policy: Durability) -> bool {
+    let mut o = scenario(failed, policy, Linux, false, PurgeMode::NaiveIggyOrder);
+    let e = &mut o.recovered;
+    let old_consumer = e
+        .get_offset(&s(), &t(), 1, Consumer::consumer(2))
+        .unwrap()
+        .map(|x| x.1)
+        == Some(7);
+    let old_group = e
+        .get_offset(&s(), &t(), 1, Consumer::group(1))
+        .unwrap()
+        .map(|x| x.1)
+        == Some(6);
+    let old_messages = poll_next(e, Consumer::consumer(2))
+        .iter()
+        .any(|(_, p)| p.starts_with("old-"));
+    match failed {
+        FailedDir::Consumers => old_consumer,
+        FailedDir::Groups => old_group,
+        FailedDir::Segments => old_messages,
+        FailedDir::None => old_consumer || old_group || old_messages,
+    }
+}
+
+#[test]
+fn the_naive_purge_fails_the_same_scenarios() {
+    for failed in [Consumers, Groups, Segments] {
+        for policy in [Buffered, Persisted] {
+            assert!(
+                naive_shows_the_bug(failed, policy),
+                "naive purge not caught: failed={failed:?} policy={policy:?}"
+            );
+        }
+    }
+    // Control: with every sync succeeding, even the naive purge works.
+    assert!(!naive_shows_the_bug(NoFailure, Persisted));
 }

@@ -87,6 +87,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                 stride,
                 second_crash_points,
                 second_stride: 1,
+                purge_mode: Default::default(),
             };
             let started = std::time::Instant::now();
             let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -217,7 +218,7 @@ fn replay(w: Workload, case: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run_case(w, &case) {
+    match run_case(w, &case, Default::default()) {
         Ok((violations, _)) => {
             println!("case {case}: {} violations", violations.len());
             for v in &violations {

@@ -47,6 +47,20 @@ pub struct EngineConfig {
     /// state, so a restart does not replay an earlier run's ids).
     pub seed: u64,
     pub reconciler: ReconcilerConfig,
+    pub purge_mode: PurgeMode,
+}
+
+/// How purges clean up. Only `Obligation` exists in a normal build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PurgeMode {
+    /// The crash-safe purge: one commit point, generation filtering, a cleanup
+    /// obligation driven to `Applied` (docs/adr/0003-purge-obligation.md).
+    #[default]
+    Obligation,
+    /// Apache Iggy's order (delete, sync with warnings, record the generation,
+    /// no filtering), kept only to prove the tests have teeth.
+    #[cfg(feature = "naive-purge")]
+    NaiveIggyOrder,
 }
 
 impl EngineConfig {
@@ -58,6 +72,7 @@ impl EngineConfig {
                 seed,
                 ..ReconcilerConfig::default()
             },
+            purge_mode: PurgeMode::default(),
         }
     }
 }
@@ -232,12 +247,18 @@ impl Engine {
         let mut report = RecoveryReport::default();
         for key in self.meta.partition_keys() {
             let (options, generation) = self.partition_settings(key)?;
+            let floor = match self.config.purge_mode {
+                PurgeMode::Obligation => generation,
+                #[cfg(feature = "naive-purge")]
+                PurgeMode::NaiveIggyOrder => 0,
+            };
             let partition = match Partition::recover(
                 self.storage.clone(),
                 &self.config.data_dir,
                 key,
                 options,
                 generation,
+                floor,
             ) {
                 Ok((p, r)) => {
                     report.messages += p.log().message_count();
@@ -1013,6 +1034,33 @@ impl Engine {
                     reason: reason.to_string(),
                 });
             }
+        }
+        #[cfg(feature = "naive-purge")]
+        if self.config.purge_mode == PurgeMode::NaiveIggyOrder {
+            // Iggy's order: delete and sync (warnings only) first, then record
+            // the generation; no obligation, nothing left for the reconciler.
+            for key in &keys {
+                if let Some(p) = self.partitions.get_mut(key) {
+                    p.naive_cleanup();
+                }
+            }
+            let generations = self.commit(|m| {
+                let mut out = Vec::with_capacity(keys.len());
+                for key in &keys {
+                    let p = m
+                        .partition_mut(*key)
+                        .ok_or_else(|| EngineError::Internal(format!("no partition {key}")))?;
+                    p.committed_generation += 1;
+                    out.push((*key, p.committed_generation));
+                }
+                Ok(out)
+            })?;
+            for (key, generation) in generations {
+                if let Some(p) = self.partitions.get_mut(&key) {
+                    p.reset_to_generation(generation);
+                }
+            }
+            return Ok(());
         }
         let generations = self.commit(|m| {
             let mut out = Vec::with_capacity(keys.len());

@@ -21,6 +21,6 @@ pub mod partition;
 pub mod server;
 pub mod slots;
 
-pub use engine::{Engine, EngineConfig, Partitioning, RecoveryReport, Sent};
+pub use engine::{Engine, EngineConfig, Partitioning, PurgeMode, RecoveryReport, Sent};
 pub use error::{EngineError, Result};
 pub use identifier::Identifier;

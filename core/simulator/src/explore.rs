@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
+use sluice_server::PurgeMode;
 use sluice_server::metadata::Durability;
 use sluice_storage::{Crash, FaultMode, SyncFailureSemantics};
 
@@ -24,6 +25,9 @@ use crate::world::World;
 pub const WRITEBACK_SEEDS: [u64; 3] = [1, 2, 3];
 /// Operations the "continue, then crash" variant lets run after the fault.
 pub const CONTINUE_OPS: u64 = 4;
+/// The "finish the workload, then crash" variant: the fault's consequences
+/// (a failed sync that was only logged, say) are acknowledged before the crash.
+pub const TO_END: u64 = 1 << 32;
 const CLEANUP_PASSES: u32 = 20;
 
 /// One explored state.
@@ -143,6 +147,8 @@ pub struct Bounds {
     pub second_crash_points: u64,
     /// Explore second crashes for every `second_stride`-th first-crash index.
     pub second_stride: u64,
+    /// The purge under test (the naive one only exists for teeth tests).
+    pub purge_mode: PurgeMode,
 }
 
 impl Bounds {
@@ -151,6 +157,7 @@ impl Bounds {
             stride: 1,
             second_crash_points: 64,
             second_stride: 1,
+            purge_mode: PurgeMode::default(),
         }
     }
 }
@@ -160,8 +167,9 @@ fn window_range(
     workload: Workload,
     policy: Durability,
     semantics: SyncFailureSemantics,
+    mode: PurgeMode,
 ) -> Result<(u64, u64), String> {
-    let mut world = build(workload, policy, semantics)?;
+    let mut world = build(workload, policy, semantics, mode)?;
     let first = world.sim.op_count();
     for step in workload.window() {
         world.step(&step);
@@ -173,8 +181,9 @@ fn build(
     workload: Workload,
     policy: Durability,
     semantics: SyncFailureSemantics,
+    mode: PurgeMode,
 ) -> Result<World, String> {
-    let mut world = World::new(semantics, workload.shape(policy), 42)?;
+    let mut world = World::with_mode(semantics, workload.shape(policy), 42, mode)?;
     for step in workload.setup() {
         if !world.step(&step) {
             return Err(format!("setup step {step:?} failed"));
@@ -185,8 +194,12 @@ fn build(
 
 /// Runs one case; returns its violations and the trace range of recovery
 /// plus the first reconciler pass (for second-crash exploration).
-pub fn run_case(workload: Workload, case: &Case) -> Result<(Vec<Violation>, (u64, u64)), String> {
-    let mut world = build(workload, case.policy, case.semantics)?;
+pub fn run_case(
+    workload: Workload,
+    case: &Case,
+    mode: PurgeMode,
+) -> Result<(Vec<Violation>, (u64, u64)), String> {
+    let mut world = build(workload, case.policy, case.semantics, mode)?;
     if let Some(mode) = case.fault {
         world.sim.fail_at(case.index, mode);
     }
@@ -283,7 +296,7 @@ pub fn explore(
     };
     for policy in [Durability::Buffered, Durability::Persisted] {
         for semantics in [SyncFailureSemantics::Linux, SyncFailureSemantics::Forgiving] {
-            let (first, end) = window_range(workload, policy, semantics)?;
+            let (first, end) = window_range(workload, policy, semantics, bounds.purge_mode)?;
             let mut index = first;
             while index < end {
                 for fault in [
@@ -293,7 +306,7 @@ pub fn explore(
                     Some(FaultMode::TornWrite),
                 ] {
                     for crash in crashes() {
-                        for continue_ops in [0, CONTINUE_OPS] {
+                        for continue_ops in [0, CONTINUE_OPS, TO_END] {
                             let case = Case {
                                 policy,
                                 semantics,
@@ -303,11 +316,11 @@ pub fn explore(
                                 continue_ops,
                                 second: None,
                             };
-                            let (vs, (r0, r1)) = run_case(workload, &case)?;
-                            let phase = if continue_ops == 0 {
-                                "crash_at_op"
-                            } else {
-                                "crash_after_continuing"
+                            let (vs, (r0, r1)) = run_case(workload, &case, bounds.purge_mode)?;
+                            let phase = match continue_ops {
+                                0 => "crash_at_op",
+                                CONTINUE_OPS => "crash_after_continuing",
+                                _ => "crash_after_the_workload",
                             };
                             record(&mut report, phase, &case, vs);
                             let second_here = bounds.second_crash_points > 0
@@ -324,7 +337,7 @@ pub fn explore(
                                         second: Some(j),
                                         ..case
                                     };
-                                    let (vs, _) = run_case(workload, &two)?;
+                                    let (vs, _) = run_case(workload, &two, bounds.purge_mode)?;
                                     record(&mut report, "second_crash_in_recovery", &two, vs);
                                     j += step;
                                 }

@@ -12,7 +12,7 @@ use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::{OBLIGATION_LAYOUT, Obligation, PurgeState};
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::slots::SlotRead;
-use sluice_server::{Engine, EngineConfig, Identifier, Partitioning};
+use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{Crash, DurableStorage, SimConfig, SimStorage, SyncFailureSemantics};
 
@@ -68,6 +68,7 @@ pub struct World {
     /// (is_group, id) pairs a workload has touched, per partition.
     consumers: BTreeMap<u32, Vec<(bool, u32)>>,
     seed: u64,
+    purge_mode: PurgeMode,
 }
 
 fn s() -> Identifier {
@@ -89,6 +90,17 @@ pub fn key(partition: u32) -> PartitionKey {
 impl World {
     /// A fresh world with the stream, topic (and group 1) created, durable.
     pub fn new(semantics: SyncFailureSemantics, shape: Shape, seed: u64) -> Result<World, String> {
+        World::with_mode(semantics, shape, seed, PurgeMode::default())
+    }
+
+    /// A world whose engine purges with `purge_mode` (the naive mode exists
+    /// only in builds with the `naive-purge` feature, for teeth tests).
+    pub fn with_mode(
+        semantics: SyncFailureSemantics,
+        shape: Shape,
+        seed: u64,
+        purge_mode: PurgeMode,
+    ) -> Result<World, String> {
         let sim = SimStorage::new(SimConfig {
             seed,
             sync_failure: semantics,
@@ -102,6 +114,7 @@ impl World {
             clock: Arc::new(ManualClock::new(1_000_000)),
             consumers: BTreeMap::new(),
             seed,
+            purge_mode,
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine_mut()?;
@@ -140,6 +153,7 @@ impl World {
         self.clock.advance(1_000_000);
         let mut config = EngineConfig::new(DATA_DIR, self.seed);
         config.reconciler.seed = self.seed;
+        config.purge_mode = self.purge_mode;
         let (engine, _) =
             Engine::open(storage, self.clock.clone(), config).map_err(|e| e.to_string())?;
         self.engine = Some(engine);

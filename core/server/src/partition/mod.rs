@@ -11,6 +11,8 @@
 //!   may have dropped).
 
 pub mod log;
+#[cfg(feature = "naive-purge")]
+pub mod naive;
 pub mod offsets;
 pub mod purge;
 pub mod reconciler;
@@ -179,12 +181,16 @@ impl Partition {
     }
 
     /// Rebuilds the partition of `generation` from storage.
+    /// `floor` is the oldest generation recovery accepts: the committed
+    /// generation in production (everything older is ignored), 0 only for the
+    /// naive purge kept for tests.
     pub fn recover(
         storage: Arc<dyn DurableStorage>,
         data_dir: &Path,
         key: PartitionKey,
         options: TopicOptions,
         generation: u64,
+        floor: u64,
     ) -> Result<(Partition, PartitionRecovery)> {
         let paths = PartitionPaths::new(data_dir, key);
         // The engine makes a partition's directories durable before it commits
@@ -215,6 +221,7 @@ impl Partition {
             storage.clone(),
             &paths.segments,
             generation,
+            floor,
             options.segment_size,
         )?;
         let (consumers, c_report) = OffsetStore::recover(
@@ -222,12 +229,14 @@ impl Partition {
             OffsetKind::Consumer,
             &paths.consumers,
             generation,
+            floor,
         )?;
         let (groups, g_report) = OffsetStore::recover(
             storage.clone(),
             OffsetKind::Group,
             &paths.groups,
             generation,
+            floor,
         )?;
         let mut partition = Partition::assemble(
             storage, paths, key, options, generation, log, consumers, groups,

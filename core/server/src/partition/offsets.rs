@@ -111,11 +111,15 @@ impl OffsetStore {
     }
 
     /// Loads every record of `generation`; reports the rest.
+    /// Records of a generation below `floor` are stale (ignored). Production
+    /// passes `floor == generation`; only the naive purge kept for tests
+    /// passes a lower one.
     pub fn recover(
         storage: Arc<dyn DurableStorage>,
         kind: OffsetKind,
         dir: &Path,
         generation: u64,
+        floor: u64,
     ) -> Result<(Self, OffsetRecovery)> {
         let mut store = OffsetStore::empty(storage.clone(), kind, dir, generation);
         let mut report = OffsetRecovery::default();
@@ -141,7 +145,7 @@ impl OffsetStore {
                     value,
                     damaged,
                 } => {
-                    if value.generation < generation {
+                    if value.generation < floor {
                         report.stale.push(name);
                         continue;
                     }

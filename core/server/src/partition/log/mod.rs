@@ -87,10 +87,14 @@ impl Log {
     }
 
     /// Rebuilds the log of `generation` from its directory.
+    /// Segments of a generation below `floor` are stale (reported, never
+    /// opened). Production passes `floor == generation`; only the naive purge
+    /// kept for tests passes a lower floor (no filtering, as Iggy recovers).
     pub fn recover(
         storage: Arc<dyn DurableStorage>,
         dir: &Path,
         generation: u64,
+        floor: u64,
         segment_size: u64,
     ) -> Result<(Log, LogRecovery)> {
         let mut log = Log::empty(storage.clone(), dir, generation, segment_size);
@@ -106,18 +110,18 @@ impl Log {
         let mut bases = Vec::new();
         for name in &names {
             match parse_segment_name(name) {
-                Some((g, _, _)) if g < generation => report.stale_files.push(name.clone()),
-                Some((g, base, "log")) if g == generation => bases.push(base),
-                Some((g, _, "idx")) if g == generation => {}
+                Some((g, _, _)) if g < floor => report.stale_files.push(name.clone()),
+                Some((g, base, "log")) if g <= generation => bases.push((g, base)),
+                Some((g, _, "idx")) if g <= generation => {}
                 _ => report.foreign_files.push(name.clone()),
             }
         }
         // The listing is sorted, so `bases` is in offset order and only the
         // last one may end in a torn write.
         let last = bases.len().checked_sub(1);
-        for (i, &base) in bases.iter().enumerate() {
+        for (i, &(seg_generation, base)) in bases.iter().enumerate() {
             let (seg, issue) =
-                Segment::recover(storage.as_ref(), dir, generation, base, Some(i) == last)?;
+                Segment::recover(storage.as_ref(), dir, seg_generation, base, Some(i) == last)?;
             if let Some(issue) = issue {
                 tracing::warn!(path = %seg.log_path.display(), ?issue, "cut a torn segment tail");
                 report.tail_cuts.push((seg.log_path.clone(), issue));
@@ -128,7 +132,7 @@ impl Log {
                 // beyond the real data, so it must not set `next_offset`.
                 drop(seg);
                 for ext in ["log", "idx"] {
-                    let name = segment_name(generation, base, ext);
+                    let name = segment_name(seg_generation, base, ext);
                     match storage.remove_file(&dir.join(&name)) {
                         Ok(()) => {}
                         Err(e) if e.kind == ErrorKind::NotFound => {}
