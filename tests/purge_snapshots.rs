@@ -1,0 +1,245 @@
+//! insta snapshots of what a purge does, step by step: the obligation states
+//! it persists and the normalised storage operations it issues, for a clean
+//! purge, each directory-sync failure followed by retries, a power loss at
+//! each persisted state followed by recovery, and a topic purge over several
+//! partitions. All on `SimStorage` through the production engine.
+//!
+//! A snapshot changes when the purge's I/O changes; review the diff as you
+//! would review the protocol (docs/adr/0003-purge-obligation.md).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use sluice_server::partition::purge::{OBLIGATION_LAYOUT, Obligation};
+use sluice_server::slots::SlotRead;
+use sluice_storage::{SimConfig, SyncFailureSemantics};
+use support::*;
+
+/// Strips the data directory and the partition prefix, so a line reads
+/// `p1 remove_file consumers/2`.
+fn normalise(path: &str) -> String {
+    let rest = path
+        .strip_prefix("/data/streams/1/topics/1/partitions/")
+        .unwrap_or(path);
+    match rest.split_once('/') {
+        Some((p, tail)) if p.parse::<u32>().is_ok() => format!("p{p} {tail}"),
+        None if rest.parse::<u32>().is_ok() => format!("p{rest} (partition directory)"),
+        _ => rest.to_string(),
+    }
+}
+
+/// The mutating operations (and syncs) from trace index `from` on, one per line.
+fn io_since(sim: &SimStorage, from: u64) -> String {
+    let mut out = String::new();
+    for e in sim.trace().into_iter().skip(from as usize) {
+        if !e.kind.is_mutation() && e.kind != OpKind::ListDir {
+            continue;
+        }
+        let mut line = format!("{} {}", e.kind, normalise(&e.path));
+        if let Some(t) = &e.target {
+            let _ = write!(line, " -> {}", normalise(t));
+        }
+        if let Some(f) = e.fault {
+            let _ = write!(line, " [fault {f}]");
+        }
+        if let Some(err) = e.error {
+            let _ = write!(line, " => {err}");
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The obligation as the disk holds it now (what a power loss would leave).
+fn durable_obligation(sim: &SimStorage, partition: u32) -> String {
+    let path = format!("/data/streams/1/topics/1/partitions/{partition}/purge.obligation");
+    match sim.durable_view().get(&path) {
+        Some(NodeView::File(bytes)) => match OBLIGATION_LAYOUT.decode::<Obligation>(bytes) {
+            SlotRead::Valid { value, seq, .. } => format!(
+                "seq {seq}: generation {} {} attempts {} removed {:?}",
+                value.generation(),
+                value.state().as_str(),
+                value.attempts(),
+                value.removed().values().map(|n| n.len()).sum::<usize>()
+            ),
+            SlotRead::Empty => "empty".into(),
+            SlotRead::Invalid { .. } => "invalid".into(),
+        },
+        _ => "absent (name not durable)".into(),
+    }
+}
+
+/// A topic with `partitions` partitions, an old history, a consumer and a
+/// group offset in each, everything durable.
+fn given(semantics: SyncFailureSemantics, partitions: u32) -> (SimStorage, Engine) {
+    let sim = SimStorage::new(SimConfig {
+        seed: 5,
+        sync_failure: semantics,
+        capacity: None,
+    });
+    let mut engine = sim_engine_on(&sim);
+    engine.create_stream(None, STREAM).unwrap();
+    let options = TopicOptions {
+        durability: Durability::Persisted,
+        consumer_offset_durability: Durability::Persisted,
+        ..TopicOptions::default()
+    };
+    engine
+        .create_topic(&stream(), None, TOPIC, partitions, options, 0, 0, 1)
+        .unwrap();
+    engine
+        .create_group(&stream(), &topic(), None, "billing")
+        .unwrap();
+    for p in 1..=partitions {
+        let batch = (0..3)
+            .map(|i| NewMessage::new(format!("old-{i}")))
+            .collect();
+        engine
+            .send(&stream(), &topic(), &Partitioning::PartitionId(p), batch)
+            .unwrap();
+        engine
+            .store_offset(&stream(), &topic(), p, Consumer::consumer(1), 1)
+            .unwrap();
+        engine
+            .store_offset(&stream(), &topic(), p, Consumer::group(1), 2)
+            .unwrap();
+    }
+    (sim, engine)
+}
+
+fn sim_engine_on(sim: &SimStorage) -> Engine {
+    let storage: std::sync::Arc<dyn DurableStorage> = std::sync::Arc::new(sim.clone());
+    Engine::open(
+        storage,
+        std::sync::Arc::new(ManualClock::new(START_MICROS)),
+        config(Path::new(DATA_DIR)),
+    )
+    .unwrap()
+    .0
+}
+
+#[test]
+fn clean_purge_of_one_partition() {
+    let (sim, mut engine) = given(SyncFailureSemantics::Linux, 1);
+    let from = sim.op_count();
+    engine.purge_partition(&stream(), &topic(), 1).unwrap();
+    let mut out = io_since(&sim, from);
+    let _ = writeln!(out, "durable obligation: {}", durable_obligation(&sim, 1));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn each_failed_directory_sync_then_retries() {
+    let mut out = String::new();
+    for dir in ["/segments", "/consumers", "/groups"] {
+        let (sim, mut engine) = given(SyncFailureSemantics::Linux, 1);
+        sim.fail_when(
+            OpMatcher::kind(OpKind::SyncDir).path_ends_with(dir),
+            Fault::io(FaultMode::Before),
+            0,
+            1,
+        );
+        let from = sim.op_count();
+        engine.purge_partition(&stream(), &topic(), 1).unwrap();
+        let _ = writeln!(
+            out,
+            "== sync of {dir} fails once (Linux semantics)\n-- first attempt"
+        );
+        out.push_str(&io_since(&sim, from));
+        let _ = writeln!(out, "durable obligation: {}", durable_obligation(&sim, 1));
+        let from = sim.op_count();
+        let passes = engine.reconcile_until_idle(5);
+        let _ = writeln!(out, "-- retry ({passes} pass)");
+        out.push_str(&io_since(&sim, from));
+        let _ = writeln!(out, "durable obligation: {}", durable_obligation(&sim, 1));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn power_loss_at_each_persisted_obligation_state_then_recovery() {
+    // The k-th sync of the obligation file is the k-th persisted state; failing
+    // the (k+1)-th leaves exactly k states on disk when the power goes.
+    let mut out = String::new();
+    for k in 0..6u32 {
+        let (sim, mut engine) = given(SyncFailureSemantics::Linux, 1);
+        sim.fail_when(
+            OpMatcher::kind(OpKind::SyncFile).path_ends_with("/purge.obligation"),
+            Fault::io(FaultMode::Before),
+            k,
+            u32::MAX,
+        );
+        engine.purge_partition(&stream(), &topic(), 1).unwrap();
+        let before = durable_obligation(&sim, 1);
+        drop(engine);
+        sim.crash(Crash::PowerLoss);
+        sim.clear_faults();
+        let mut engine = sim_engine_on(&sim);
+        let recovered = engine
+            .partition(key())
+            .and_then(|p| p.obligation())
+            .map_or("none".to_string(), |o| o.state().as_str().to_string());
+        engine.reconcile_until_idle(5);
+        let after = engine
+            .partition(key())
+            .and_then(|p| p.obligation())
+            .map_or("none".to_string(), |o| o.state().as_str().to_string());
+        let polled = engine
+            .poll(
+                &stream(),
+                &topic(),
+                1,
+                Consumer::consumer(1),
+                PollingStrategy::Next,
+                10,
+                false,
+            )
+            .unwrap()
+            .messages
+            .len();
+        let _ = writeln!(
+            out,
+            "{k} obligation syncs succeed | on disk: {before} | recovered: {recovered} | after reconcile: {after} | consumer 1 offset: {:?} | next returns {polled} old messages",
+            engine
+                .get_offset(&stream(), &topic(), 1, Consumer::consumer(1))
+                .unwrap(),
+        );
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn topic_purge_over_three_partitions_is_one_commit() {
+    let (sim, mut engine) = given(SyncFailureSemantics::Linux, 3);
+    let from = sim.op_count();
+    engine.purge_topic(&stream(), &topic()).unwrap();
+    let trace = io_since(&sim, from);
+    // The commit point: exactly one metadata rename, before any cleanup.
+    let renames: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.starts_with("rename") && l.contains("metadata"))
+        .collect();
+    assert_eq!(renames.len(), 1, "{trace}");
+    let first_cleanup = trace
+        .lines()
+        .position(|l| l.starts_with("remove_file p"))
+        .unwrap();
+    let commit = trace
+        .lines()
+        .position(|l| l.starts_with("rename") && l.contains("metadata"))
+        .unwrap();
+    assert!(commit < first_cleanup, "{trace}");
+    let mut out = trace;
+    for p in 1..=3 {
+        let _ = writeln!(
+            out,
+            "p{p} durable obligation: {}",
+            durable_obligation(&sim, p)
+        );
+    }
+    insta::assert_snapshot!(out);
+}
