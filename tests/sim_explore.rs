@@ -117,3 +117,18 @@ fn the_same_seed_gives_the_same_trace_hash() {
     assert_eq!(a.operations, b.operations);
     assert_ne!(a.trace_hash, c.trace_hash);
 }
+
+#[test]
+fn a_hundred_random_seeds_pass_the_oracle_at_every_step() {
+    let mut failed = Vec::new();
+    for seed in 1..=100u64 {
+        let r = run(seed, 150, Rates::default()).unwrap();
+        if !r.violations.is_empty() {
+            failed.push(format!(
+                "seed {seed}: {:?}\n  reproduce: sluice sim run --seed {seed} --steps 150",
+                r.violations.first()
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

@@ -38,6 +38,9 @@ pub struct PartitionModel {
     messages: Vec<(u64, String)>,
     /// Payloads of sends that failed in the current generation.
     maybe_messages: BTreeSet<String>,
+    /// Offsets at which the served history legitimately jumps: holes a
+    /// buffered power loss left, observed and accepted as the new baseline.
+    accepted_holes: BTreeSet<u64>,
     /// Payloads of every older generation: must never be served.
     purged: BTreeSet<String>,
     offsets: BTreeMap<(bool, u32), OffsetHistory>,
@@ -85,6 +88,7 @@ impl PartitionModel {
             purge_in_doubt: false,
             messages: Vec::new(),
             maybe_messages: BTreeSet::new(),
+            accepted_holes: BTreeSet::new(),
             purged: BTreeSet::new(),
             offsets: BTreeMap::new(),
             purged_offsets: BTreeSet::new(),
@@ -99,6 +103,7 @@ impl PartitionModel {
     fn start_generation(&mut self, generation: u64) {
         self.purged.extend(self.messages.drain(..).map(|(_, m)| m));
         self.purged.extend(std::mem::take(&mut self.maybe_messages));
+        self.accepted_holes.clear();
         for h in std::mem::take(&mut self.offsets).into_values() {
             self.purged_offsets.extend(h.acked.into_iter().flatten());
             self.purged_offsets.extend(h.maybe.into_iter().flatten());
@@ -148,7 +153,12 @@ impl Oracle {
                 h.acked.push(value);
                 p.acked_since_doubt |= p.purge_in_doubt;
             } else {
+                // A failed call leaves either state: the one it tried to
+                // reach, or the one before it (which a crash may bring back
+                // even if memory already shows the new one).
+                let before = h.acked.last().copied().flatten();
                 h.maybe.insert(value);
+                h.maybe.insert(before);
             }
         }
     }
@@ -260,14 +270,18 @@ impl Oracle {
             }
         }
         if !lossy {
+            let mut expected = 0u64;
             for (i, (offset, _)) in seen.history.iter().enumerate() {
-                if *offset != i as u64 {
+                if *offset != expected && !p.accepted_holes.contains(offset) {
                     out.push(v(
                         'a',
-                        format!("Next skipped: position {i} holds offset {offset}"),
+                        format!(
+                            "Next skipped: position {i} holds offset {offset}, expected {expected}"
+                        ),
                     ));
                     break;
                 }
+                expected = offset + 1;
             }
             let served: BTreeSet<&String> = seen.history.iter().map(|(_, m)| m).collect();
             let missing: Vec<&(u64, String)> = p
@@ -318,19 +332,26 @@ impl Oracle {
     /// re-established by observation (the next crash starts a new window).
     pub fn settle(&mut self, key: PartitionKey, seen: &Observed) {
         if let Some(p) = self.partitions.get_mut(&key) {
-            // What is served now is the new baseline of the current generation
-            // (maybe-messages that were served are part of it now).
-            p.messages = seen
-                .history
-                .iter()
-                .filter(|(_, m)| !p.purged.contains(m))
-                .cloned()
-                .collect();
-            p.maybe_messages.clear();
+            // Acknowledged messages a buffered power loss took are gone for
+            // good; the rest stay acknowledged. Messages of failed sends stay
+            // "maybe" even when served: they were never acknowledged, so a
+            // later crash may take them.
+            let served: BTreeSet<&String> = seen.history.iter().map(|(_, m)| m).collect();
+            p.messages.retain(|(_, m)| served.contains(m));
+            let mut expected = 0u64;
+            for (offset, _) in &seen.history {
+                if *offset != expected {
+                    p.accepted_holes.insert(*offset);
+                }
+                expected = offset + 1;
+            }
             for ((group, id), value) in &seen.offsets {
+                // The observed value is the latest state; earlier ones and the
+                // outcomes of failed calls stay possible after a crash.
                 let h = p.offsets.entry((*group, *id)).or_default();
-                h.acked = vec![*value];
-                h.maybe.clear();
+                if h.acked.last() != Some(value) {
+                    h.acked.push(*value);
+                }
             }
             p.lossy_messages = false;
             p.lossy_offsets = false;

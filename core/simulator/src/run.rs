@@ -109,6 +109,9 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                     seed: rng.next_u64(),
                 },
             };
+            if verbose() {
+                eprintln!("step {n}: crash {crash}");
+            }
             world.crash(crash);
             if let Err(e) = world.open() {
                 // Recovery itself hit an injected fault: try again, as an
@@ -168,7 +171,10 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                 }
                 _ => Step::Reconcile,
             };
-            world.step(&step);
+            let ok = world.step(&step);
+            if verbose() {
+                eprintln!("step {n}: {step:?} -> {}", if ok { "ok" } else { "failed" });
+            }
         }
         for v in world
             .check_applied_means_removed()
@@ -194,4 +200,9 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     report.trace_hash = format!("{:016x}", world.sim.trace_hash());
     report.operations = world.sim.op_count();
     Ok(report)
+}
+
+/// `SLUICE_SIM_VERBOSE=1` prints every step of a run on stderr (for reproducers).
+fn verbose() -> bool {
+    std::env::var_os("SLUICE_SIM_VERBOSE").is_some_and(|v| v != "0")
 }

@@ -375,6 +375,12 @@ impl World {
     /// Observes and checks every partition against the oracle; then the
     /// observed state becomes the baseline for the next window.
     pub fn check(&mut self) -> Vec<Violation> {
+        // While storage keeps failing, the engine may refuse service (its
+        // metadata is in doubt): that is the correct answer, not a violation.
+        // The final check runs after faults stop, when it must serve again.
+        if self.unavailable() {
+            return Vec::new();
+        }
         let seen = match self.observe() {
             Ok(s) => s,
             Err(v) => return vec![v],
@@ -387,6 +393,20 @@ impl World {
         }
         let _ = generations;
         out
+    }
+}
+
+impl World {
+    /// Whether the engine currently refuses service because its metadata could
+    /// not be made durable (see `Engine::commit`).
+    fn unavailable(&mut self) -> bool {
+        let Some(engine) = self.engine.as_mut() else {
+            return false;
+        };
+        matches!(
+            engine.get_offset(&s(), &t(), 1, Consumer::consumer(OBSERVER)),
+            Err(sluice_server::EngineError::Unavailable(_))
+        )
     }
 }
 

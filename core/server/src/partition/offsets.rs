@@ -215,6 +215,7 @@ impl OffsetStore {
             offset,
         };
         let path = self.dir.join(id.to_string());
+        let previous = self.offsets.get(&id).map(|e| e.offset);
         let (file, seq) = match self.offsets.remove(&id) {
             Some(e) => (e.file, e.seq + 1),
             None => {
@@ -231,9 +232,12 @@ impl OffsetStore {
                 (file, seq)
             }
         };
-        let written = OFFSET_LAYOUT
-            .write(file.as_ref(), seq, &record)?
-            .map_err(|e| EngineError::Internal(e.to_string()));
+        // No early return from here on: whatever fails, the entry removed
+        // above must be put back from what the file now holds.
+        let written = match OFFSET_LAYOUT.write(file.as_ref(), seq, &record) {
+            Ok(encoded) => encoded.map_err(|e| EngineError::Internal(e.to_string())),
+            Err(e) => Err(e.into()),
+        };
         let result = written.and_then(|()| {
             if persisted {
                 file.sync()?;
@@ -258,9 +262,10 @@ impl OffsetStore {
                 );
             }
             None => {
-                // Not acknowledged: the caller sees the error and the map keeps
-                // no value for it (a later read from disk decides).
-                self.reload_after_failure(id, file, seq);
+                // Not acknowledged: memory takes whatever the file's newest
+                // valid slot now says (the old value, or the new one if the
+                // write landed), never less than disk nor more than written.
+                self.reload_after_failure(id, file, seq, previous);
             }
         }
         result
@@ -269,34 +274,40 @@ impl OffsetStore {
     /// After a failed store, keep whatever the file's newest valid slot says
     /// (the old value, or the new one if the write landed), so memory never
     /// claims less than disk nor more than was written.
-    fn reload_after_failure(&mut self, id: u32, file: Box<dyn DurableFile>, seq: u64) {
-        match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref()) {
-            Ok(SlotRead::Valid { value, seq: s, .. }) if value.generation == self.generation => {
-                self.offsets.insert(
-                    id,
-                    Entry {
-                        offset: value.offset,
-                        seq: s.max(seq),
-                        file,
-                    },
-                );
+    fn reload_after_failure(
+        &mut self,
+        id: u32,
+        file: Box<dyn DurableFile>,
+        seq: u64,
+        previous: Option<u64>,
+    ) {
+        let offset = match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref()) {
+            Ok(SlotRead::Valid { value, .. }) if value.generation == self.generation => {
+                Some(value.offset)
             }
-            _ => {}
+            Ok(_) => None,
+            // The file cannot even be read back: keep what memory had.
+            Err(_) => previous,
+        };
+        if let Some(offset) = offset {
+            self.offsets.insert(id, Entry { offset, seq, file });
         }
     }
 
     /// Deletes the offset of `id`. `Ok(false)` if it had none.
     pub fn delete(&mut self, id: u32, persisted: bool) -> Result<bool> {
-        let Some(entry) = self.offsets.remove(&id) else {
+        if !self.offsets.contains_key(&id) {
             return Ok(false);
-        };
-        drop(entry.file);
+        }
         let path = self.dir.join(id.to_string());
+        // Forget the value only once the unlink happened: a failed unlink
+        // leaves the offset on disk, so memory keeps showing it too.
         match self.storage.remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind == ErrorKind::NotFound => {}
             Err(e) => return Err(e.into()),
         }
+        self.offsets.remove(&id);
         self.names.note(&id.to_string(), NameChange::Removed);
         if persisted {
             self.names.sync(self.storage.as_ref())?;
