@@ -104,8 +104,16 @@ impl Workload {
                     ]
                 })
                 .collect(),
-            Workload::Offsets => vec![Self::send(1, "m", 8)],
-            Workload::Append => vec![Self::send(1, "seed", 1)],
+            Workload::Offsets => vec![
+                Self::send(1, "m", 8),
+                Step::Store {
+                    partition: 1,
+                    group: false,
+                    id: 3,
+                    offset: 7,
+                },
+            ],
+            Workload::Append => vec![Self::send(1, "seed", 4)],
         }
     }
 
@@ -139,7 +147,11 @@ impl Workload {
                     offset: 0,
                 },
             ],
+            // Each window starts with a purge, so every workload also proves
+            // the naive (Iggy-order) purge wrong; then what it is named for.
             Workload::Offsets => vec![
+                Step::PurgePartition { partition: 1 },
+                Self::send(1, "n", 8),
                 Step::Store {
                     partition: 1,
                     group: false,
@@ -171,6 +183,7 @@ impl Workload {
                 },
             ],
             Workload::Append => vec![
+                Step::PurgePartition { partition: 1 },
                 Self::send(1, "a", 3),
                 Self::send(1, "b", 5),
                 Self::send(1, "c", 2),
