@@ -885,3 +885,25 @@ fn a_flipped_byte_in_the_last_batch_of_a_sealed_persisted_segment_is_not_cut_as_
     );
     assert_eq!(sim.read_file(&sealed).unwrap().len(), sealed_bytes.len());
 }
+
+#[test]
+fn sync_all_makes_buffered_writes_survive_power_loss() {
+    // Given: a buffered topic with acknowledged messages, an offset and a delete.
+    let (sim, mut engine) = sim_with(buffered());
+    send(&mut engine, 0, 5);
+    store_offset(&mut engine, Consumer::consumer(1), 3).unwrap();
+    store_offset(&mut engine, Consumer::consumer(2), 2).unwrap();
+    sim.sync_dir(&sim_paths().consumers).unwrap(); // consumer 2's file is durable
+    engine
+        .delete_offset(&stream(), &topic(), PARTITION, Consumer::consumer(2))
+        .unwrap();
+    // When: the engine flushes (as a graceful shutdown does), then power is cut.
+    engine.sync_all().unwrap();
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    let (mut engine, _) = reopen(&sim);
+    // Then: everything acknowledged is there, and the delete stuck.
+    assert_eq!(offsets_of(&all_messages(&mut engine)), vec![0, 1, 2, 3, 4]);
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(3));
+    assert_eq!(stored_offset(&mut engine, Consumer::consumer(2)), None);
+}

@@ -1146,6 +1146,23 @@ impl Engine {
         passes
     }
 
+    /// Flushes every partition (buffered appends, stores and deletes) to
+    /// durable storage; a graceful shutdown calls it after the last request.
+    /// Every partition is attempted; the first error is returned.
+    pub fn sync_all(&mut self) -> Result<()> {
+        let mut first = None;
+        for (key, p) in self.partitions.iter_mut() {
+            if let Err(e) = p.sync_all() {
+                tracing::error!(partition = %key, error = %e, "flush at shutdown failed");
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     pub fn reconciler(&self) -> &Reconciler {
         &self.reconciler
     }

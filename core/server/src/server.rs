@@ -84,6 +84,13 @@ impl RunningServer {
         self.reconciler
             .await
             .map_err(|e| ServerError::Task(e.to_string()))?;
+        // Buffered topics were acknowledged from the page cache; a graceful
+        // stop makes them durable before the process exits.
+        match self.state.engine(|e| Ok(e.sync_all())).await {
+            Ok(Ok(())) => tracing::info!("flushed buffered data"),
+            Ok(Err(e)) => tracing::error!(error = %e, "flushing buffered data failed"),
+            Err(e) => tracing::error!(error = ?e, "flushing buffered data failed"),
+        }
         tracing::info!("server stopped");
         served
     }

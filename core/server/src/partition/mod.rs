@@ -326,6 +326,19 @@ impl Partition {
         }
     }
 
+    /// Makes everything acknowledged in this partition durable, whatever its
+    /// policy: the flush a graceful shutdown owes buffered topics.
+    pub fn sync_all(&mut self) -> Result<()> {
+        if self.degraded.is_some() {
+            return Ok(());
+        }
+        self.log.sync_all()?;
+        self.segment_names.sync(self.storage.as_ref())?;
+        self.consumers.sync_all()?;
+        self.groups.sync_all()?;
+        Ok(())
+    }
+
     pub fn mark_degraded(&mut self, reason: String) {
         self.degraded = Some(reason);
     }

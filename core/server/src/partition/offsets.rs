@@ -341,6 +341,16 @@ impl OffsetStore {
         self.generation
     }
 
+    /// Makes every stored offset and every name change durable (a graceful
+    /// shutdown's flush of buffered stores and deletes).
+    pub fn sync_all(&mut self) -> Result<()> {
+        for entry in self.offsets.values() {
+            entry.file.sync()?;
+        }
+        self.names.sync(self.storage.as_ref())?;
+        Ok(())
+    }
+
     /// The directory's name tracker, shared with purge cleanup so that a
     /// failed sync by either is known to both.
     pub fn names(&self) -> &DirTracker {

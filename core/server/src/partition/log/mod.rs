@@ -186,6 +186,14 @@ impl Log {
         self.segments.iter().map(|s| s.size).sum()
     }
 
+    /// Syncs every segment file (a graceful shutdown's flush of buffered appends).
+    pub fn sync_all(&self) -> Result<()> {
+        for seg in &self.segments {
+            seg.sync()?;
+        }
+        Ok(())
+    }
+
     pub fn segment_count(&self) -> usize {
         self.segments.len()
     }

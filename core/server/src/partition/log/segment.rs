@@ -396,6 +396,11 @@ impl Segment {
         }
     }
 
+    /// Makes this segment's bytes durable (used at a graceful shutdown).
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.log.sync()?)
+    }
+
     pub fn file(&self) -> &dyn DurableFile {
         self.log.as_ref()
     }
