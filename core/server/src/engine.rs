@@ -1044,17 +1044,7 @@ impl Engine {
                     p.naive_cleanup();
                 }
             }
-            let generations = self.commit(|m| {
-                let mut out = Vec::with_capacity(keys.len());
-                for key in &keys {
-                    let p = m
-                        .partition_mut(*key)
-                        .ok_or_else(|| EngineError::Internal(format!("no partition {key}")))?;
-                    p.committed_generation += 1;
-                    out.push((*key, p.committed_generation));
-                }
-                Ok(out)
-            })?;
+            let generations = self.commit_new_generations(&keys)?;
             for (key, generation) in generations {
                 if let Some(p) = self.partitions.get_mut(&key) {
                     p.reset_to_generation(generation);
@@ -1062,17 +1052,7 @@ impl Engine {
             }
             return Ok(());
         }
-        let generations = self.commit(|m| {
-            let mut out = Vec::with_capacity(keys.len());
-            for key in &keys {
-                let p = m
-                    .partition_mut(*key)
-                    .ok_or_else(|| EngineError::Internal(format!("no partition {key}")))?;
-                p.committed_generation += 1;
-                out.push((*key, p.committed_generation));
-            }
-            Ok(out)
-        })?;
+        let generations = self.commit_new_generations(&keys)?;
         let now = self.now_ms();
         for (key, generation) in generations {
             if let Some(p) = self.partitions.get_mut(&key) {
@@ -1086,6 +1066,25 @@ impl Engine {
         // the purge itself is already durable.
         self.reconcile();
         Ok(())
+    }
+
+    /// The commit point of a purge: one metadata write bumping the committed
+    /// generation of every partition in `keys`; returns each new generation.
+    fn commit_new_generations(
+        &mut self,
+        keys: &[PartitionKey],
+    ) -> Result<Vec<(PartitionKey, u64)>> {
+        self.commit(|m| {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                let p = m
+                    .partition_mut(*key)
+                    .ok_or_else(|| EngineError::Internal(format!("no partition {key}")))?;
+                p.committed_generation += 1;
+                out.push((*key, p.committed_generation));
+            }
+            Ok(out)
+        })
     }
 
     fn now_ms(&self) -> u64 {
