@@ -1,0 +1,1863 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Purge under random schedules: a proptest that drives the production engine
+//! (`Engine::open`, `send`, `poll`, `store_offset`, `delete_offset`,
+//! `purge_partition`, `purge_topic`, `reconcile_at`, `reconcile_until_idle`,
+//! recovery by reopening after `SimStorage::crash`) on `SimStorage` and checks
+//! it against an oracle of what was acknowledged. Nothing of purge is
+//! re-implemented here.
+//!
+//! Subject: stream `orders`, topic `events` with 2 partitions, group 1. Per
+//! case: one durability policy for messages and offsets (buffered or
+//! persisted), one sync-failure semantics (Linux or forgiving), one segment
+//! size (the default, so one segment per generation, or a tiny one, so every
+//! batch or two rolls a segment). Steps (`Step`): send a batch, store an
+//! offset (consumers 1..=3 or the group) at a served offset, delete an offset,
+//! poll `Next` with auto-commit, purge a partition, purge the topic, inject a
+//! fault (`fail_when`, mode `Before`, EIO or ENOSPC, on the next directory
+//! sync, unlink or file sync in one of a partition's directories), process
+//! crash or power loss (full or partial) and reopen, reconciler tick, and
+//! settle (faults stop for a while: clear them, `reconcile_until_idle`).
+//!
+//! Crash-point probes: after every step, forks of the simulator crash
+//! (process, power loss, partial power loss), recover, purge the topic and
+//! settle, and are checked exactly as a real crash and the end of a case are.
+//! One more process-crash fork first writes through every recovered name (one
+//! batch per partition, every stored offset again) and loses power, so a name
+//! an earlier process never made durable shows. The schedule goes on with the
+//! original simulator.
+//!
+//! The oracle, per partition (`PartModel`):
+//! - `generation`: purges acknowledged (`Ok`). A purge that returned an
+//!   error may still have committed (its metadata rename may have reached the
+//!   disk): it is kept *in doubt* and resolved by the generation the engine
+//!   reports after the next reopen.
+//! - the messages of the current generation the engine serves, with their
+//!   offsets, each marked acknowledged (its send returned `Ok`), "maybe" (its
+//!   send failed but the engine served it) and known durable (it survived a
+//!   power loss). Payloads are unique: `g{generation}-p{partition}-{n}`.
+//! - per consumer and the group: the last acknowledged offset of the current
+//!   generation (`None` after an acknowledged delete), every value
+//!   acknowledged in the generation, and the values of failed calls since the
+//!   last acknowledged one ("maybe" writes: they may or may not have landed).
+//!
+//! Checked after every step (and in every probe):
+//! 1. No offset of an older generation is visible: `get_offset` returns the
+//!    last acknowledged value of the current generation (or, after a failed
+//!    call, that call's value); after a crash also a "maybe" value; only under
+//!    `buffered` after a power loss also an earlier acknowledged value of the
+//!    current generation or nothing. And whenever the engine reports an offset,
+//!    the offset file in the page cache holds exactly that value *with the
+//!    current generation* (so a numerically equal value of an older history
+//!    cannot pass for it).
+//! 2. No acknowledged write is lost: in the same process everything the
+//!    engine served stays served; after a process crash every acknowledged
+//!    message survives; after a power loss under `persisted` too; under
+//!    `buffered` a power loss keeps what a previous power loss left and
+//!    otherwise a prefix (with the tiny segment size: whole segments, so
+//!    offsets may have gaps, which `log/mod.rs` documents), never altered.
+//! 3. `Next` for a consumer with no stored offset (consumer 9, which never
+//!    stores) returns the whole current history in offset order from the first
+//!    message; `Next` with auto-commit for a consumer with a stored offset `o`
+//!    returns exactly the messages after `o`.
+//! 4. No payload of an older generation (or of the other partition) is ever
+//!    served.
+//! 5. `Applied` means the removal is durable: whenever a partition's
+//!    obligation is `Applied`, neither the durable view nor the page cache
+//!    holds a dead file of it (a segment named with an older generation, or an
+//!    offset file whose newest valid record has an older generation, decoded
+//!    with `OFFSET_LAYOUT`). When faults stop (`Settle`, and at the end of
+//!    every case) `reconcile_until_idle` must bring every obligation to
+//!    `Applied` within a few passes with no dead file durable, and at the end
+//!    one more power loss must bring back no stale record and reopen no
+//!    obligation.
+//!
+//! The `findings` module keeps each failure found as a minimal deterministic
+//! test (red until its bug is fixed) and the fixed ones as regressions.
+//!
+//! Knobs: `SLUICE_PROPTEST_CASES` (default 48, about 3 s in the test
+//! profile); `SLUICE_PURGE_TRACE=1` adds the storage trace to a failure;
+//! `SLUICE_PURGE_METADATA_FAULTS=1` also injects faults on the metadata file
+//! and the data directory (purges in doubt). A failure prints the minimal
+//! schedule as `reproduce: run_case(&Case { .. })`, which compiles as is with
+//! the `use` lines of the `findings` module.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use sluice_server::clock::{Clock, ManualClock};
+use sluice_server::layout::parse_segment_name;
+use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
+use sluice_server::partition::log::NewMessage;
+use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
+use sluice_server::partition::purge::PurgeState;
+use sluice_server::partition::{Consumer, PollingStrategy};
+use sluice_server::slots::SlotRead;
+use sluice_server::{Engine, EngineConfig, EngineError, Identifier, Partitioning};
+use sluice_storage::sim::NodeView;
+use sluice_storage::{
+    Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage,
+    SyncFailureSemantics,
+};
+
+// ---------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------
+
+fn cases(default: u32) -> u32 {
+    std::env::var("SLUICE_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(48),
+        // No regression files: this package's tests/ holds only test sources.
+        // A failure prints the minimal case; paste it into a #[test] to keep it.
+        failure_persistence: None,
+        // A case takes tens of milliseconds (three probes per step): bound the
+        // shrinking of a failure.
+        max_shrink_time: 20_000,
+        ..ProptestConfig::default()
+    }
+}
+
+const DATA: &str = "/data";
+const STREAM: &str = "orders";
+const TOPIC: &str = "events";
+const GROUP: &str = "billing";
+const PARTITIONS: [u32; 2] = [1, 2];
+/// A consumer that never stores an offset: its `Next` is the whole history.
+const OBSERVER: u32 = 9;
+/// Tiny segments: one or two batches each.
+const SMALL_SEGMENT: u64 = 160;
+/// Reconciler passes allowed once faults stop.
+const IDLE_PASSES: u32 = 4;
+/// Engine opens tried after a crash (a failed open is a failed start-up: the
+/// process exits and is started again; each failure uses up an injected
+/// fault, and a schedule injects fewer than this many).
+const OPEN_ATTEMPTS: u32 = 64;
+
+fn s() -> Identifier {
+    Identifier::Name(STREAM.into())
+}
+
+fn t() -> Identifier {
+    Identifier::Name(TOPIC.into())
+}
+
+fn key(partition: u32) -> PartitionKey {
+    PartitionKey {
+        stream: 1,
+        topic: 1,
+        partition,
+    }
+}
+
+fn partition_dir(partition: u32) -> String {
+    format!("{DATA}/streams/1/topics/1/partitions/{partition}")
+}
+
+// ---------------------------------------------------------------------------
+// Schedules
+// ---------------------------------------------------------------------------
+
+/// Who stores offsets: consumers 1..=3 or group 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Who {
+    C1,
+    C2,
+    C3,
+    G1,
+}
+
+impl Who {
+    const ALL: [Who; 4] = [Who::C1, Who::C2, Who::C3, Who::G1];
+
+    fn consumer(self) -> Consumer {
+        match self {
+            Who::C1 => Consumer::consumer(1),
+            Who::C2 => Consumer::consumer(2),
+            Who::C3 => Consumer::consumer(3),
+            Who::G1 => Consumer::group(1),
+        }
+    }
+
+    /// The offset file's path inside the partition directory.
+    fn file(self) -> &'static str {
+        match self {
+            Who::C1 => "consumers/1",
+            Who::C2 => "consumers/2",
+            Who::C3 => "consumers/3",
+            Who::G1 => "groups/1",
+        }
+    }
+}
+
+/// Where an injected fault strikes, inside one partition's directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    Segments,
+    Consumers,
+    Groups,
+    /// The partition directory itself (`purge.obligation` and its name).
+    Root,
+    /// Anywhere in the partition's directory tree.
+    Any,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultOp {
+    SyncDir,
+    RemoveFile,
+    SyncFile,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Errno {
+    Io,
+    NoSpace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashKind {
+    Process,
+    PowerLoss,
+    PowerLossPartial { seed: u64 },
+}
+
+impl CrashKind {
+    fn crash(self) -> Crash {
+        match self {
+            CrashKind::Process => Crash::Process,
+            CrashKind::PowerLoss => Crash::PowerLoss,
+            CrashKind::PowerLossPartial { seed } => Crash::PowerLossPartial { seed },
+        }
+    }
+
+    fn is_power_loss(self) -> bool {
+        self != CrashKind::Process
+    }
+}
+
+/// `part` is an index into `PARTITIONS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Send {
+        part: usize,
+        n: u8,
+    },
+    /// Stores the offset of the `pick % len`-th served message.
+    Store {
+        part: usize,
+        who: Who,
+        pick: u8,
+    },
+    Delete {
+        part: usize,
+        who: Who,
+    },
+    /// Deletes the offset of the `pick % len`-th of those with a stored
+    /// offset (in `Who` order), or of `Who::ALL[pick % 4]` if none has one.
+    DeleteStored {
+        part: usize,
+        pick: u8,
+    },
+    PollNext {
+        part: usize,
+        who: Who,
+        count: u8,
+    },
+    PurgePartition {
+        part: usize,
+    },
+    PurgeTopic,
+    /// Fails (mode `Before`) the matching call after `skip` matching ones.
+    Inject {
+        part: usize,
+        dir: Dir,
+        op: FaultOp,
+        errno: Errno,
+        skip: u8,
+    },
+    /// Fails the matching call on the metadata file or the data directory
+    /// (so a purge's commit can fail after its rename: a purge in doubt).
+    /// Generated only with `SLUICE_PURGE_METADATA_FAULTS=1`.
+    InjectMetadata {
+        op: FaultOp,
+        errno: Errno,
+        skip: u8,
+    },
+    CrashRestart(CrashKind),
+    Tick {
+        advance_ms: u64,
+    },
+    /// Faults stop for a while: every pending fault rule is cleared, the
+    /// reconciler runs until idle, and every obligation must be `Applied`.
+    Settle,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentSize {
+    /// The default (64 MiB): one segment per generation.
+    Large,
+    /// `SMALL_SEGMENT` bytes: a roll every batch or two.
+    Tiny,
+}
+
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub policy: Durability,
+    pub semantics: SyncFailureSemantics,
+    pub segments: SegmentSize,
+    /// Seeds the partial power loss of the crash-point probes (with the step
+    /// index); see the module documentation.
+    pub probe_seed: u64,
+    pub steps: Vec<Step>,
+}
+
+/// Consumer 1 and the group most often, so stores, deletes and faults meet.
+fn who() -> impl Strategy<Value = Who> {
+    prop::sample::select(vec![Who::C1, Who::C1, Who::C2, Who::C3, Who::G1, Who::G1])
+}
+
+/// The first partition most often, so steps and faults meet; the second one
+/// mostly checks that a purge of one partition leaves the other alone.
+fn part() -> impl Strategy<Value = usize> {
+    prop::sample::select(vec![0, 0, 0, 1])
+}
+
+fn metadata_faults() -> bool {
+    std::env::var_os("SLUICE_PURGE_METADATA_FAULTS").is_some_and(|v| v != "0")
+}
+
+fn errno() -> impl Strategy<Value = Errno> {
+    prop::sample::select(vec![Errno::Io, Errno::NoSpace])
+}
+
+fn fault_op() -> impl Strategy<Value = FaultOp> {
+    prop::sample::select(vec![
+        FaultOp::SyncDir,
+        FaultOp::RemoveFile,
+        FaultOp::SyncFile,
+    ])
+}
+
+fn step() -> BoxedStrategy<Step> {
+    let send = (part(), 1..=3u8).prop_map(|(part, n)| Step::Send { part, n });
+    let store =
+        (part(), who(), any::<u8>()).prop_map(|(part, who, pick)| Step::Store { part, who, pick });
+    let delete = prop_oneof![
+        (part(), who()).prop_map(|(part, who)| Step::Delete { part, who }),
+        (part(), any::<u8>()).prop_map(|(part, pick)| Step::DeleteStored { part, pick }),
+    ];
+    let poll =
+        (part(), who(), 1..=4u8).prop_map(|(part, who, count)| Step::PollNext { part, who, count });
+    let purge = part().prop_map(|part| Step::PurgePartition { part });
+    let dir = prop::sample::select(vec![
+        Dir::Segments,
+        Dir::Consumers,
+        Dir::Consumers,
+        Dir::Groups,
+        Dir::Root,
+        Dir::Any,
+        Dir::Any,
+    ]);
+    let inject = (
+        part(),
+        dir,
+        fault_op(),
+        errno(),
+        prop::sample::select(vec![0u8, 0, 1]),
+    )
+        .prop_map(|(part, dir, op, errno, skip)| Step::Inject {
+            part,
+            dir,
+            op,
+            errno,
+            skip,
+        });
+    let partial =
+        any::<u64>().prop_map(|seed| Step::CrashRestart(CrashKind::PowerLossPartial { seed }));
+    let tick = prop::sample::select(vec![0u64, 150, 2_000, 100_000])
+        .prop_map(|advance_ms| Step::Tick { advance_ms });
+    let mut options: Vec<(u32, BoxedStrategy<Step>)> = vec![
+        (STEP_WEIGHTS[0], send.boxed()),
+        (STEP_WEIGHTS[1], store.boxed()),
+        (STEP_WEIGHTS[2], delete.boxed()),
+        (STEP_WEIGHTS[3], poll.boxed()),
+        (STEP_WEIGHTS[4], purge.boxed()),
+        (STEP_WEIGHTS[5], Just(Step::PurgeTopic).boxed()),
+        (STEP_WEIGHTS[6], inject.boxed()),
+        (
+            STEP_WEIGHTS[7],
+            Just(Step::CrashRestart(CrashKind::Process)).boxed(),
+        ),
+        (
+            STEP_WEIGHTS[8],
+            Just(Step::CrashRestart(CrashKind::PowerLoss)).boxed(),
+        ),
+        (STEP_WEIGHTS[9], partial.boxed()),
+        (STEP_WEIGHTS[10], tick.boxed()),
+        (STEP_WEIGHTS[11], Just(Step::Settle).boxed()),
+    ];
+    if metadata_faults() {
+        let metadata = (fault_op(), errno(), 0..=1u8)
+            .prop_map(|(op, errno, skip)| Step::InjectMetadata { op, errno, skip });
+        options.push((2, metadata.boxed()));
+    }
+    prop::strategy::Union::new_weighted(options).boxed()
+}
+
+/// Relative weights of: send, store, delete, poll, purge partition, purge
+/// topic, inject, process crash, power loss, partial power loss, tick, settle.
+const STEP_WEIGHTS: [u32; 12] = [6, 5, 3, 3, 2, 1, 6, 1, 1, 1, 2, 1];
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::sample::select(vec![Durability::Buffered, Durability::Persisted]),
+        prop::sample::select(vec![
+            SyncFailureSemantics::Linux,
+            SyncFailureSemantics::Forgiving,
+        ]),
+        prop::sample::select(vec![SegmentSize::Large, SegmentSize::Tiny]),
+        any::<u64>(),
+        prop::collection::vec(step(), 10..=40),
+    )
+        .prop_map(|(policy, semantics, segments, probe_seed, steps)| Case {
+            policy,
+            semantics,
+            segments,
+            probe_seed,
+            steps,
+        })
+}
+
+// ---------------------------------------------------------------------------
+// The oracle
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    offset: u64,
+    payload: String,
+    /// Its send returned `Ok`.
+    acked: bool,
+    /// It survived a power loss (so it is on disk, and stays).
+    durable: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct OffModel {
+    /// What the engine reported after the last step.
+    observed: Option<u64>,
+    /// The last acknowledged value of the current generation (`None`: none
+    /// stored, or an acknowledged delete).
+    acked: Option<u64>,
+    /// Every value acknowledged in the current generation.
+    history: BTreeSet<u64>,
+    /// Values of failed stores, deletes and auto-commits since the last
+    /// acknowledged one: they may or may not have taken effect.
+    maybe: BTreeSet<Option<u64>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct PartModel {
+    generation: u64,
+    /// A purge of this partition returned an error: the generation after the
+    /// next reopen may be `generation + 1`.
+    in_doubt: bool,
+    /// Something was acknowledged on this partition since the purge in doubt.
+    acked_since_doubt: bool,
+    entries: Vec<Entry>,
+    /// Failed batches the engine did not serve (they could only reappear
+    /// whole, at the end, after a crash).
+    unserved: Vec<Vec<String>>,
+    offsets: BTreeMap<Who, OffModel>,
+    /// Payload counter (unique across generations).
+    sent: u64,
+}
+
+impl PartModel {
+    fn next_offset(&self) -> u64 {
+        self.entries.last().map_or(0, |e| e.offset + 1)
+    }
+
+    fn reset(&mut self, generation: u64) {
+        self.generation = generation;
+        self.in_doubt = false;
+        self.acked_since_doubt = false;
+        self.entries.clear();
+        self.unserved.clear();
+        self.offsets.clear();
+    }
+
+    fn off(&mut self, who: Who) -> &mut OffModel {
+        self.offsets.entry(who).or_default()
+    }
+
+    fn ack_offset(&mut self, who: Who, value: Option<u64>) {
+        let o = self.off(who);
+        o.observed = value;
+        o.acked = value;
+        o.history.extend(value);
+        o.maybe.clear();
+        self.acked_since_doubt = true;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The world: simulator, engine, oracle
+// ---------------------------------------------------------------------------
+
+type Check = Result<(), String>;
+
+struct World {
+    case: Case,
+    sim: SimStorage,
+    clock: Arc<ManualClock>,
+    engine: Option<Engine>,
+    model: Vec<PartModel>,
+    /// What happened so far, for failure messages.
+    trail: Vec<String>,
+}
+
+fn fail<T>(msg: impl Into<String>) -> Result<T, String> {
+    Err(msg.into())
+}
+
+fn payload_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The generation in an offset file's newest valid slot (production decoder).
+fn record_of(bytes: &[u8]) -> Option<OffsetRecord> {
+    match OFFSET_LAYOUT.decode::<OffsetRecord>(bytes) {
+        SlotRead::Valid { value, .. } => Some(value),
+        _ => None,
+    }
+}
+
+/// Dead files of `partition` (generation < `generation`) in a view.
+fn dead_files(view: &BTreeMap<String, NodeView>, partition: u32, generation: u64) -> Vec<String> {
+    let root = format!("{}/", partition_dir(partition));
+    let mut out = Vec::new();
+    for (path, node) in view {
+        let NodeView::File(bytes) = node else {
+            continue;
+        };
+        let Some(rest) = path.strip_prefix(&root) else {
+            continue;
+        };
+        let Some((dir, name)) = rest.split_once('/') else {
+            continue;
+        };
+        let dead = match dir {
+            "segments" => parse_segment_name(name).is_some_and(|(g, _, _)| g < generation),
+            "consumers" | "groups" => record_of(bytes).is_some_and(|r| r.generation < generation),
+            _ => false,
+        };
+        if dead {
+            out.push(path.clone());
+        }
+    }
+    out
+}
+
+/// The engine refused the call before doing anything: a failed metadata
+/// save could not be undone yet (only with metadata faults).
+fn refused(e: &EngineError) -> bool {
+    matches!(e, EngineError::Unavailable(_))
+}
+
+fn fault(errno: Errno) -> Fault {
+    match errno {
+        Errno::Io => Fault::io(FaultMode::Before),
+        Errno::NoSpace => Fault::no_space(FaultMode::Before),
+    }
+}
+
+impl World {
+    fn new(case: &Case) -> Result<World, String> {
+        let sim = SimStorage::new(SimConfig {
+            seed: 11,
+            sync_failure: case.semantics,
+            capacity: None,
+        });
+        // The data directory exists durably, as an operator's `mkdir -p` leaves it.
+        sim.create_dir_all(Path::new(DATA)).unwrap();
+        sim.sync_dir(Path::new("/")).unwrap();
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let mut world = World {
+            case: case.clone(),
+            sim,
+            clock,
+            engine: None,
+            model: vec![PartModel::default(); PARTITIONS.len()],
+            trail: Vec::new(),
+        };
+        world.open()?;
+        let options = TopicOptions {
+            durability: case.policy,
+            consumer_offset_durability: case.policy,
+            segment_size: match case.segments {
+                SegmentSize::Large => TopicOptions::default().segment_size,
+                SegmentSize::Tiny => SMALL_SEGMENT,
+            },
+        };
+        let e = world.engine();
+        e.create_stream(None, STREAM).map_err(|e| e.to_string())?;
+        e.create_topic(&s(), None, TOPIC, PARTITIONS.len() as u32, options, 0, 0, 1)
+            .map_err(|e| e.to_string())?;
+        let g = e
+            .create_group(&s(), &t(), None, GROUP)
+            .map_err(|e| e.to_string())?;
+        assert_eq!(g.id, 1);
+        Ok(world)
+    }
+
+    fn engine(&mut self) -> &mut Engine {
+        self.engine.as_mut().expect("engine is open")
+    }
+
+    fn note(&mut self, line: String) {
+        self.trail.push(line);
+    }
+
+    /// Opens the engine (recovery), starting it again after a failed start-up.
+    fn open(&mut self) -> Check {
+        for attempt in 1..=OPEN_ATTEMPTS {
+            let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
+            match Engine::open(storage, self.clock.clone(), EngineConfig::new(DATA, 5)) {
+                Ok((engine, report)) => {
+                    self.note(format!(
+                        "  open #{attempt}: stale_records={} degraded={:?}",
+                        report.stale_records, report.degraded
+                    ));
+                    self.engine = Some(engine);
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.note(format!("  open #{attempt} failed: {e}"));
+                    self.sim.crash(Crash::Process);
+                }
+            }
+        }
+        fail(format!(
+            "the engine did not start in {OPEN_ATTEMPTS} attempts"
+        ))
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.now_micros() / 1000
+    }
+
+    // ---- observations --------------------------------------------------
+
+    /// `Next` for the observer: the whole history the engine serves.
+    fn served(&mut self, p: usize) -> Result<Vec<(u64, String)>, String> {
+        let polled = self
+            .engine()
+            .poll(
+                &s(),
+                &t(),
+                PARTITIONS[p],
+                Consumer::consumer(OBSERVER),
+                PollingStrategy::Next,
+                u64::MAX,
+                false,
+            )
+            .map_err(|e| format!("partition {}: observer poll failed: {e}", PARTITIONS[p]))?;
+        Ok(polled
+            .messages
+            .into_iter()
+            .map(|m| (m.offset, payload_of(&m.payload)))
+            .collect())
+    }
+
+    fn stored(&mut self, p: usize, who: Who) -> Result<Option<u64>, String> {
+        self.engine()
+            .get_offset(&s(), &t(), PARTITIONS[p], who.consumer())
+            .map(|o| o.map(|(_, stored)| stored))
+            .map_err(|e| {
+                format!(
+                    "partition {}: get_offset {who:?} failed: {e}",
+                    PARTITIONS[p]
+                )
+            })
+    }
+
+    fn served_generation(&mut self, p: usize) -> Result<u64, String> {
+        let part = self
+            .engine()
+            .partition(key(PARTITIONS[p]))
+            .ok_or("partition vanished")?;
+        if let Some(reason) = part.degraded_reason() {
+            return fail(format!("partition {} is degraded: {reason}", PARTITIONS[p]));
+        }
+        Ok(part.generation())
+    }
+
+    /// Every served payload is of the partition's current generation.
+    fn check_payload_generation(&self, p: usize, served: &[(u64, String)]) -> Check {
+        let prefix = format!("g{}-p{}-", self.model[p].generation, PARTITIONS[p]);
+        for (offset, payload) in served {
+            if !payload.starts_with(&prefix) {
+                return fail(format!(
+                    "partition {}: served {payload:?} at offset {offset}, not of the current history ({prefix}*): a purged or foreign message",
+                    PARTITIONS[p]
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The engine's stored offset, if any, is what the page cache's offset
+    /// file holds, with the current generation.
+    fn check_offset_file(&self, p: usize, who: Who, value: Option<u64>) -> Check {
+        let Some(v) = value else {
+            return Ok(());
+        };
+        let path = format!("{}/{}", partition_dir(PARTITIONS[p]), who.file());
+        let generation = self.model[p].generation;
+        match self.sim.cached_view().get(&path) {
+            Some(NodeView::File(bytes)) => match record_of(bytes) {
+                Some(r) if r.generation == generation && r.offset == v => Ok(()),
+                other => fail(format!(
+                    "partition {}: {who:?} has offset {v} but {path} holds {other:?} (generation {generation} expected)",
+                    PARTITIONS[p]
+                )),
+            },
+            _ => fail(format!(
+                "partition {}: {who:?} has offset {v} but {path} does not exist",
+                PARTITIONS[p]
+            )),
+        }
+    }
+
+    /// In the same process: the engine serves exactly what the oracle says.
+    fn check_in_process(&mut self) -> Check {
+        // Every call first settles metadata a failed save left in doubt; while
+        // that fails the engine refuses service and there is nothing to see.
+        let observer =
+            self.engine()
+                .get_offset(&s(), &t(), PARTITIONS[0], Consumer::consumer(OBSERVER));
+        match observer {
+            Err(e) if refused(&e) => {
+                self.note(format!("  refusing service: {e}"));
+                return self.check_obligations();
+            }
+            _ => {
+                // Serving again: a failed purge's commit was undone (the
+                // previous metadata saved again), so it did not happen.
+                for m in &mut self.model {
+                    m.in_doubt = false;
+                }
+            }
+        }
+        for (p, &partition) in PARTITIONS.iter().enumerate() {
+            let g = self.served_generation(p)?;
+            if g != self.model[p].generation {
+                return fail(format!(
+                    "partition {}: engine serves generation {g}, oracle {}",
+                    partition, self.model[p].generation
+                ));
+            }
+            let served = self.served(p)?;
+            self.check_payload_generation(p, &served)?;
+            let want: Vec<(u64, String)> = self.model[p]
+                .entries
+                .iter()
+                .map(|e| (e.offset, e.payload.clone()))
+                .collect();
+            if served != want {
+                return fail(format!(
+                    "partition {}: Next from no offset served {served:?}, expected {want:?}",
+                    partition
+                ));
+            }
+            for who in Who::ALL {
+                let got = self.stored(p, who)?;
+                let want = self.model[p].off(who).observed;
+                if got != want {
+                    return fail(format!(
+                        "partition {}: {who:?} stored offset {got:?}, expected {want:?}",
+                        partition
+                    ));
+                }
+                self.check_offset_file(p, who, got)?;
+            }
+            let observer = self
+                .engine()
+                .get_offset(&s(), &t(), partition, Consumer::consumer(OBSERVER))
+                .map_err(|e| e.to_string())?;
+            if observer.is_some() {
+                return fail(format!("the observer has a stored offset {observer:?}"));
+            }
+        }
+        self.check_obligations()
+    }
+
+    /// The obligation matches the generation, and `Applied` means no dead file
+    /// is left, durable or cached.
+    fn check_obligations(&mut self) -> Check {
+        let durable = self.sim.durable_view();
+        let cached = self.sim.cached_view();
+        for (p, &partition) in PARTITIONS.iter().enumerate() {
+            let g = self.model[p].generation;
+            let part = self
+                .engine()
+                .partition(key(partition))
+                .ok_or("no partition")?;
+            match part.obligation() {
+                None if g == 0 => {}
+                None => {
+                    return fail(format!(
+                        "partition {}: generation {g} but no obligation",
+                        partition
+                    ));
+                }
+                Some(ob) => {
+                    if ob.generation() != g {
+                        return fail(format!(
+                            "partition {}: obligation of generation {} at generation {g}",
+                            partition,
+                            ob.generation()
+                        ));
+                    }
+                    if ob.is_applied() {
+                        for (what, view) in [("durable", &durable), ("cached", &cached)] {
+                            let dead = dead_files(view, partition, g);
+                            if !dead.is_empty() {
+                                return fail(format!(
+                                    "partition {}: obligation {g} is Applied but the {what} view holds dead files {dead:?}",
+                                    partition
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- steps ---------------------------------------------------------
+
+    fn step(&mut self, step: &Step) -> Check {
+        match *step {
+            Step::Send { part: p, n } => self.send(p, n),
+            Step::Store { part: p, who, pick } => self.store(p, who, pick),
+            Step::Delete { part: p, who } => self.delete(p, who),
+            Step::DeleteStored { part: p, pick } => {
+                let m = &self.model[p];
+                let stored: Vec<Who> = Who::ALL
+                    .into_iter()
+                    .filter(|w| m.offsets.get(w).is_some_and(|o| o.observed.is_some()))
+                    .collect();
+                let who = match stored.len() {
+                    0 => Who::ALL[usize::from(pick) % Who::ALL.len()],
+                    n => stored[usize::from(pick) % n],
+                };
+                self.delete(p, who)
+            }
+            Step::PollNext {
+                part: p,
+                who,
+                count,
+            } => self.poll_next(p, who, count),
+            Step::PurgePartition { part: p } => {
+                let r = self.engine().purge_partition(&s(), &t(), PARTITIONS[p]);
+                self.purged(&[p], r)
+            }
+            Step::PurgeTopic => {
+                let r = self.engine().purge_topic(&s(), &t());
+                self.purged(&[0, 1], r)
+            }
+            Step::Inject {
+                part: p,
+                dir,
+                op,
+                errno,
+                skip,
+            } => {
+                let root = partition_dir(PARTITIONS[p]);
+                let sub = match dir {
+                    Dir::Segments => "/segments",
+                    Dir::Consumers => "/consumers",
+                    Dir::Groups => "/groups",
+                    Dir::Root | Dir::Any => "",
+                };
+                let matcher = match (op, dir) {
+                    (FaultOp::SyncDir, Dir::Any) => {
+                        OpMatcher::kind(OpKind::SyncDir).path_contains(root.clone())
+                    }
+                    (FaultOp::RemoveFile | FaultOp::SyncFile, Dir::Any) => {
+                        OpMatcher::kind(if op == FaultOp::RemoveFile {
+                            OpKind::RemoveFile
+                        } else {
+                            OpKind::SyncFile
+                        })
+                        .path_contains(format!("{root}/"))
+                    }
+                    (FaultOp::SyncDir, _) => {
+                        OpMatcher::kind(OpKind::SyncDir).path_ends_with(format!("{root}{sub}"))
+                    }
+                    (FaultOp::RemoveFile, Dir::Root) => OpMatcher::kind(OpKind::RemoveFile)
+                        .path_ends_with(format!("{root}/purge.obligation")),
+                    (FaultOp::SyncFile, Dir::Root) => OpMatcher::kind(OpKind::SyncFile)
+                        .path_ends_with(format!("{root}/purge.obligation")),
+                    (FaultOp::RemoveFile, _) => {
+                        OpMatcher::kind(OpKind::RemoveFile).path_contains(format!("{root}{sub}/"))
+                    }
+                    (FaultOp::SyncFile, _) => {
+                        OpMatcher::kind(OpKind::SyncFile).path_contains(format!("{root}{sub}/"))
+                    }
+                };
+                self.sim
+                    .fail_when(matcher, fault(errno), u32::from(skip), 1);
+                Ok(())
+            }
+            Step::InjectMetadata { op, errno, skip } => {
+                let matcher = match op {
+                    FaultOp::SyncDir => OpMatcher::kind(OpKind::SyncDir).path_ends_with(DATA),
+                    FaultOp::RemoveFile => OpMatcher::kind(OpKind::RemoveFile)
+                        .path_ends_with(format!("{DATA}/metadata.tmp")),
+                    FaultOp::SyncFile => OpMatcher::kind(OpKind::SyncFile)
+                        .path_ends_with(format!("{DATA}/metadata.tmp")),
+                };
+                self.sim
+                    .fail_when(matcher, fault(errno), u32::from(skip), 1);
+                Ok(())
+            }
+            Step::Settle => self.settle(),
+            Step::CrashRestart(kind) => self.crash(kind),
+            Step::Tick { advance_ms } => {
+                self.clock.advance(advance_ms * 1000);
+                let now = self.now_ms();
+                let report = self.engine().reconcile_at(now);
+                self.note(format!("  tick: {report:?}"));
+                Ok(())
+            }
+        }
+    }
+
+    fn send(&mut self, p: usize, n: u8) -> Check {
+        let m = &mut self.model[p];
+        let payloads: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    "g{}-p{}-{}",
+                    m.generation,
+                    PARTITIONS[p],
+                    m.sent + u64::from(i)
+                )
+            })
+            .collect();
+        m.sent += u64::from(n);
+        let base = m.next_offset();
+        let batch = payloads
+            .iter()
+            .map(|x| NewMessage::new(x.as_bytes().to_vec()))
+            .collect();
+        let r = self
+            .engine()
+            .send(&s(), &t(), &Partitioning::PartitionId(PARTITIONS[p]), batch);
+        self.note(format!("  send -> {r:?}"));
+        let m = &mut self.model[p];
+        match r {
+            Ok(sent) => {
+                if sent.base_offset != base || sent.count != u64::from(n) {
+                    return fail(format!(
+                        "partition {}: send acknowledged at {}+{}, expected {base}+{n}",
+                        PARTITIONS[p], sent.base_offset, sent.count
+                    ));
+                }
+                m.entries
+                    .extend(payloads.into_iter().enumerate().map(|(i, payload)| Entry {
+                        offset: base + i as u64,
+                        payload,
+                        acked: true,
+                        durable: false,
+                    }));
+                m.unserved.clear();
+                m.acked_since_doubt = true;
+                Ok(())
+            }
+            Err(e) if refused(&e) => Ok(()),
+            Err(e) => {
+                // Not acknowledged: served from now on, or not at all.
+                let served = self.served(p)?;
+                let m = &mut self.model[p];
+                let known = m.entries.len();
+                let prefix_ok = served.len() >= known
+                    && served
+                        .iter()
+                        .zip(&m.entries)
+                        .all(|(a, b)| a.0 == b.offset && a.1 == b.payload);
+                let tail: Vec<&(u64, String)> = served.iter().skip(known).collect();
+                if !prefix_ok {
+                    return fail(format!(
+                        "partition {}: a failed send ({e}) changed the served history to {served:?}",
+                        PARTITIONS[p]
+                    ));
+                }
+                if tail.is_empty() {
+                    m.unserved.push(payloads);
+                } else if tail.len() == payloads.len()
+                    && tail
+                        .iter()
+                        .zip(&payloads)
+                        .enumerate()
+                        .all(|(i, (a, b))| a.0 == base + i as u64 && &a.1 == b)
+                {
+                    m.entries
+                        .extend(payloads.into_iter().enumerate().map(|(i, payload)| Entry {
+                            offset: base + i as u64,
+                            payload,
+                            acked: false,
+                            durable: false,
+                        }));
+                } else {
+                    return fail(format!(
+                        "partition {}: a failed send ({e}) is served partly or elsewhere: {tail:?}",
+                        PARTITIONS[p]
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn store(&mut self, p: usize, who: Who, pick: u8) -> Check {
+        let m = &self.model[p];
+        let offset = match m.entries.len() {
+            0 => 0,
+            len => m.entries[usize::from(pick) % len].offset,
+        };
+        self.store_at(p, who, offset)
+    }
+
+    fn store_at(&mut self, p: usize, who: Who, offset: u64) -> Check {
+        let empty = self.model[p].entries.is_empty();
+        let r = self
+            .engine()
+            .store_offset(&s(), &t(), PARTITIONS[p], who.consumer(), offset);
+        self.note(format!("  store {who:?}={offset} -> {r:?}"));
+        match r {
+            Ok(()) if empty => fail(format!(
+                "partition {}: storing {offset} into an empty partition was acknowledged",
+                PARTITIONS[p]
+            )),
+            Ok(()) => {
+                self.model[p].ack_offset(who, Some(offset));
+                Ok(())
+            }
+            Err(EngineError::OffsetOutOfRange { .. }) if empty => Ok(()),
+            Err(e @ EngineError::OffsetOutOfRange { .. }) => fail(format!(
+                "partition {}: storing served offset {offset} refused: {e}",
+                PARTITIONS[p]
+            )),
+            Err(e) if refused(&e) => Ok(()),
+            Err(_) => self.failed_offset_call(p, who, Some(offset)),
+        }
+    }
+
+    /// After a failed store, delete or auto-commit: the engine reports the old
+    /// value or the attempted one, and either may come back after a crash.
+    fn failed_offset_call(&mut self, p: usize, who: Who, attempted: Option<u64>) -> Check {
+        let got = self.stored(p, who)?;
+        let o = self.model[p].off(who);
+        if got != o.observed && got != attempted {
+            return fail(format!(
+                "partition {}: after a failed call for {attempted:?}, {who:?} reports {got:?} (was {:?})",
+                PARTITIONS[p], o.observed
+            ));
+        }
+        o.observed = got;
+        o.maybe.insert(attempted);
+        Ok(())
+    }
+
+    fn delete(&mut self, p: usize, who: Who) -> Check {
+        let r = self
+            .engine()
+            .delete_offset(&s(), &t(), PARTITIONS[p], who.consumer());
+        self.note(format!("  delete {who:?} -> {r:?}"));
+        match r {
+            Ok(existed) => {
+                let had = self.model[p].off(who).observed;
+                if existed != had.is_some() {
+                    return fail(format!(
+                        "partition {}: delete of {who:?} said existed={existed}, but it had {had:?}",
+                        PARTITIONS[p]
+                    ));
+                }
+                self.model[p].ack_offset(who, None);
+                Ok(())
+            }
+            Err(e) if refused(&e) => Ok(()),
+            Err(_) => self.failed_offset_call(p, who, None),
+        }
+    }
+
+    fn poll_next(&mut self, p: usize, who: Who, count: u8) -> Check {
+        let m = &mut self.model[p];
+        let start = m.off(who).observed.map_or(0, |o| o + 1);
+        let want: Vec<(u64, String)> = m
+            .entries
+            .iter()
+            .filter(|e| e.offset >= start)
+            .take(usize::from(count))
+            .map(|e| (e.offset, e.payload.clone()))
+            .collect();
+        let r = self.engine().poll(
+            &s(),
+            &t(),
+            PARTITIONS[p],
+            who.consumer(),
+            PollingStrategy::Next,
+            u64::from(count),
+            true,
+        );
+        match r {
+            Ok(polled) => {
+                let got: Vec<(u64, String)> = polled
+                    .messages
+                    .iter()
+                    .map(|m| (m.offset, payload_of(&m.payload)))
+                    .collect();
+                self.note(format!("  poll {who:?} from {start} -> {got:?}"));
+                self.check_payload_generation(p, &got)?;
+                if got != want {
+                    return fail(format!(
+                        "partition {}: Next for {who:?} (stored {:?}) returned {got:?}, expected {want:?}",
+                        PARTITIONS[p],
+                        start.checked_sub(1)
+                    ));
+                }
+                if let Some((last, _)) = got.last() {
+                    self.model[p].ack_offset(who, Some(*last));
+                }
+                Ok(())
+            }
+            Err(e) if refused(&e) => Ok(()),
+            Err(e) => {
+                self.note(format!("  poll {who:?} from {start} -> Err({e})"));
+                match want.last() {
+                    // The read worked (nothing fails reads here); the commit failed.
+                    Some((last, _)) => self.failed_offset_call(p, who, Some(*last)),
+                    None => fail(format!(
+                        "partition {}: Next for {who:?} with nothing to commit failed: {e}",
+                        PARTITIONS[p]
+                    )),
+                }
+            }
+        }
+    }
+
+    fn purged(&mut self, parts: &[usize], r: Result<(), EngineError>) -> Check {
+        self.note(format!("  purge {parts:?} -> {r:?}"));
+        match r {
+            Ok(()) => {
+                for &p in parts {
+                    let g = self.model[p].generation + 1;
+                    self.model[p].reset(g);
+                }
+                Ok(())
+            }
+            Err(e @ EngineError::Degraded { .. }) => fail(format!("purge refused: {e}")),
+            Err(e) if refused(&e) => Ok(()),
+            Err(_) => {
+                // The commit may have reached the disk: in doubt until the
+                // engine serves again in this process (its commit undone) or
+                // the next reopen shows the generation. A second failed purge
+                // targets the same generation (memory kept the old one), and
+                // it ran only after the first was settled.
+                for &p in parts {
+                    let m = &mut self.model[p];
+                    m.in_doubt = true;
+                    m.acked_since_doubt = false;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn crash(&mut self, kind: CrashKind) -> Check {
+        drop(self.engine.take());
+        self.sim.crash(kind.crash());
+        self.open()?;
+        let buffered_power_loss = kind.is_power_loss() && !self.case.policy.is_persisted();
+        for (p, &name) in PARTITIONS.iter().enumerate() {
+            // The generation: the acknowledged one, or a purge in doubt that committed.
+            let g = self.served_generation(p)?;
+            let m = &mut self.model[p];
+            if g != m.generation {
+                if m.in_doubt && g == m.generation + 1 {
+                    if m.acked_since_doubt {
+                        return fail(format!(
+                            "partition {name}: a purge that returned an error committed (generation {g}), and writes acknowledged after it at generation {} are lost",
+                            m.generation
+                        ));
+                    }
+                    m.reset(g);
+                } else {
+                    return fail(format!(
+                        "partition {name}: recovered at generation {g}, but generation {} was acknowledged or served (a purge in doubt counts once a restart served it){}",
+                        m.generation,
+                        if m.in_doubt {
+                            "; one more purge is in doubt"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
+            m.in_doubt = false;
+            let served = self.served(p)?;
+            self.check_payload_generation(p, &served)?;
+            self.check_recovered_history(p, kind, &served)?;
+            for who in Who::ALL {
+                let got = self.stored(p, who)?;
+                let o = self.model[p].off(who);
+                let allowed = got == o.acked
+                    || o.maybe.contains(&got)
+                    || (buffered_power_loss
+                        && (got.is_none() || got.is_some_and(|v| o.history.contains(&v))));
+                if !allowed {
+                    return fail(format!(
+                        "partition {name}: after {kind:?} {who:?} has offset {got:?}; acknowledged {:?}, earlier {:?}, maybe {:?}",
+                        o.acked, o.history, o.maybe
+                    ));
+                }
+                o.observed = got;
+                if buffered_power_loss {
+                    // What the disk kept is now the state a process crash keeps.
+                    o.acked = got;
+                }
+                self.check_offset_file(p, who, got)?;
+            }
+        }
+        self.check_obligations()
+    }
+
+    /// After a crash: what is served is what the policy promises.
+    fn check_recovered_history(
+        &mut self,
+        p: usize,
+        kind: CrashKind,
+        served: &[(u64, String)],
+    ) -> Check {
+        let name = PARTITIONS[p];
+        let policy = self.case.policy;
+        let single_segment = self.case.segments == SegmentSize::Large;
+        let m = &mut self.model[p];
+        // Offsets strictly increase.
+        if served.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return fail(format!(
+                "partition {name}: offsets out of order: {served:?}"
+            ));
+        }
+        let by_offset: BTreeMap<u64, &Entry> = m.entries.iter().map(|e| (e.offset, e)).collect();
+        let model_next = m.next_offset();
+        let unserved: Vec<String> = m.unserved.iter().flatten().cloned().collect();
+        let mut tail_from = 0usize;
+        let mut entries = Vec::new();
+        for (offset, payload) in served {
+            match by_offset.get(offset) {
+                Some(e) if &e.payload == payload => entries.push(Entry {
+                    durable: e.durable || kind.is_power_loss(),
+                    ..(*e).clone()
+                }),
+                Some(e) => {
+                    return fail(format!(
+                        "partition {name}: offset {offset} holds {payload:?} after {kind:?}, acknowledged {:?}",
+                        e.payload
+                    ));
+                }
+                None if *offset >= model_next => {
+                    // Only a failed batch, whole and in order, may come back here.
+                    match unserved[tail_from..].iter().position(|u| u == payload) {
+                        Some(i) => tail_from += i + 1,
+                        None => {
+                            return fail(format!(
+                                "partition {name}: offset {offset} holds {payload:?} after {kind:?}, which was never sent at this offset"
+                            ));
+                        }
+                    }
+                    entries.push(Entry {
+                        offset: *offset,
+                        payload: payload.clone(),
+                        acked: false,
+                        durable: kind.is_power_loss(),
+                    });
+                }
+                None => {
+                    return fail(format!(
+                        "partition {name}: offset {offset} holds {payload:?} after {kind:?}, but nothing was served there"
+                    ));
+                }
+            }
+        }
+        // What must have survived.
+        let last_acked = m.entries.iter().filter(|e| e.acked).map(|e| e.offset).max();
+        let keeps_acked = !kind.is_power_loss() || policy.is_persisted();
+        let kept: BTreeSet<u64> = served.iter().map(|(o, _)| *o).collect();
+        for e in &m.entries {
+            let must = e.durable || (keeps_acked && last_acked.is_some_and(|l| e.offset <= l));
+            if must && !kept.contains(&e.offset) {
+                return fail(format!(
+                    "partition {name}: {} at offset {} ({}) is lost after {kind:?} under {policy:?}",
+                    e.payload,
+                    e.offset,
+                    if e.acked { "acknowledged" } else { "served" }
+                ));
+            }
+        }
+        // One segment: what a power loss keeps of it is a prefix.
+        if single_segment
+            && served
+                .iter()
+                .zip(&m.entries)
+                .any(|((o, _), e)| *o != e.offset)
+        {
+            return fail(format!(
+                "partition {name}: after {kind:?} the history is not a prefix of what was served: {served:?}"
+            ));
+        }
+        m.entries = entries;
+        m.unserved.clear();
+        Ok(())
+    }
+
+    /// A fork of the simulator crashes now (`kind`) and recovers, optionally
+    /// writes through every recovered name and loses power, then purges the
+    /// topic (with the faults still pending) and settles; everything is
+    /// checked there as after a real crash and at the end of a case. The
+    /// original world is left as it was.
+    fn probe(&self, kind: CrashKind, write_through: bool) -> Check {
+        let mut fork = World {
+            case: self.case.clone(),
+            sim: self.sim.fork(),
+            clock: Arc::new(ManualClock::new(self.clock.now_micros())),
+            engine: None,
+            model: self.model.clone(),
+            trail: Vec::new(),
+        };
+        let forked_at = fork.sim.op_count();
+        fork.crash(kind)
+            .and_then(|()| {
+                if !write_through {
+                    return Ok(());
+                }
+                // Names recovered from the crashed process may never have
+                // been made durable: write through each of them again (the
+                // stored offsets and one batch per partition), then lose power.
+                for p in 0..PARTITIONS.len() {
+                    fork.send(p, 1)?;
+                    let last = fork.model[p].entries.last().map(|e| e.offset);
+                    for who in Who::ALL {
+                        // (After a buffered power loss a stored offset may
+                        // lie beyond the log: it cannot be stored again.)
+                        match fork.model[p].off(who).observed {
+                            Some(v) if last.is_some_and(|l| v <= l) => fork.store_at(p, who, v)?,
+                            _ => {}
+                        }
+                    }
+                    fork.check_in_process()?;
+                }
+                fork.crash(CrashKind::PowerLoss)
+            })
+            .and_then(|()| {
+                // A purge right after recovery, with the faults still pending.
+                let r = fork.engine().purge_topic(&s(), &t());
+                fork.purged(&[0, 1], r)?;
+                fork.check_in_process()
+            })
+            .and_then(|()| fork.finish())
+            .map_err(|e| {
+                let mut msg = format!(
+                    "probe (a fork crashed here with {kind:?} and recovered{}, purged the topic and settled): {e}\n  probe trail:\n    {}",
+                    if write_through {
+                        ", wrote through every recovered name, lost power and recovered"
+                    } else {
+                        ""
+                    },
+                    fork.trail.join("\n    ")
+                );
+                if std::env::var_os("SLUICE_PURGE_TRACE").is_some() {
+                    msg.push_str("\n  probe storage trace:");
+                    for entry in fork.sim.trace().into_iter().skip(forked_at as usize) {
+                        let _ = write!(msg, "\n    {entry}");
+                    }
+                }
+                msg
+            })
+    }
+
+    /// Faults stop; cleanup must finish and leave no dead file durable.
+    fn settle(&mut self) -> Check {
+        self.sim.clear_faults();
+        self.note("  faults cleared".into());
+        let passes = self.engine().reconcile_until_idle(IDLE_PASSES);
+        self.note(format!("  reconcile_until_idle: {passes} passes"));
+        let pending = self.engine().reconciler().pending().clone();
+        if !pending.is_empty() {
+            return fail(format!(
+                "cleanup still pending after {IDLE_PASSES} passes without faults: {pending:?}"
+            ));
+        }
+        let durable = self.sim.durable_view();
+        for (p, &partition) in PARTITIONS.iter().enumerate() {
+            let g = self.model[p].generation;
+            let part = self
+                .engine()
+                .partition(key(partition))
+                .ok_or("no partition")?;
+            let state = part.obligation().map(|o| o.state());
+            if g > 0 && state != Some(PurgeState::Applied) {
+                return fail(format!(
+                    "partition {}: obligation {state:?} after cleanup without faults",
+                    partition
+                ));
+            }
+            let dead = dead_files(&durable, partition, g);
+            if !dead.is_empty() {
+                return fail(format!(
+                    "partition {}: dead files durable after cleanup reached Applied: {dead:?}",
+                    partition
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// After the last step: settle, then a power loss must bring nothing back.
+    fn finish(&mut self) -> Check {
+        self.note("finish".into());
+        self.settle()?;
+        self.check_in_process()?;
+        // Applied ⇒ removal durable: a power loss brings nothing back.
+        drop(self.engine.take());
+        self.sim.crash(Crash::PowerLoss);
+        let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
+        let (engine, report) =
+            Engine::open(storage, self.clock.clone(), EngineConfig::new(DATA, 5))
+                .map_err(|e| format!("open after the final power loss failed: {e}"))?;
+        if report.stale_records != 0 {
+            return fail(format!(
+                "after cleanup reached Applied, a power loss brought back {} stale records: {:?}",
+                report.stale_records,
+                report
+                    .per_partition
+                    .iter()
+                    .map(|(k, r)| (
+                        k.partition,
+                        &r.log.stale_files,
+                        &r.consumers.stale,
+                        &r.groups.stale
+                    ))
+                    .collect::<Vec<_>>()
+            ));
+        }
+        self.engine = Some(engine);
+        if !self.engine().reconciler().pending().is_empty() {
+            let states: Vec<_> = PARTITIONS
+                .iter()
+                .map(|&p| {
+                    let ob = self.engine().partition(key(p)).and_then(|x| x.obligation());
+                    (p, ob.map(|o| (o.generation(), o.state(), o.attempts())))
+                })
+                .collect();
+            return fail(format!(
+                "after cleanup reached Applied, a power loss left an obligation pending (partition, (generation, state, attempts)): {states:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Runs one schedule; `Err` describes the first violated property.
+pub fn run_case(case: &Case) -> Check {
+    run(case, true)
+}
+
+/// `run_case` without the crash-point probes: only the schedule itself.
+pub fn run_case_without_probes(case: &Case) -> Check {
+    run(case, false)
+}
+
+fn run(case: &Case, probes: bool) -> Check {
+    let mut world = World::new(case)?;
+    world.check_in_process()?;
+    let mut result = Ok(());
+    for (i, step) in case.steps.iter().enumerate() {
+        world.note(format!("#{i} {step:?}"));
+        let r = world
+            .step(step)
+            .and_then(|()| {
+                if matches!(step, Step::CrashRestart(_)) {
+                    Ok(())
+                } else {
+                    world.check_in_process()
+                }
+            })
+            .and_then(|()| {
+                if !probes {
+                    return Ok(());
+                }
+                let partial = CrashKind::PowerLossPartial {
+                    seed: case.probe_seed.wrapping_add(i as u64),
+                };
+                world.probe(CrashKind::Process, false)?;
+                world.probe(CrashKind::Process, true)?;
+                world.probe(CrashKind::PowerLoss, false)?;
+                world.probe(partial, false)
+            })
+            .map_err(|e| format!("step #{i} {step:?}: {e}"));
+        if r.is_err() {
+            result = r;
+            break;
+        }
+    }
+    if result.is_ok() {
+        result = world
+            .finish()
+            .map_err(|e| format!("after the last step: {e}"));
+    }
+    result.map_err(|e| {
+        let mut msg = String::new();
+        let _ = writeln!(msg, "{e}");
+        let _ = writeln!(msg, "trail:");
+        for line in world.trail.iter().rev().take(60).rev() {
+            let _ = writeln!(msg, "  {line}");
+        }
+        if std::env::var_os("SLUICE_PURGE_TRACE").is_some() {
+            let _ = writeln!(msg, "storage trace:");
+            for entry in world.sim.trace() {
+                let _ = writeln!(msg, "  {entry}");
+            }
+        }
+        let runner = if probes {
+            "run_case"
+        } else {
+            "run_case_without_probes"
+        };
+        let _ = write!(msg, "reproduce: {runner}(&{case:?})");
+        msg
+    })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn purge_keeps_its_promises_under_random_schedules(case in case()) {
+        if let Err(e) = run_case(&case) {
+            return Err(TestCaseError::fail(e));
+        }
+    }
+}
+
+/// Findings: the failures the proptest found, each as a minimal
+/// deterministic schedule (run without probes). A `finding_*` test fails
+/// until its bug is fixed (red on purpose, like the simulator findings in
+/// `storage_model.rs`); a `regression_*` test guards a fixed one.
+/// A2, B, C, D and F break only P3 ("`Applied` means the removal is
+/// durable"): a dead file survives on disk, recovery ignores it as stale and
+/// reopens the obligation, so nothing purged is served. G breaks P2 (an
+/// acknowledged write lost, a purged message served again), H and I lose
+/// `persisted` state that was served or acknowledged.
+///
+/// A failure prints `reproduce: run_case(&Case { .. })`; with the `use` lines
+/// below the printed `Case` compiles as is (`steps: vec![..]`).
+mod findings {
+    use super::{
+        Case, CrashKind::*, Dir::*, Durability::*, Errno::*, FaultOp::*, SegmentSize::*, Step::*,
+        SyncFailureSemantics::*, Who::*, run_case_without_probes,
+    };
+
+    fn replay(case: Case) {
+        if let Err(e) = run_case_without_probes(&case) {
+            panic!("{e}");
+        }
+    }
+
+    /// Finding A, fixed in d550056 (cleanup syncs all three directories
+    /// through their trackers): an offset delete whose directory sync fails
+    /// (Linux drops the dirty unlink) is not durable; a purge then makes the
+    /// file dead, but cleanup never sees it (it is gone from the page cache)
+    /// and used to sync only the directories it removed names from, so
+    /// `Applied` was reached with `groups/1` of generation 0 durable.
+    #[test]
+    #[rustfmt::skip]
+    fn regression_a_failed_delete_sync_then_purge_reaches_applied_with_no_dead_offset_file_on_disk() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Store { part: 0, who: G1, pick: 0 },
+            Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0 },
+            Delete { part: 0, who: G1 },
+            PurgePartition { part: 0 },
+        ] });
+    }
+
+    /// As in `regression_a`, but the process dies between the failed delete
+    /// and the purge: no tracker remembers the unlink, and a plain directory
+    /// sync persists nothing (the failed sync dropped the dirty entry), so
+    /// `Applied` is reached with `groups/1` of generation 0 durable. This is
+    /// ADR 0003's G1 ("unlinks recorded nowhere") for offset deletes, listed
+    /// there under "Known limits" with no committed test until this one.
+    /// Fix: an unlink outside the obligation protocol must be recorded
+    /// durably before it is made, e.g. a delete writes a tombstone record
+    /// (`{generation, deleted}`, synced under `persisted`) instead of
+    /// unlinking, and only purge cleanup unlinks (after `plan_removals`).
+    #[test]
+    #[rustfmt::skip]
+    fn finding_a2_failed_delete_sync_then_crash_then_purge_reaches_applied_with_a_dead_offset_file_on_disk() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Store { part: 0, who: G1, pick: 0 },
+            Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0 },
+            Delete { part: 0, who: G1 },
+            CrashRestart(Process),
+            PurgePartition { part: 0 },
+        ] });
+    }
+
+    /// Cleanup fails before it reaches `consumers/2` (generation 0); a store
+    /// for consumer 2 in generation 1 then reuses that file: it writes its
+    /// record into the other slot, but the file sync fails (Linux drops it).
+    /// The page cache says generation 1, so cleanup leaves the file and
+    /// reaches `Applied`; the disk still says generation 0 (dead). The same
+    /// happens with no fault under `buffered`, where the store is never
+    /// synced (found with a partial power loss that had made the old file
+    /// durable).
+    /// ADR 0003 lists this under "Known limits" ("A fresh store into a dead
+    /// offset file"); the simulator's property (d) does not count it, this
+    /// test does (the file is dead on disk while `Applied` is durable).
+    /// Fix: never write a new generation's record into a file whose newest
+    /// record is older: remove it and create the file afresh (its name is
+    /// then an unconfirmed creation, made durable by the next sync of the
+    /// directory, which every cleanup attempt runs since d550056).
+    #[test]
+    #[rustfmt::skip]
+    fn finding_b_store_reusing_a_dead_offset_file_reaches_applied_with_it_dead_on_disk() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Store { part: 0, who: C2, pick: 0 },
+            Inject { part: 0, dir: Segments, op: RemoveFile, errno: Io, skip: 0 },
+            PurgePartition { part: 0 },
+            Send { part: 0, n: 1 },
+            Inject { part: 0, dir: Consumers, op: SyncFile, errno: Io, skip: 0 },
+            Store { part: 0, who: C2, pick: 0 },
+        ] });
+    }
+
+    /// A partial power loss keeps the names of partition 2's segment but not
+    /// its bytes. Recovery removes the empty segment (`.log` and `.idx`) and
+    /// syncs `segments/`; the sync fails (Linux drops both unlinks) and the
+    /// process dies. The next process finds nothing to clean in `segments/`
+    /// (the names are gone from the page cache and recorded nowhere), its
+    /// plain directory sync persists nothing, and the purge reaches `Applied`
+    /// with both files of generation 0 durable. (Also found: start-up fails
+    /// between the two unlinks, leaving the `.log` unlink unrecorded.) The
+    /// same family as finding A2: an unlink outside the obligation protocol.
+    /// Fix: leave empty segments in place at recovery (skip them; a new
+    /// segment at that base reuses the file) and let purge cleanup remove
+    /// them once they are dead, after `plan_removals` has recorded them.
+    #[test]
+    #[rustfmt::skip]
+    fn finding_c_unlink_of_an_empty_segment_at_recovery_reaches_applied_with_a_dead_segment_on_disk() {
+        replay(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 1, n: 1 },
+            Inject { part: 1, dir: Segments, op: SyncDir, errno: Io, skip: 0 },
+            CrashRestart(PowerLossPartial { seed: 1 }),
+            CrashRestart(Process),
+            PurgePartition { part: 1 },
+        ] });
+    }
+
+    /// Cleanup removes `consumers/1` and the directory sync fails; the retry
+    /// redoes the removal (`CreateNew` then `remove_file`), and the
+    /// `remove_file` fails, leaving an empty `consumers/1` behind. Every later
+    /// redo meets `AlreadyExists`, takes it for a fresh write and skips the
+    /// removal; once another failed sync drops the dirty entry, `Applied` is
+    /// reached with the generation-0 `consumers/1` durable.
+    /// Fix: in `dirsync::redo`, remember a name whose re-created file could
+    /// not be removed, and next time remove it without `CreateNew` (a file
+    /// really recreated since would have been noted `Created`, replacing the
+    /// `Removed` note).
+    #[test]
+    #[rustfmt::skip]
+    fn finding_d_failed_redo_of_a_removal_leaves_a_file_that_blocks_every_later_redo() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Store { part: 0, who: C1, pick: 0 },
+            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0 },
+            PurgePartition { part: 0 },
+            Inject { part: 0, dir: Consumers, op: RemoveFile, errno: Io, skip: 0 },
+            Tick { advance_ms: 100_000 },
+            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0 },
+            Tick { advance_ms: 100_000 },
+        ] });
+    }
+
+    /// Finding E, fixed in 42cda95 (a failed delete keeps memory in step
+    /// with the file): a delete whose `remove_file` failed had already dropped
+    /// the offset from memory while the file kept it; the next delete
+    /// answered `Ok(false)` ("there was none") and removed nothing, and after
+    /// a process restart the offset was back (`Next` then skipped messages).
+    #[test]
+    #[rustfmt::skip]
+    fn regression_e_failed_delete_then_acknowledged_delete_does_not_resurrect_the_offset() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Store { part: 0, who: C1, pick: 0 },
+            Inject { part: 0, dir: Consumers, op: RemoveFile, errno: Io, skip: 0 },
+            Delete { part: 0, who: C1 },
+            Delete { part: 0, who: C1 },
+            CrashRestart(Process),
+        ] });
+    }
+
+    /// Every sync of the partition directory fails while the first
+    /// obligation is written (Linux drops the new name each time), then the
+    /// process dies. The next process finds `purge.obligation` in the page
+    /// cache and, on its first write, syncs the partition directory without
+    /// re-dirtying the name, which persists nothing: `Applied` is reported,
+    /// but after a power loss the obligation file is gone (recovery rebuilds
+    /// `Requested` from the metadata and cleanup runs again, and the
+    /// obligation's redo list is lost).
+    /// Fix: treat a `purge.obligation` found at recovery like recovered
+    /// offset names: note it `Created` in the root tracker with
+    /// `force_redirty`, so the first sync redoes it.
+    #[test]
+    #[rustfmt::skip]
+    fn finding_f_obligation_name_left_by_an_earlier_process_is_never_made_durable() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0 },
+            Send { part: 0, n: 1 },
+            PurgePartition { part: 0 },
+            CrashRestart(Process),
+            Settle,
+        ] });
+    }
+
+    /// Two sends' `segments/` syncs fail (Linux drops the names of segments 0
+    /// and 3, tiny segments); the engine serves both batches (not
+    /// acknowledged, but served, as ADR 0004 §6 allows), and the process
+    /// dies. Recovery re-dirties only the names of the newest segment, so the
+    /// acknowledged send at offset 4 makes segment 3 durable but never segment
+    /// 0: after a power loss offsets 0..=2 are gone under `persisted` while
+    /// offset 4 (acknowledged) and 3 survive, a hole the log's invariants
+    /// allow only under `buffered`; whatever consumers read and committed
+    /// there vanished.
+    /// Fix: in `Partition::recover`, note the names of every recovered
+    /// segment of the current generation (not only the newest) and
+    /// `force_redirty`, as `OffsetStore::recover` does for every offset file.
+    #[test]
+    #[rustfmt::skip]
+    fn finding_h_recovery_redoes_only_the_newest_segment_name() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Tiny, probe_seed: 0, steps: vec![
+            Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0 },
+            Send { part: 0, n: 3 },
+            Send { part: 0, n: 1 },
+            CrashRestart(Process),
+            Send { part: 0, n: 1 },
+            CrashRestart(PowerLoss),
+        ] });
+    }
+
+    /// A `persisted` delete unlinks `consumers/1` but its directory sync fails
+    /// (Linux drops the unlink); memory has no offset now, so the retried
+    /// delete answers `Ok(false)` ("there is none") without syncing anything,
+    /// and after a power loss the offset is back (`Next` then skips from it).
+    /// Fix: in `OffsetStore::delete`, when there is no entry but the tracker
+    /// still holds an unconfirmed change for the name, sync the directory
+    /// (under `persisted`) before answering.
+    #[test]
+    #[rustfmt::skip]
+    fn finding_i_retried_delete_after_a_failed_directory_sync_is_acknowledged_but_not_durable() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Store { part: 0, who: C1, pick: 0 },
+            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0 },
+            Delete { part: 0, who: C1 },
+            Delete { part: 0, who: C1 },
+            CrashRestart(PowerLoss),
+        ] });
+    }
+
+    /// Not a bug: the teeth check for recovered offset names. A first store's
+    /// directory sync fails (Linux drops the new name) and the process dies;
+    /// recovery loads the offset from the page cache, so the name must be
+    /// redone before the next sync confirms anything, or the store
+    /// acknowledged in the new process is lost with its name at the next
+    /// power loss.
+    #[test]
+    #[rustfmt::skip]
+    fn regression_offset_name_recovered_from_an_earlier_process_is_redone() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0 },
+            Store { part: 0, who: C1, pick: 0 },
+            CrashRestart(Process),
+            Store { part: 0, who: C1, pick: 0 },
+            CrashRestart(PowerLoss),
+        ] });
+    }
+
+    /// L1 across a restart (found with `SLUICE_PURGE_METADATA_FAULTS=1`): the
+    /// purge's metadata save fails after its rename (the data-directory sync
+    /// fails, Linux drops the rename) and so does putting the previous
+    /// metadata back, so the engine refuses service; the process dies. The
+    /// next process loads the purged metadata from the page cache, serves
+    /// generation 1 and acknowledges a `persisted` send under it, but that
+    /// metadata was never made durable: after a power loss the partition is
+    /// back at generation 0, the acknowledged message (generation 1) is
+    /// ignored as foreign and the purged message is served again.
+    /// Fix: at start-up, make the loaded metadata durable before serving
+    /// anything (save it again with a higher version: a fresh rename and a
+    /// data-directory sync), as `settle_metadata` does after a failed save.
+    #[test]
+    #[rustfmt::skip]
+    fn finding_g_metadata_loaded_from_the_page_cache_is_served_before_it_is_durable() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            InjectMetadata { op: SyncDir, errno: Io, skip: 0 },
+            InjectMetadata { op: RemoveFile, errno: Io, skip: 1 },
+            InjectMetadata { op: RemoveFile, errno: Io, skip: 1 },
+            PurgePartition { part: 0 },
+            CrashRestart(Process),
+            Send { part: 0, n: 1 },
+            CrashRestart(PowerLoss),
+        ] });
+    }
+
+    /// ADR 0003's known limit L1 through a purge, fixed in d550056 (a failed
+    /// metadata save puts the previous metadata back): the data-directory
+    /// sync of the purge's metadata save fails after the rename, the purge
+    /// returns an error, a send is acknowledged at generation 0, and a
+    /// process restart must still serve it (before the fix it came up at
+    /// generation 1 without it). `SLUICE_PURGE_METADATA_FAULTS=1` lets the
+    /// proptest inject such faults.
+    #[test]
+    #[rustfmt::skip]
+    fn regression_l1_failed_purge_commit_does_not_lose_later_acknowledged_writes() {
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            InjectMetadata { op: SyncDir, errno: Io, skip: 0 },
+            PurgePartition { part: 0 },
+            Send { part: 0, n: 1 },
+            CrashRestart(Process),
+        ] });
+    }
+}
