@@ -279,10 +279,11 @@ fn an_empty_segment_between_two_that_kept_their_bytes_is_skipped() {
         poll_offsets(&mut engine, PollingStrategy::Offset(bases[1]), 1),
         [bases[2]]
     );
-    // And: the empty segment's files are gone, and the next message follows the last.
+    // And: the empty segment is left in place (only purge cleanup unlinks,
+    // ADR 0008) but not served, and the next message follows the last.
     assert!(
-        !sim.exists(&log_path(bases[1])).unwrap(),
-        "the empty segment was left in place"
+        sim.exists(&log_path(bases[1])).unwrap(),
+        "recovery unlinked the empty segment outside the purge protocol"
     );
     let last = *kept.last().unwrap();
     assert_eq!(send(&mut engine, 100, 1).base_offset, last + 1);

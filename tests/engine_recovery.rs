@@ -4,6 +4,8 @@
 
 mod support;
 
+use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
+use sluice_server::slots::SlotRead;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -649,7 +651,19 @@ fn deleted_offsets_stay_deleted_across_restart() {
     // Then: the delete held.
     assert_eq!(report.consumer_offsets, 0);
     assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), None);
-    assert!(!sim.exists(&sim_paths().consumers.join("1")).unwrap());
+    // And: the file stays, holding a tombstone (only purge cleanup unlinks,
+    // ADR 0008).
+    let bytes = sim.read_file(&sim_paths().consumers.join("1")).unwrap();
+    match OFFSET_LAYOUT.decode::<OffsetRecord>(&bytes) {
+        SlotRead::Valid { value, .. } => assert_eq!(
+            value,
+            OffsetRecord {
+                generation: 0,
+                offset: None
+            }
+        ),
+        other => panic!("expected a tombstone, found {other:?}"),
+    }
 }
 
 #[test]

@@ -9,6 +9,10 @@
 //!   sync every unconfirmed change is therefore performed again: a created
 //!   name is renamed away and back, a removed name is created and removed.
 //!   Only then can the sync confirm them.
+//! - A redo never removes a file holding bytes: a removed name that exists
+//!   again with content was recreated by a fresh write. An empty file under a
+//!   removed name is a redo's own leftover (its `remove_file` failed) or a
+//!   write that never landed; removing it loses nothing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -112,8 +116,21 @@ fn redo(
                 drop(file);
                 storage.remove_file(&path)
             }
-            // Created again since (a fresh write): that name is not ours to remove.
-            Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(()),
+            Err(e) if e.kind == ErrorKind::AlreadyExists => {
+                // Either created again since (a fresh write: not ours to
+                // remove), or left by an earlier redo whose `remove_file`
+                // failed. An empty file holds nothing anyone acknowledged
+                // (every record write lands before its acknowledgement), so
+                // it is ours: remove it, or it would block every later redo
+                // and the dropped removal would never become durable.
+                let file = storage.open(&path, OpenMode::Read)?;
+                if file.len()? == 0 {
+                    drop(file);
+                    storage.remove_file(&path)
+                } else {
+                    Ok(())
+                }
+            }
             Err(e) => Err(e),
         },
     }

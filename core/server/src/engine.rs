@@ -120,9 +120,11 @@ pub struct Engine {
     balance: BTreeMap<(u32, u32), u32>,
     ids: SimRng,
     reconciler: Reconciler,
-    /// Set when a metadata save failed and putting the previous metadata back
-    /// failed too: the file a restart would read may hold a change memory does
-    /// not. Until a save succeeds again, the engine serves and changes nothing.
+    /// Set when the metadata on disk may differ from memory: a save failed and
+    /// putting the previous metadata back failed too (the file a restart would
+    /// read may hold a change memory does not), or the metadata was loaded at
+    /// start-up from a page cache an earlier process may never have synced.
+    /// Until a save succeeds again, the engine serves and changes nothing.
     metadata_in_doubt: Option<String>,
 }
 
@@ -210,7 +212,16 @@ impl Engine {
         // is committed inside it, redone after an earlier open's failed sync.
         crate::datadir::open(storage.as_ref(), &config.data_dir)?;
         let store = MetadataStore::new(storage.clone(), &config.data_dir);
-        let meta = store.load()?.unwrap_or_default();
+        let loaded = store.load()?;
+        // Metadata found in the page cache is not known durable: an earlier
+        // process may have renamed it into place and then failed the
+        // directory sync (Linux drops the rename's dirty state, so no plain
+        // sync will ever persist it). Nothing may be acknowledged under it
+        // until it has been saved again (a fresh rename and directory sync).
+        let metadata_in_doubt = loaded
+            .is_some()
+            .then(|| "loaded at start-up, not yet known durable".to_string());
+        let meta = loaded.unwrap_or_default();
         let mut engine = Engine {
             ids: SimRng::new(config.seed),
             storage,
@@ -220,10 +231,15 @@ impl Engine {
             partitions: BTreeMap::new(),
             balance: BTreeMap::new(),
             reconciler: Reconciler::new(config.reconciler),
-            metadata_in_doubt: None,
+            metadata_in_doubt,
             config,
         };
         let report = engine.recover_partitions()?;
+        if let Err(e) = engine.settle_metadata() {
+            // Not fatal: every request that touches a partition or the
+            // metadata tries again first, and refuses until it succeeds.
+            tracing::warn!(error = %e, "could not make the loaded metadata durable; refusing writes until it is");
+        }
         // The seed alone would replay the ids of the previous run in this data
         // directory after every restart; mix in what the data directory holds
         // now (and the clock, which simulations control) so they move on.
@@ -378,12 +394,11 @@ impl Engine {
         let Some(reason) = self.metadata_in_doubt.clone() else {
             return Ok(());
         };
-        let mut again = self.meta.clone();
-        again.version = self.meta.version + 2;
-        match self.store.save(&again) {
+        // The same record again (same version: nothing changed), through a
+        // fresh temporary file, rename and directory sync.
+        match self.store.save(&self.meta) {
             Ok(()) => {
-                tracing::info!("metadata settled again after an earlier failed save");
-                self.meta = again;
+                tracing::info!(reason, "metadata made durable again");
                 self.metadata_in_doubt = None;
                 Ok(())
             }
@@ -1101,6 +1116,18 @@ impl Engine {
     pub fn reconcile_at(&mut self, now_ms: u64) -> PassReport {
         self.reconciler.begin_pass();
         let mut report = PassReport::default();
+        // Cleanup removes what the committed generations make dead; while the
+        // metadata holding them is not durable, a power loss could bring back
+        // the older generations, so nothing may be removed yet.
+        if let Err(e) = self.settle_metadata() {
+            let msg = e.to_string();
+            for key in self.reconciler.due(now_ms) {
+                self.reconciler.record_failure(key, &msg, now_ms);
+                report.attempted.push(key);
+                report.failed.push((key, msg.clone()));
+            }
+            return report;
+        }
         for key in self.reconciler.due(now_ms) {
             report.attempted.push(key);
             let Some(p) = self.partitions.get_mut(&key) else {

@@ -44,7 +44,7 @@ impl PartitionPaths {
             segments: root.join("segments"),
             consumers: root.join("consumers"),
             groups: root.join("groups"),
-            obligation: root.join("purge.obligation"),
+            obligation: root.join(crate::partition::purge::OBLIGATION_FILE),
             root,
         }
     }

@@ -243,28 +243,31 @@ impl Partition {
         );
         // As for offsets: recovered segment names may never have been made
         // durable by an earlier process; redo them before the next sync.
-        if let Some(base) = partition.log.last_segment_base() {
+        // Every segment, not only the newest: a later acknowledged append
+        // makes its own segment durable, but the messages before it must not
+        // vanish with an older segment's name.
+        let bases = partition.log.segment_bases();
+        for base in &bases {
             for ext in ["log", "idx"] {
                 partition
                     .segment_names
-                    .note(&segment_name(generation, base, ext), NameChange::Created);
+                    .note(&segment_name(generation, *base, ext), NameChange::Created);
             }
+        }
+        if !bases.is_empty() {
             partition.segment_names.force_redirty();
         }
-        // Empty segments recovery removed: make the removals durable now, so
-        // a power loss cannot bring back a segment whose base lies beyond the
-        // data. A failed sync is not fatal: the names stay tracked (and
-        // re-dirtied) until the next sync of `segments/` confirms them, and a
-        // segment that does come back empty is removed again.
-        if !log_report.removed_empty.is_empty() {
-            for name in &log_report.removed_empty {
-                partition.segment_names.note(name, NameChange::Removed);
-            }
-            if let Err(e) = partition.segment_names.sync(partition.storage.as_ref()) {
-                tracing::warn!(dir = %partition.paths.segments.display(), error = %e, "could not sync the removal of empty segments; retried by the next sync");
-            }
-        }
         let loaded = purge::load(&partition)?;
+        if loaded != purge::LoadedObligation::Missing {
+            // Found in the page cache: an earlier process's failed sync of the
+            // partition directory may have dropped the name, and a plain sync
+            // now would persist nothing. Redo it before the next obligation
+            // write counts it durable.
+            partition
+                .root_names
+                .note(purge::OBLIGATION_FILE, NameChange::Created);
+            partition.root_names.force_redirty();
+        }
         let stale = !log_report.stale_files.is_empty()
             || !c_report.stale.is_empty()
             || !g_report.stale.is_empty();

@@ -2,13 +2,24 @@
 //!
 //! One file per consumer (or group) in `consumers/` (or `groups/`), named by
 //! its numeric id, holding a two-slot record `{generation, offset}`
-//! (see `slots.rs`). The two directories are separate stores: syncing one
-//! never stands in for the other.
+//! (see `slots.rs`), where a deleted offset is a *tombstone* (`offset:
+//! None`). The two directories are separate stores: syncing one never stands
+//! in for the other.
 //!
 //! Invariants:
-//! - The in-memory map holds only offsets of the partition's current
+//! - The in-memory map holds only records of the partition's current
 //!   generation. A record of an older generation is never seeded: it means
 //!   *no committed offset*.
+//! - This module never unlinks a file that may hold a live record. A delete
+//!   writes a tombstone (one positioned write, and under `persisted` a file
+//!   sync), so only purge cleanup, which records every name before removing
+//!   it, takes names away: an unlink recorded nowhere could be dropped by a
+//!   failed directory sync and come back after a purge has applied (ADR 0008).
+//! - A new generation's record is never written into a file whose newest
+//!   record is older (or unreadable): under Linux a failed file sync would
+//!   leave the disk holding the dead record while the page cache shows the
+//!   live one, and cleanup, reading the cache, would keep it. Such a file is
+//!   replaced whole: the record goes into `{id}.tmp`, which is renamed over it.
 //! - A store is one positioned write into the slot the newest record does not
 //!   occupy; under `persisted` it is acknowledged after the file sync and, if
 //!   the file's name is not yet known durable, the directory sync.
@@ -29,7 +40,8 @@ use crate::slots::{SlotLayout, SlotRead};
 
 pub const OFFSET_LAYOUT: SlotLayout = SlotLayout {
     magic: Magic::OFFSET,
-    version: 1,
+    // 2: `offset` became optional (tombstones).
+    version: 2,
     slot_size: 64,
 };
 
@@ -54,16 +66,25 @@ impl OffsetKind {
 /// The record in each slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OffsetRecord {
-    /// The purge generation the store was acknowledged under.
+    /// The purge generation the store (or delete) was acknowledged under.
     pub generation: u64,
-    pub offset: u64,
+    /// The stored offset; `None` is a tombstone (the offset was deleted).
+    pub offset: Option<u64>,
 }
+
+/// Suffix of the temporary file a replacing store writes first.
+pub const REPLACE_SUFFIX: &str = ".tmp";
 
 #[derive(Debug)]
 struct Entry {
-    offset: u64,
+    /// What the file's newest record says; `None` is a tombstone.
+    offset: Option<u64>,
     seq: u64,
     file: Box<dyn DurableFile>,
+    /// Whether that record is known to be on disk (its file sync succeeded in
+    /// this process). A record recovered from the page cache, or one whose
+    /// write or sync failed, may be missing from the disk.
+    synced: bool,
 }
 
 /// What recovery found in an offset directory.
@@ -132,6 +153,19 @@ impl OffsetStore {
             names = storage.list_dir(dir)?;
         }
         for name in names {
+            if let Some(id) = name.strip_suffix(REPLACE_SUFFIX)
+                && id.parse::<u32>().is_ok()
+            {
+                // A replacing store that never reached its rename: never
+                // acknowledged, never read. Removing it loses nothing, and if
+                // a power loss brings it back it is removed again here.
+                match storage.remove_file(&dir.join(&name)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+                continue;
+            }
             let Ok(id) = name.parse::<u32>() else {
                 tracing::warn!(dir = %dir.display(), name, "ignoring a file sluice does not write");
                 report.foreign.push(name);
@@ -157,17 +191,20 @@ impl OffsetStore {
                     if let Some(e) = damaged.filter(|_| seq > 1) {
                         tracing::debug!(path = %path.display(), error = %e, "older offset slot damaged (torn write); newest slot used");
                     }
+                    if value.offset.is_some() {
+                        report.loaded += 1;
+                    }
                     store.offsets.insert(
                         id,
                         Entry {
                             offset: value.offset,
                             seq,
                             file,
+                            synced: false,
                         },
                     );
                     // Found in the page cache: durable only if some sync covered it.
                     store.names.note(&name, NameChange::Created);
-                    report.loaded += 1;
                 }
                 SlotRead::Empty => {}
                 SlotRead::Invalid { first, second } => {
@@ -193,44 +230,93 @@ impl OffsetStore {
     }
 
     pub fn get(&self, id: u32) -> Option<u64> {
-        self.offsets.get(&id).map(|e| e.offset)
+        self.offsets.get(&id).and_then(|e| e.offset)
     }
 
+    /// Every stored offset (deleted ones are not listed).
     pub fn all(&self) -> BTreeMap<u32, u64> {
-        self.offsets.iter().map(|(k, e)| (*k, e.offset)).collect()
+        self.offsets
+            .iter()
+            .filter_map(|(k, e)| e.offset.map(|o| (*k, o)))
+            .collect()
     }
 
+    /// How many offsets are stored (deleted ones do not count).
     pub fn len(&self) -> usize {
-        self.offsets.len()
+        self.offsets.values().filter(|e| e.offset.is_some()).count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
+        self.len() == 0
     }
 
     /// Stores `offset` for `id`; `persisted` makes it survive power loss before returning.
     pub fn store(&mut self, id: u32, offset: u64, persisted: bool) -> Result<()> {
+        self.write_record(id, Some(offset), persisted)
+    }
+
+    /// Deletes the offset of `id` by writing a tombstone; `persisted` makes
+    /// the deletion survive power loss before returning. `Ok(false)` if it
+    /// had none.
+    pub fn delete(&mut self, id: u32, persisted: bool) -> Result<bool> {
+        let had = match self.offsets.get(&id) {
+            // No record of this generation: nothing to delete.
+            None => return Ok(false),
+            Some(e) if e.offset.is_none() && (e.synced || !persisted) => return Ok(false),
+            // A tombstone not known on disk (an earlier delete failed, or it
+            // was recovered from the page cache): write it again, or a power
+            // loss could bring the offset back after this answer.
+            Some(e) => e.offset.is_some(),
+        };
+        self.write_record(id, None, persisted)?;
+        Ok(had)
+    }
+
+    /// Durably removes whatever offset `id` holds, whoever wrote it, before
+    /// the id gets a new owner: the record of a deleted owner (perhaps a
+    /// buffered delete that a power loss undid) must never become the new
+    /// owner's offset. Records of older generations need nothing: they are
+    /// never read, and a store replaces their file.
+    pub fn clear_leftover(&mut self, id: u32) -> Result<()> {
+        if !self.offsets.contains_key(&id) {
+            // Memory may not know the file (a degraded partition loads
+            // nothing): a record of this generation on disk must still go.
+            let path = self.dir.join(id.to_string());
+            match self.storage.open(&path, OpenMode::ReadWrite) {
+                Ok(file) => {
+                    if let SlotRead::Valid { seq, value, .. } =
+                        OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref())?
+                        && value.generation == self.generation
+                    {
+                        self.offsets.insert(
+                            id,
+                            Entry {
+                                offset: value.offset,
+                                seq,
+                                file,
+                                synced: false,
+                            },
+                        );
+                    }
+                }
+                Err(e) if e.kind == ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.delete(id, true).map(|_| ())
+    }
+
+    /// Writes `offset` (a value, or a tombstone) as `id`'s newest record.
+    fn write_record(&mut self, id: u32, offset: Option<u64>, persisted: bool) -> Result<()> {
         let record = OffsetRecord {
             generation: self.generation,
             offset,
         };
-        let path = self.dir.join(id.to_string());
-        let previous = self.offsets.get(&id).map(|e| e.offset);
+        let name = id.to_string();
+        let previous = self.offsets.get(&id).and_then(|e| e.offset);
         let (file, seq) = match self.offsets.remove(&id) {
             Some(e) => (e.file, e.seq + 1),
-            None => {
-                let file = self.storage.open(&path, OpenMode::CreateOrOpen)?;
-                // The name may hold an older record (a stale generation, or one
-                // deleted under `buffered`): continue its sequence so the new
-                // record is the newest slot.
-                let seq = match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref())? {
-                    SlotRead::Valid { seq, .. } => seq + 1,
-                    SlotRead::Empty | SlotRead::Invalid { .. } => 1,
-                };
-                // The name exists now, whatever was recorded before.
-                self.names.note(&id.to_string(), NameChange::Created);
-                (file, seq)
-            }
+            None => self.open_for_new_record(id)?,
         };
         // No early return from here on: whatever fails, the entry removed
         // above must be put back from what the file now holds.
@@ -241,39 +327,91 @@ impl OffsetStore {
         let result = written.and_then(|()| {
             if persisted {
                 file.sync()?;
-                if self.names.is_unconfirmed(&id.to_string()) {
+                // A tombstone needs no durable name: if the name is lost,
+                // so is the offset it deletes.
+                if offset.is_some() && self.names.is_unconfirmed(&name) {
                     self.names.sync(self.storage.as_ref())?;
                 }
             }
             Ok(())
         });
         // Keep the handle and sequence either way: the write may have landed,
-        // and the next store must not reuse its slot number.
-        let prev = result.as_ref().ok().map(|_| offset);
-        match prev {
-            Some(o) => {
+        // and the next write must not reuse its slot number.
+        match result {
+            Ok(()) => {
                 self.offsets.insert(
                     id,
                     Entry {
-                        offset: o,
+                        offset,
                         seq,
                         file,
+                        synced: persisted,
                     },
                 );
             }
-            None => {
-                // Not acknowledged: memory takes whatever the file's newest
-                // valid slot now says (the old value, or the new one if the
-                // write landed), never less than disk nor more than written.
-                self.reload_after_failure(id, file, seq, previous);
-            }
+            // Not acknowledged: memory takes whatever the file's newest valid
+            // slot now says (the old value, or the new one if the write
+            // landed), never less than disk nor more than written.
+            Err(_) => self.reload_after_failure(id, file, seq, previous),
         }
         result
     }
 
-    /// After a failed store, keep whatever the file's newest valid slot says
+    /// The file and the sequence number for the first record this process
+    /// writes for `id`. A file whose newest record belongs to an older
+    /// generation (or cannot be read) is dead or foreign: it is replaced
+    /// whole, never written into (see the module invariants).
+    fn open_for_new_record(&mut self, id: u32) -> Result<(Box<dyn DurableFile>, u64)> {
+        let name = id.to_string();
+        let path = self.dir.join(&name);
+        let existing = match self.storage.open(&path, OpenMode::ReadWrite) {
+            Ok(file) => Some(file),
+            Err(e) if e.kind == ErrorKind::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        let file = match existing {
+            None => self.storage.open(&path, OpenMode::CreateNew)?,
+            Some(file) => match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref())? {
+                // Never written (a store whose write failed): nothing to keep.
+                SlotRead::Empty => file,
+                // A record of this generation not in memory (a failed write
+                // that memory could not follow): continue its sequence.
+                SlotRead::Valid { seq, value, .. } if value.generation == self.generation => {
+                    self.names.note(&name, NameChange::Created);
+                    return Ok((file, seq + 1));
+                }
+                SlotRead::Valid { .. } | SlotRead::Invalid { .. } => {
+                    drop(file);
+                    self.replace_with_empty(&name)?
+                }
+            },
+        };
+        // The name exists now, whatever was recorded before.
+        self.names.note(&name, NameChange::Created);
+        Ok((file, 1))
+    }
+
+    /// Renames a new, empty file over `name`: the dead record it held is
+    /// gone from the page cache at once (no unlink), and the name stays
+    /// present, so recovery notes it and redoes it if its sync never landed.
+    fn replace_with_empty(&mut self, name: &str) -> Result<Box<dyn DurableFile>> {
+        let path = self.dir.join(name);
+        let tmp = self.dir.join(format!("{name}{REPLACE_SUFFIX}"));
+        match self.storage.remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        drop(self.storage.open(&tmp, OpenMode::CreateNew)?);
+        self.storage.rename(&tmp, &path)?;
+        tracing::debug!(path = %path.display(), "replaced an offset file of an older generation");
+        Ok(self.storage.open(&path, OpenMode::ReadWrite)?)
+    }
+
+    /// After a failed write, keep whatever the file's newest valid slot says
     /// (the old value, or the new one if the write landed), so memory never
-    /// claims less than disk nor more than was written.
+    /// claims less than disk nor more than was written; either way it is not
+    /// known to be on disk.
     fn reload_after_failure(
         &mut self,
         id: u32,
@@ -287,65 +425,31 @@ impl OffsetStore {
             }
             Ok(_) => None,
             // The file cannot even be read back: keep what memory had.
-            Err(_) => previous,
+            Err(_) => Some(previous),
         };
         if let Some(offset) = offset {
-            self.offsets.insert(id, Entry { offset, seq, file });
+            self.offsets.insert(
+                id,
+                Entry {
+                    offset,
+                    seq,
+                    file,
+                    synced: false,
+                },
+            );
         }
-    }
-
-    /// Deletes the offset of `id`. `Ok(false)` if it had none.
-    pub fn delete(&mut self, id: u32, persisted: bool) -> Result<bool> {
-        if !self.offsets.contains_key(&id) {
-            return Ok(false);
-        }
-        let path = self.dir.join(id.to_string());
-        // Forget the value only once the unlink happened: a failed unlink
-        // leaves the offset on disk, so memory keeps showing it too.
-        match self.storage.remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind == ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
-        self.offsets.remove(&id);
-        self.names.note(&id.to_string(), NameChange::Removed);
-        if persisted {
-            self.names.sync(self.storage.as_ref())?;
-        }
-        Ok(true)
-    }
-
-    /// Durably removes whatever `id`'s file holds, whoever wrote it, before the
-    /// id gets a new owner: the record of a deleted owner (perhaps a buffered
-    /// delete that a power loss undid, or one an earlier process removed but
-    /// never synced) must never become the new owner's offset. Returns only
-    /// after a directory sync that follows the removal (redone first, since
-    /// whether an earlier process's sync of it succeeded is unknown).
-    pub fn clear_leftover(&mut self, id: u32) -> Result<()> {
-        if let Some(entry) = self.offsets.remove(&id) {
-            drop(entry.file);
-        }
-        let name = id.to_string();
-        match self.storage.remove_file(&self.dir.join(&name)) {
-            Ok(()) => {}
-            Err(e) if e.kind == ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
-        self.names.note(&name, NameChange::Removed);
-        self.names.force_redirty();
-        self.names.sync(self.storage.as_ref())?;
-        Ok(())
     }
 
     pub fn generation(&self) -> u64 {
         self.generation
     }
 
-    /// Makes every stored offset and every name change durable (a graceful
-    /// shutdown's flush of buffered stores and deletes).
+    /// Makes every stored offset, every deletion and every name change
+    /// durable (a graceful shutdown's flush of buffered stores and deletes).
     pub fn sync_all(&mut self) -> Result<()> {
-        for entry in self.offsets.values() {
+        for entry in self.offsets.values_mut() {
             entry.file.sync()?;
+            entry.synced = true;
         }
         self.names.sync(self.storage.as_ref())?;
         Ok(())

@@ -9,8 +9,9 @@
 //!   advances it) or fails and leaves it unchanged. (After a power loss under
 //!   `buffered`, a segment may come back shorter than the one after it began:
 //!   offsets then have a gap, never a repeat, and reads skip it.)
-//! - After recovery every segment holds at least one batch: empty ones are
-//!   removed, so `next_offset` always comes from real data, never from the
+//! - After recovery every segment the log serves holds at least one batch:
+//!   empty ones are skipped (and left on disk, since only purge cleanup
+//!   unlinks), so `next_offset` always comes from real data, never from the
 //!   base of a segment whose bytes were lost.
 //! - One `write` per batch, one positioned read per header and per payload on
 //!   polls; no per-message syscall.
@@ -27,7 +28,7 @@ pub use message::{
 };
 pub use segment::ScanIssue;
 use segment::{Segment, read_batch};
-use sluice_storage::{DurableStorage, ErrorKind};
+use sluice_storage::DurableStorage;
 
 use crate::error::{EngineError, Result};
 use crate::frame::{self, Magic};
@@ -43,9 +44,9 @@ pub struct LogRecovery {
     pub foreign_files: Vec<String>,
     /// Torn tails that were cut, per segment path.
     pub tail_cuts: Vec<(PathBuf, ScanIssue)>,
-    /// Files of segments that held no batch, removed (the caller makes the
-    /// removals durable through the directory's `DirTracker`).
-    pub removed_empty: Vec<String>,
+    /// Segments (their `.log` names) that held no batch: not served, left in
+    /// place for a roll at the same base to reuse or the next purge to remove.
+    pub skipped_empty: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -116,12 +117,14 @@ impl Log {
                 _ => report.foreign_files.push(name.clone()),
             }
         }
-        // The listing is sorted, so `bases` is in offset order and only the
-        // last one may end in a torn write.
-        let last = bases.len().checked_sub(1);
-        for (i, &(seg_generation, base)) in bases.iter().enumerate() {
+        // The listing is sorted, so `bases` is in offset order. Only the
+        // newest segment that holds data may end in a torn write; segments
+        // after it hold nothing (see below). Walk from the newest back.
+        let mut recovered = Vec::with_capacity(bases.len());
+        let mut data_seen = false;
+        for &(seg_generation, base) in bases.iter().rev() {
             let (seg, issue) =
-                Segment::recover(storage.as_ref(), dir, seg_generation, base, Some(i) == last)?;
+                Segment::recover(storage.as_ref(), dir, seg_generation, base, !data_seen)?;
             if let Some(issue) = issue {
                 tracing::warn!(path = %seg.log_path.display(), ?issue, "cut a torn segment tail");
                 report.tail_cuts.push((seg.log_path.clone(), issue));
@@ -129,21 +132,22 @@ impl Log {
             if seg.is_empty() {
                 // Nothing acknowledged: a roll whose first write was lost, or
                 // a name a power loss kept without its bytes. Its base may lie
-                // beyond the real data, so it must not set `next_offset`.
-                drop(seg);
-                for ext in ["log", "idx"] {
-                    let name = segment_name(seg_generation, base, ext);
-                    match storage.remove_file(&dir.join(&name)) {
-                        Ok(()) => {}
-                        Err(e) if e.kind == ErrorKind::NotFound => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                    report.removed_empty.push(name);
-                }
+                // beyond the real data, so it must not set `next_offset`. It
+                // is left in place, not unlinked: an unlink outside the purge
+                // protocol is recorded nowhere, so a failed directory sync and
+                // a crash could leave it durable after a purge has applied. A
+                // later roll at the same base reuses it; otherwise the next
+                // purge removes it with the rest of its generation.
+                report
+                    .skipped_empty
+                    .push(segment_name(seg_generation, base, "log"));
                 continue;
             }
-            log.segments.push(seg);
+            data_seen = true;
+            recovered.push(seg);
         }
+        recovered.reverse();
+        log.segments = recovered;
         log.next_offset = log.segments.last().map_or(0, |s| s.next_offset);
         Ok((log, report))
     }
@@ -196,6 +200,11 @@ impl Log {
 
     pub fn segment_count(&self) -> usize {
         self.segments.len()
+    }
+
+    /// Base offsets of every segment, oldest first.
+    pub fn segment_bases(&self) -> Vec<u64> {
+        self.segments.iter().map(|s| s.base_offset).collect()
     }
 
     /// Base offset of the newest segment, if any.

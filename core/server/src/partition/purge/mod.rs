@@ -48,6 +48,9 @@ pub const OBLIGATION_LAYOUT: SlotLayout = SlotLayout {
     slot_size: 64 << 10,
 };
 
+/// The obligation file's name in the partition directory.
+pub const OBLIGATION_FILE: &str = "purge.obligation";
+
 /// What the obligation file said at recovery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoadedObligation {
@@ -175,8 +178,7 @@ impl Partition {
         file.sync()?;
         self.obligation_seq = seq;
         if !self.obligation_named {
-            self.root_names
-                .note("purge.obligation", NameChange::Created);
+            self.root_names.note(OBLIGATION_FILE, NameChange::Created);
             self.root_names.sync(self.storage.as_ref())?;
             self.obligation_named = true;
         }
