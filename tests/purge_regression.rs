@@ -402,3 +402,54 @@ fn the_naive_purge_fails_the_same_scenarios() {
     // Control: with every sync succeeding, even the naive purge works.
     assert!(!naive_shows_the_bug(NoFailure, Persisted));
 }
+
+/// ADR 0003's L3: a crash between the two renames that re-dirty the
+/// obligation's name leaves only `purge.obligation.redirty`. Recovery must
+/// move it back before loading the obligation, or it would rebuild a blank
+/// `Requested` and lose the list of removals an earlier attempt made (which
+/// must be redone before any sync can confirm them).
+#[test]
+fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
+    // Given: a purge whose first cleanup attempt removed the old files but
+    // could not sync `segments/`, so its removals are recorded and pending.
+    let sim = SimStorage::new(SimConfig {
+        seed: 5,
+        sync_failure: SyncFailureSemantics::Linux,
+        capacity: None,
+    });
+    let mut engine = open(&sim, PurgeMode::Obligation);
+    engine.create_stream(None, STREAM).unwrap();
+    engine
+        .create_topic(&s(), None, TOPIC, 1, TopicOptions::default(), 0, 0, 1)
+        .unwrap();
+    send(&mut engine, &["old-0", "old-1"]);
+    make_everything_durable(&sim);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.purge_topic(&s(), &t()).unwrap();
+    let before = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    assert_ne!(before.state(), PurgeState::Applied);
+    assert!(!before.removed().is_empty(), "{before:?}");
+
+    // When: the process dies between the two renames of a re-dirty of the
+    // obligation's name (the state that crash leaves, made by hand).
+    drop(engine);
+    sim.crash(Crash::Process);
+    let paths = sluice_server::layout::PartitionPaths::new(Path::new(DATA), KEY);
+    let aside = paths.root.join("purge.obligation.redirty");
+    sim.rename(&paths.obligation, &aside).unwrap();
+    let engine = open(&sim, PurgeMode::Obligation);
+
+    // Then: the obligation is back under its name with the removals it
+    // recorded (not a blank `Requested` rebuilt from the metadata), and no
+    // leftover name remains.
+    let recovered = engine.partition(KEY).unwrap().obligation().unwrap();
+    assert_eq!(recovered.removed(), before.removed());
+    assert_eq!(recovered.attempts(), before.attempts());
+    assert!(sim.exists(&paths.obligation).unwrap());
+    assert!(!sim.exists(&aside).unwrap());
+}

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use sluice_storage::DurableStorage;
 
-use crate::dirsync::{DirTracker, NameChange};
+use crate::dirsync::{DirTracker, NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
 use crate::layout::{PartitionPaths, segment_name};
 use crate::metadata::{PartitionKey, TopicOptions};
@@ -256,6 +256,17 @@ impl Partition {
         }
         if !bases.is_empty() {
             partition.segment_names.force_redirty();
+        }
+        // A crash between the two renames of a re-dirty of the obligation's
+        // name leaves `purge.obligation.redirty`: move it back first, or the
+        // obligation (and its list of removals to redo) would be missed.
+        let root_names = partition.storage.list_dir(&partition.paths.root)?;
+        if root_names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
+            repair_redirty_leftovers(
+                partition.storage.as_ref(),
+                &partition.paths.root,
+                &root_names,
+            )?;
         }
         let loaded = purge::load(&partition)?;
         if loaded != purge::LoadedObligation::Missing {
