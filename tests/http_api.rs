@@ -6,8 +6,11 @@ mod http_support;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use http_support::{Api, start_server, start_server_with};
+use http_support::{Api, start_server, start_server_on, start_server_with};
 use serde_json::json;
+use sluice_storage::{DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage};
+use std::path::Path;
+use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_consumer_mid_history_when_the_topic_is_purged_then_poll_next_returns_the_fresh_history()
@@ -422,5 +425,59 @@ async fn given_a_graceful_restart_when_reopened_then_acknowledged_data_purges_an
             .contains("sluice_reconciler_pass_duration_seconds")
     );
 
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_failing_directory_sync_when_a_topic_is_purged_then_status_and_metrics_name_the_directory()
+ {
+    // Given a server on the simulator whose next sync of a `consumers/`
+    // directory will fail.
+    let sim = SimStorage::new(SimConfig::default());
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let server = start_server_on(storage, Path::new("/data"), |_| {}).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+    assert_eq!(
+        api.send_to("orders", "events", &["a", "b"]).await.status,
+        201
+    );
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/consumers"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+
+    // When the topic is purged (the first cleanup attempt fails there; the
+    // reconciler's retry succeeds).
+    assert_eq!(
+        api.delete("/streams/orders/topics/events/purge")
+            .await
+            .status,
+        204
+    );
+    let status = api.wait_until_applied("stream_id=1").await;
+
+    // Then the status endpoint counts the failure against `consumers` and the
+    // attempts per directory kind...
+    let r = &status["summary"]["reconciler"];
+    assert_eq!(r["failures_by_site"]["consumers"], 1, "{r}");
+    assert_eq!(r["failures_by_site"]["segments"], 0, "{r}");
+    assert_eq!(r["failures_by_site"]["obligation"], 0, "{r}");
+    assert_eq!(r["attempts"], 2, "{r}");
+    // (the failed attempt reached `segments` and `consumers`, the retry all three)
+    assert_eq!(r["attempts_by_dir"]["segments"], 2, "{r}");
+    assert_eq!(r["attempts_by_dir"]["consumers"], 2, "{r}");
+    assert_eq!(r["attempts_by_dir"]["groups"], 1, "{r}");
+    // ...and so does /metrics.
+    let metrics = api.get("/metrics").await.text;
+    for line in [
+        "sluice_purge_cleanup_site_failures_total{site=\"consumers\"} 1",
+        "sluice_purge_cleanup_dir_attempts_total{dir=\"groups\"} 1",
+        "sluice_purge_cleanup_dir_attempts_total{dir=\"consumers\"} 2",
+    ] {
+        assert!(metrics.contains(line), "missing {line:?} in:\n{metrics}");
+    }
     server.shutdown().await.unwrap();
 }

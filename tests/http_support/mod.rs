@@ -27,6 +27,15 @@ pub async fn start_server_with(
     data_dir: &Path,
     adjust: impl FnOnce(&mut ServerConfig),
 ) -> RunningServer {
+    start_server_on(Arc::new(DiskStorage::new()), data_dir, adjust).await
+}
+
+/// As `start_server_with`, on any storage (e.g. a `SimStorage` with faults).
+pub async fn start_server_on(
+    storage: Arc<dyn DurableStorage>,
+    data_dir: &Path,
+    adjust: impl FnOnce(&mut ServerConfig),
+) -> RunningServer {
     let mut config = ServerConfig {
         data_dir: data_dir.to_path_buf(),
         ..ServerConfig::default()
@@ -35,7 +44,6 @@ pub async fn start_server_with(
     config.reconciler.period = Duration::from_millis(20);
     config.auth.failed_login_delay = Duration::from_millis(20);
     adjust(&mut config);
-    let storage: Arc<dyn DurableStorage> = Arc::new(DiskStorage::new());
     start(
         storage,
         ServeOptions {

@@ -31,7 +31,7 @@ use crate::metadata::{
 use crate::partition::log::{Message, NewMessage};
 use crate::partition::offsets::OffsetKind;
 use crate::partition::purge::PurgeState;
-use crate::partition::reconciler::{Reconciler, ReconcilerConfig};
+use crate::partition::reconciler::{FailureSite, Reconciler, ReconcilerConfig};
 use crate::partition::{Consumer, Partition, PartitionRecovery, Polled, PollingStrategy};
 use sluice_storage::sim::SimRng;
 
@@ -1122,6 +1122,7 @@ impl Engine {
         if let Err(e) = self.settle_metadata() {
             let msg = e.to_string();
             for key in self.reconciler.due(now_ms) {
+                self.reconciler.record_sites(&[], Some(FailureSite::Other));
                 self.reconciler.record_failure(key, &msg, now_ms);
                 report.attempted.push(key);
                 report.failed.push((key, msg.clone()));
@@ -1140,7 +1141,11 @@ impl Engine {
                     .record_failure(key, "partition degraded", now_ms);
                 continue;
             }
-            match p.run_cleanup() {
+            let outcome = p.run_cleanup();
+            let failed_at = outcome.as_ref().err().map(|e| p.failure_site(e));
+            self.reconciler
+                .record_sites(&p.cleanup_worked_on(), failed_at);
+            match outcome {
                 Ok(PurgeState::Applied) => {
                     self.reconciler.record_success(key);
                     report.applied.push(key);

@@ -4,7 +4,12 @@
 //! - `sluice_purge_obligations{state}`: partitions per obligation state
 //!   (`none`: never purged); `sluice_purge_stuck_partitions`,
 //!   `sluice_degraded_partitions`, `sluice_reconciler_pending`.
-//! - `sluice_purge_cleanup_attempts_total`, `sluice_purge_cleanup_failures_total`.
+//! - `sluice_purge_cleanup_attempts_total`, `sluice_purge_cleanup_failures_total`;
+//!   per directory kind, `sluice_purge_cleanup_dir_attempts_total{dir}`
+//!   (attempts that removed a file from or synced `segments`, `consumers` or
+//!   `groups`) and `sluice_purge_cleanup_site_failures_total{site}` (failed
+//!   attempts by where the failing operation was: a directory kind,
+//!   `obligation` or `other`).
 //! - `sluice_recovery_stale_records_total`: records of purged generations
 //!   ignored when this process started.
 //! - `sluice_reconciler_passes_total`, `sluice_reconciler_pass_duration_seconds`
@@ -51,6 +56,16 @@ struct StateLabel {
     state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirLabel {
+    dir: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SiteLabel {
+    site: String,
+}
+
 /// Engine figures as of the last scrape.
 #[derive(Debug, Default, Clone)]
 struct EngineView {
@@ -60,6 +75,8 @@ struct EngineView {
     pending: u64,
     attempts: u64,
     failures: u64,
+    attempts_by_dir: BTreeMap<&'static str, u64>,
+    failures_by_site: BTreeMap<&'static str, u64>,
     passes: u64,
 }
 
@@ -78,6 +95,21 @@ fn gauge(
     let g = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
     let m = encoder.encode_descriptor(name, help, None, g.metric_type())?;
     g.encode(m)
+}
+
+/// One counter family with a single label.
+fn counter_family<L: EncodeLabelSet + std::fmt::Debug>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: impl Iterator<Item = (L, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family =
+        encoder.encode_descriptor(name, help, None, ConstCounter::new(0u64).metric_type())?;
+    for (labels, n) in values {
+        ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 fn counter(
@@ -143,6 +175,32 @@ impl Collector for EngineCollector {
             "sluice_purge_cleanup_failures",
             "Failed purge cleanup attempts since start",
             view.failures,
+        )?;
+        counter_family(
+            &mut encoder,
+            "sluice_purge_cleanup_dir_attempts",
+            "Purge cleanup attempts that removed a file from or synced each directory kind",
+            view.attempts_by_dir.iter().map(|(d, n)| {
+                (
+                    DirLabel {
+                        dir: (*d).to_string(),
+                    },
+                    *n,
+                )
+            }),
+        )?;
+        counter_family(
+            &mut encoder,
+            "sluice_purge_cleanup_site_failures",
+            "Failed purge cleanup attempts by where the failing operation was",
+            view.failures_by_site.iter().map(|(site, n)| {
+                (
+                    SiteLabel {
+                        site: (*site).to_string(),
+                    },
+                    *n,
+                )
+            }),
         )?;
         counter(
             &mut encoder,
@@ -259,6 +317,8 @@ pub async fn scrape(State(state): State<AppState>) -> ApiResult<Response> {
             pending: r.pending,
             attempts: r.attempts,
             failures: r.failures,
+            attempts_by_dir: r.attempts_by_dir.clone(),
+            failures_by_site: r.failures_by_site.clone(),
             passes: r.passes,
         };
     }

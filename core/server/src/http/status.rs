@@ -25,7 +25,8 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, identifier};
 use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
-use crate::partition::purge::PurgeState;
+use crate::partition::purge::{DirKind, PurgeState};
+use crate::partition::reconciler::FailureSite;
 
 pub const STATES: [&str; 5] = [
     "requested",
@@ -56,6 +57,12 @@ pub struct ReconcilerSummary {
     pub passes: u64,
     pub attempts: u64,
     pub failures: u64,
+    /// Attempts that worked on each directory kind (removed a file from it
+    /// or synced it): `segments`, `consumers`, `groups`.
+    pub attempts_by_dir: BTreeMap<&'static str, u64>,
+    /// Failed attempts by where the failing operation was: a directory kind,
+    /// `obligation` (the obligation file) or `other`.
+    pub failures_by_site: BTreeMap<&'static str, u64>,
     pub pending: u64,
     /// Duration of the last periodic pass, `null` before the first one.
     pub last_pass_duration_ms: Option<f64>,
@@ -197,6 +204,14 @@ pub fn snapshot(
                 passes: stats.passes,
                 attempts: stats.attempts,
                 failures: stats.failures,
+                attempts_by_dir: DirKind::ALL
+                    .iter()
+                    .map(|d| (d.as_str(), stats.dir_attempts(*d)))
+                    .collect(),
+                failures_by_site: FailureSite::ALL
+                    .iter()
+                    .map(|f| (f.as_str(), stats.site_failures(*f)))
+                    .collect(),
                 pending: reconciler.pending().len() as u64,
                 last_pass_duration_ms: last_pass_us.map(|us| us as f64 / 1000.0),
                 period_ms,

@@ -106,6 +106,9 @@ pub struct Partition {
     /// Whether the obligation file's name is known durable.
     obligation_named: bool,
     root_names: DirTracker,
+    /// Directories the latest cleanup attempt worked on (removed a file
+    /// from or synced), for the per-directory figures operators see.
+    cleanup_worked_on: std::collections::BTreeSet<purge::DirKind>,
 }
 
 impl Partition {
@@ -127,6 +130,7 @@ impl Partition {
             obligation: None,
             obligation_seq: 0,
             obligation_named: false,
+            cleanup_worked_on: std::collections::BTreeSet::new(),
             paths,
             storage,
             options,

@@ -31,6 +31,7 @@ use crate::dirsync::NameChange;
 use crate::error::{EngineError, Result};
 use crate::frame::Magic;
 use crate::layout::parse_segment_name;
+use crate::partition::reconciler::FailureSite;
 use crate::slots::{SlotLayout, SlotRead};
 pub use state::{DirKind, Obligation, PurgeState, TransitionError};
 
@@ -188,6 +189,7 @@ impl Partition {
     /// Runs one cleanup attempt to `Applied`, or to the first failure (which
     /// is recorded in the obligation and returned).
     pub fn run_cleanup(&mut self) -> Result<PurgeState> {
+        self.cleanup_worked_on.clear();
         let Some(ob) = self.obligation.as_mut() else {
             return Ok(PurgeState::Applied);
         };
@@ -211,6 +213,29 @@ impl Partition {
                 Err(e)
             }
         }
+    }
+
+    /// Directories the latest cleanup attempt worked on.
+    pub fn cleanup_worked_on(&self) -> Vec<DirKind> {
+        self.cleanup_worked_on.iter().copied().collect()
+    }
+
+    /// Where a cleanup error happened: the directory or file its failing
+    /// storage operation named.
+    pub fn failure_site(&self, e: &EngineError) -> FailureSite {
+        let EngineError::Storage(se) = e else {
+            return FailureSite::Other;
+        };
+        if se.path == self.paths.obligation {
+            return FailureSite::Obligation;
+        }
+        for dir in DirKind::ALL {
+            let d = self.dir_path(dir);
+            if se.path == d || se.path.parent() == Some(d) {
+                return FailureSite::Dir(dir);
+            }
+        }
+        FailureSite::Other
     }
 
     fn attempt(&mut self) -> Result<PurgeState> {
@@ -250,6 +275,7 @@ impl Partition {
                         Err(e) => return Err(e.into()),
                     }
                     self.tracker_mut(*dir).note(name, NameChange::Removed);
+                    self.cleanup_worked_on.insert(*dir);
                 }
             }
             if !more {
@@ -260,6 +286,7 @@ impl Partition {
             let dirs: Vec<DirKind> = round.keys().copied().collect();
             for dir in &dirs {
                 let storage = self.storage.clone();
+                self.cleanup_worked_on.insert(*dir);
                 self.tracker_mut(*dir).sync(storage.as_ref())?;
             }
             self.ob_mut()?.round_confirmed(&dirs).map_err(transition)?;
@@ -275,6 +302,7 @@ impl Partition {
         let must_confirm = self.ob()?.unconfirmed_dirs();
         for dir in DirKind::ALL {
             let storage = self.storage.clone();
+            self.cleanup_worked_on.insert(dir);
             self.tracker_mut(dir).sync(storage.as_ref())?;
             if must_confirm.contains(&dir) {
                 self.ob_mut()?.dir_confirmed(dir).map_err(transition)?;

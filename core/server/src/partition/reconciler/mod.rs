@@ -15,6 +15,51 @@ use std::collections::BTreeMap;
 use sluice_storage::sim::SimRng;
 
 use crate::metadata::PartitionKey;
+use crate::partition::purge::DirKind;
+
+/// Where a cleanup attempt failed, for operators: one of the three
+/// directories, the obligation file, or anything else (the metadata in doubt,
+/// an internal error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FailureSite {
+    Dir(DirKind),
+    Obligation,
+    Other,
+}
+
+impl FailureSite {
+    pub const ALL: [FailureSite; 5] = [
+        FailureSite::Dir(DirKind::Segments),
+        FailureSite::Dir(DirKind::Consumers),
+        FailureSite::Dir(DirKind::Groups),
+        FailureSite::Obligation,
+        FailureSite::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureSite::Dir(d) => d.as_str(),
+            FailureSite::Obligation => "obligation",
+            FailureSite::Other => "other",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            FailureSite::Dir(d) => dir_index(d),
+            FailureSite::Obligation => 3,
+            FailureSite::Other => 4,
+        }
+    }
+}
+
+fn dir_index(dir: DirKind) -> usize {
+    match dir {
+        DirKind::Segments => 0,
+        DirKind::Consumers => 1,
+        DirKind::Groups => 2,
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReconcilerConfig {
@@ -58,6 +103,23 @@ pub struct ReconcilerStats {
     pub attempts: u64,
     pub failures: u64,
     pub last_pass_attempts: u64,
+    /// Per directory kind (indexed as `DirKind::ALL`): attempts that worked
+    /// on that directory (removed a file from it or synced it).
+    dir_attempts: [u64; 3],
+    /// Per `FailureSite` (indexed as `FailureSite::ALL`): failed attempts.
+    site_failures: [u64; 5],
+}
+
+impl ReconcilerStats {
+    /// Attempts that worked on `dir` since start.
+    pub fn dir_attempts(&self, dir: DirKind) -> u64 {
+        self.dir_attempts[dir_index(dir)]
+    }
+
+    /// Failed attempts whose failing operation was at `site`, since start.
+    pub fn site_failures(&self, site: FailureSite) -> u64 {
+        self.site_failures[site.index()]
+    }
 }
 
 #[derive(Debug)]
@@ -114,6 +176,16 @@ impl Reconciler {
             && e.stuck
         {
             tracing::info!(partition = %key, "stuck purge cleanup recovered");
+        }
+    }
+
+    /// Counts where one attempt worked and, if it failed, where.
+    pub fn record_sites(&mut self, worked_on: &[DirKind], failed_at: Option<FailureSite>) {
+        for dir in worked_on {
+            self.stats.dir_attempts[dir_index(*dir)] += 1;
+        }
+        if let Some(site) = failed_at {
+            self.stats.site_failures[site.index()] += 1;
         }
     }
 
