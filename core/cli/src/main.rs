@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod bench;
 mod sim;
 mod status;
 
@@ -67,6 +68,9 @@ enum Command {
     /// --with-default-root-credentials (iggy/iggy). Exits 1 when the server is
     /// unreachable or refuses, 2 on usage errors.
     Status(status::StatusArgs),
+    /// Benchmarks: each figure next to a reference measured on the same disk
+    /// in the same run, and their ratio (docs/performance.md).
+    Bench(bench::BenchArgs),
     /// Run the engine end to end on the real disk and report what recovery found.
     SelfCheck {
         /// Data directory (created if missing).
@@ -100,6 +104,9 @@ fn main() -> ExitCode {
     // are noise unless asked for with RUST_LOG.
     let default_level = if matches!(cli.command, Command::Sim(_)) {
         "off"
+    } else if matches!(cli.command, Command::Bench(_)) {
+        // A purge of 1,000 partitions logs each commit at info.
+        "warn"
     } else {
         "info"
     };
@@ -113,6 +120,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Sim(cmd) => sim::main(cmd),
         Command::Status(args) => status::main(args),
+        Command::Bench(args) => bench::main(args),
         Command::Server(args) => match run_server(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
