@@ -453,3 +453,102 @@ fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
     assert!(sim.exists(&paths.obligation).unwrap());
     assert!(!sim.exists(&aside).unwrap());
 }
+
+/// Cleanup across partitions runs `concurrency` at a time: a topic purge over
+/// many partitions, one of which fails a directory sync, ends with every
+/// other partition `Applied` in the same pass, the failing one retried to
+/// `Applied`, no dead file durable and every fresh write intact.
+#[test]
+fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_own() {
+    // Given: a topic of 12 partitions with an old, durable history each.
+    let sim = SimStorage::new(SimConfig {
+        seed: 11,
+        sync_failure: SyncFailureSemantics::Linux,
+        capacity: None,
+    });
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let mut config = EngineConfig::new(DATA, 7);
+    config.reconciler.concurrency = 4;
+    let mut engine = Engine::open(storage, Arc::new(ManualClock::new(1_000_000)), config)
+        .unwrap()
+        .0;
+    engine.create_stream(None, STREAM).unwrap();
+    let persisted = TopicOptions {
+        durability: Durability::Persisted,
+        consumer_offset_durability: Durability::Persisted,
+        ..TopicOptions::default()
+    };
+    engine
+        .create_topic(&s(), None, TOPIC, 12, persisted, 0, 0, 1)
+        .unwrap();
+    for partition in 1..=12 {
+        engine
+            .send(
+                &s(),
+                &t(),
+                &Partitioning::PartitionId(partition),
+                vec![NewMessage::new(b"old".to_vec())],
+            )
+            .unwrap();
+        engine
+            .store_offset(&s(), &t(), partition, Consumer::consumer(1), 0)
+            .unwrap();
+    }
+    make_everything_durable(&sim);
+    // Partition 7's `consumers/` sync fails once.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/7/consumers"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+
+    // When: the topic is purged (its pass cleans 4 partitions at a time).
+    engine.purge_topic(&s(), &t()).unwrap();
+
+    // Then: every partition but 7 is Applied after the purge's own pass...
+    let state = |engine: &Engine, p: u32| {
+        let key = PartitionKey {
+            partition: p,
+            ..KEY
+        };
+        engine.partition(key).unwrap().obligation().unwrap().state()
+    };
+    for p in (1..=12).filter(|p| *p != 7) {
+        assert_eq!(state(&engine, p), PurgeState::Applied, "partition {p}");
+    }
+    assert_ne!(state(&engine, 7), PurgeState::Applied);
+    // ...fresh writes land meanwhile, and the retry applies partition 7.
+    for partition in 1..=12 {
+        engine
+            .send(
+                &s(),
+                &t(),
+                &Partitioning::PartitionId(partition),
+                vec![NewMessage::new(b"new".to_vec())],
+            )
+            .unwrap();
+    }
+    engine.reconcile_until_idle(5);
+    assert_eq!(state(&engine, 7), PurgeState::Applied);
+    assert_eq!(durable_dead_files(&sim), Vec::<String>::new());
+    // And after a power loss every partition serves exactly its fresh message.
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+    for partition in 1..=12 {
+        let polled = engine
+            .poll(
+                &s(),
+                &t(),
+                partition,
+                Consumer::consumer(1),
+                PollingStrategy::Next,
+                10,
+                false,
+            )
+            .unwrap();
+        let payloads: Vec<&[u8]> = polled.messages.iter().map(|m| &m.payload[..]).collect();
+        assert_eq!(payloads, [b"new"], "partition {partition}");
+    }
+}

@@ -28,6 +28,9 @@ pub const DEFAULT_HTTP_ADDRESS: &str = "127.0.0.1:3000";
 /// base64 (4/3 of the payload), well under the engine's batch bound.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 10 << 20;
 pub const DEFAULT_RECONCILER_PERIOD_MS: u64 = 1000;
+/// Cleanup is mostly waiting on fsyncs, so more partitions than cores.
+pub const DEFAULT_RECONCILER_CONCURRENCY: usize = 8;
+const MAX_RECONCILER_CONCURRENCY: u64 = 256;
 pub const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
 pub const DEFAULT_FAILED_LOGIN_DELAY_MS: u64 = 500;
 pub const DEFAULT_MAX_POLL_COUNT: u32 = 10_000;
@@ -54,6 +57,8 @@ pub struct HttpConfig {
 pub struct ReconcilerSettings {
     /// How often the server runs a purge-cleanup pass.
     pub period: Duration,
+    /// Partitions cleaned at the same time within a pass.
+    pub concurrency: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +81,7 @@ impl Default for ServerConfig {
             },
             reconciler: ReconcilerSettings {
                 period: Duration::from_millis(DEFAULT_RECONCILER_PERIOD_MS),
+                concurrency: DEFAULT_RECONCILER_CONCURRENCY,
             },
             auth: AuthConfig {
                 token_expiry: Duration::from_secs(DEFAULT_TOKEN_EXPIRY_SECS),
@@ -127,6 +133,7 @@ struct FileHttp {
 #[serde(deny_unknown_fields)]
 struct FileReconciler {
     period_ms: Option<u64>,
+    concurrency: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -150,6 +157,7 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("SLUICE_HTTP_MAX_BODY_BYTES", "http.max_body_bytes"),
     ("SLUICE_HTTP_MAX_POLL_COUNT", "http.max_poll_count"),
     ("SLUICE_RECONCILER_PERIOD_MS", "reconciler.period_ms"),
+    ("SLUICE_RECONCILER_CONCURRENCY", "reconciler.concurrency"),
     ("SLUICE_AUTH_TOKEN_EXPIRY_SECS", "auth.token_expiry_secs"),
     (
         "SLUICE_AUTH_FAILED_LOGIN_DELAY_MS",
@@ -258,6 +266,7 @@ impl ServerConfig {
             ("http.max_body_bytes", file.http.max_body_bytes),
             ("http.max_poll_count", file.http.max_poll_count),
             ("reconciler.period_ms", file.reconciler.period_ms),
+            ("reconciler.concurrency", file.reconciler.concurrency),
             ("auth.token_expiry_secs", file.auth.token_expiry_secs),
             (
                 "auth.failed_login_delay_ms",
@@ -303,6 +312,12 @@ impl ServerConfig {
             }
             "reconciler.period_ms" => {
                 self.reconciler.period = Duration::from_millis(v.number(10, MAX_PERIOD_MS)?);
+            }
+            "reconciler.concurrency" => {
+                // Bounded by MAX_RECONCILER_CONCURRENCY, so it fits usize.
+                self.reconciler.concurrency =
+                    usize::try_from(v.number(1, MAX_RECONCILER_CONCURRENCY)?)
+                        .map_err(|_| v.invalid("too large for this platform"))?;
             }
             "auth.token_expiry_secs" => {
                 self.auth.token_expiry = Duration::from_secs(v.number(1, MAX_TOKEN_EXPIRY_SECS)?);

@@ -1129,22 +1129,39 @@ impl Engine {
             }
             return report;
         }
-        for key in self.reconciler.due(now_ms) {
+        let due = self.reconciler.due(now_ms);
+        // Take the due partitions out of the map for the attempt (O(due), not
+        // O(partitions)) and put every one back, whatever happened.
+        let mut taken: Vec<(PartitionKey, Partition)> = due
+            .iter()
+            .filter_map(|k| self.partitions.remove(k).map(|p| (*k, p)))
+            .collect();
+        let work = taken.iter_mut().map(|(k, p)| (*k, p)).collect();
+        let outcomes = run_cleanups(work, self.reconciler.config().concurrency);
+        self.partitions.extend(taken);
+        // Bookkeeping in key order, whatever order the cleanups finished in:
+        // the backoff jitter draws from a seeded RNG.
+        let mut outcomes = outcomes.into_iter().peekable();
+        for key in due {
             report.attempted.push(key);
-            let Some(p) = self.partitions.get_mut(&key) else {
-                // Deleted since: nothing left to clean.
-                self.reconciler.forget(key);
+            let Some(done) = outcomes.next_if(|o| o.key == key) else {
+                if self.partitions.contains_key(&key) {
+                    // Its cleanup thread panicked (a bug): retry later.
+                    self.reconciler
+                        .record_failure(key, "cleanup attempt panicked", now_ms);
+                } else {
+                    // Deleted since: nothing left to clean.
+                    self.reconciler.forget(key);
+                }
                 continue;
             };
-            if p.degraded_reason().is_some() {
+            let Some(outcome) = done.outcome else {
                 self.reconciler
                     .record_failure(key, "partition degraded", now_ms);
                 continue;
-            }
-            let outcome = p.run_cleanup();
-            let failed_at = outcome.as_ref().err().map(|e| p.failure_site(e));
+            };
             self.reconciler
-                .record_sites(&p.cleanup_worked_on(), failed_at);
+                .record_sites(&done.worked_on, done.failed_at);
             match outcome {
                 Ok(PurgeState::Applied) => {
                     self.reconciler.record_success(key);
@@ -1326,4 +1343,77 @@ impl Engine {
         self.partition_mut(stream, topic, partition)?
             .delete_offset(consumer)
     }
+}
+
+/// What one partition's cleanup attempt did, for the reconciler's books.
+struct CleanupDone {
+    key: PartitionKey,
+    /// `None`: the partition is degraded and was not attempted.
+    outcome: Option<Result<PurgeState>>,
+    worked_on: Vec<crate::partition::purge::DirKind>,
+    failed_at: Option<FailureSite>,
+}
+
+fn cleanup_one(key: PartitionKey, p: &mut Partition) -> CleanupDone {
+    if p.degraded_reason().is_some() {
+        return CleanupDone {
+            key,
+            outcome: None,
+            worked_on: Vec::new(),
+            failed_at: None,
+        };
+    }
+    let outcome = p.run_cleanup();
+    let failed_at = outcome.as_ref().err().map(|e| p.failure_site(e));
+    CleanupDone {
+        key,
+        outcome: Some(outcome),
+        worked_on: p.cleanup_worked_on(),
+        failed_at,
+    }
+}
+
+/// Runs one cleanup attempt on each partition, `concurrency` at a time, and
+/// returns the outcomes in key order. Partitions share no file, directory or
+/// name tracker, so their attempts are independent; with `concurrency` 1 they
+/// run one after another on this thread (a fixed I/O order).
+fn run_cleanups(work: Vec<(PartitionKey, &mut Partition)>, concurrency: usize) -> Vec<CleanupDone> {
+    let threads = concurrency.clamp(1, work.len().max(1));
+    let mut done: Vec<CleanupDone> = if threads == 1 {
+        work.into_iter().map(|(k, p)| cleanup_one(k, p)).collect()
+    } else {
+        // Deal the partitions out round-robin so each thread gets a share.
+        let mut shares: Vec<Vec<(PartitionKey, &mut Partition)>> =
+            (0..threads).map(|_| Vec::new()).collect();
+        for (i, item) in work.into_iter().enumerate() {
+            shares[i % threads].push(item);
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = shares
+                .into_iter()
+                .map(|share| {
+                    scope.spawn(move || {
+                        share
+                            .into_iter()
+                            .map(|(k, p)| cleanup_one(k, p))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| match h.join() {
+                    Ok(v) => v,
+                    // A panicking cleanup is a bug; keep the process up and
+                    // let the partitions of that share be retried.
+                    Err(_) => {
+                        tracing::error!("a purge cleanup thread panicked");
+                        Vec::new()
+                    }
+                })
+                .collect()
+        })
+    };
+    done.sort_by_key(|d| d.key);
+    done
 }

@@ -6,7 +6,8 @@
 //!   every partition recovered) before the listener accepts a connection.
 //! - The reconciler runs one pass per period on the blocking pool, through
 //!   the same engine lock as requests, so a pass and a request never
-//!   interleave inside the engine.
+//!   interleave inside the engine. A pass that reached its bound
+//!   (`max_per_pass` partitions) is followed by the next one at once.
 //! - Stopping: the listener stops accepting, in-flight requests finish (an
 //!   engine call that started always completes), the reconciler stops, and
 //!   the engine is dropped only after the last request released it.
@@ -111,6 +112,7 @@ pub async fn start(
     let mut engine_config = EngineConfig::new(config.data_dir.clone(), options.seed);
     engine_config.reconciler.period_ms =
         u64::try_from(config.reconciler.period.as_millis()).unwrap_or(u64::MAX);
+    engine_config.reconciler.concurrency = config.reconciler.concurrency;
     let data_dir = config.data_dir.clone();
     let root = options.root;
     let started = Instant::now();
@@ -202,12 +204,19 @@ async fn run_reconciler(state: AppState, mut stop: watch::Receiver<bool>) {
             .engine(|e| {
                 let started = Instant::now();
                 let report = e.reconcile();
-                Ok((report, started.elapsed()))
+                let bound = e.reconciler().config().max_per_pass;
+                Ok((report, started.elapsed(), bound))
             })
             .await;
         match pass {
-            Ok((report, took)) => {
+            Ok((report, took, bound)) => {
                 state.metrics.record_pass(took);
+                if report.attempted.len() >= bound {
+                    // The pass stopped at its bound with work possibly left
+                    // (a purge of a big topic): go again without waiting a
+                    // period; requests still get the engine between passes.
+                    ticks.reset_immediately();
+                }
                 if !report.attempted.is_empty() {
                     tracing::info!(
                         attempted = report.attempted.len(),

@@ -71,6 +71,11 @@ pub struct ReconcilerConfig {
     pub stuck_after: u32,
     /// Partitions cleaned at most per pass.
     pub max_per_pass: usize,
+    /// Partitions cleaned at the same time within a pass (each on its own
+    /// thread; partitions share no file, directory or tracker). 1 runs them
+    /// one after another, so a pass's I/O comes in a fixed order: simulations
+    /// and trace snapshots rely on that.
+    pub concurrency: usize,
     pub seed: u64,
 }
 
@@ -82,6 +87,7 @@ impl Default for ReconcilerConfig {
             backoff_cap_ms: 60_000,
             stuck_after: 5,
             max_per_pass: 64,
+            concurrency: 1,
             seed: 0,
         }
     }
