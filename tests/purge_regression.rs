@@ -94,6 +94,17 @@ fn send(engine: &mut Engine, payloads: &[&str]) {
         .unwrap();
 }
 
+fn send_one(engine: &mut Engine, partition: u32, payload: &str) {
+    engine
+        .send(
+            &s(),
+            &t(),
+            &Partitioning::PartitionId(partition),
+            vec![NewMessage::new(payload.as_bytes().to_vec())],
+        )
+        .unwrap();
+}
+
 fn poll_next(engine: &mut Engine, consumer: Consumer) -> Vec<(u64, String)> {
     engine
         .poll(&s(), &t(), 1, consumer, PollingStrategy::Next, 1000, false)
@@ -482,14 +493,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
         .create_topic(&s(), None, TOPIC, 12, persisted, 0, 0, 1)
         .unwrap();
     for partition in 1..=12 {
-        engine
-            .send(
-                &s(),
-                &t(),
-                &Partitioning::PartitionId(partition),
-                vec![NewMessage::new(b"old".to_vec())],
-            )
-            .unwrap();
+        send_one(&mut engine, partition, "old");
         engine
             .store_offset(&s(), &t(), partition, Consumer::consumer(1), 0)
             .unwrap();
@@ -520,14 +524,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
     assert_ne!(state(&engine, 7), PurgeState::Applied);
     // ...fresh writes land meanwhile, and the retry applies partition 7.
     for partition in 1..=12 {
-        engine
-            .send(
-                &s(),
-                &t(),
-                &Partitioning::PartitionId(partition),
-                vec![NewMessage::new(b"new".to_vec())],
-            )
-            .unwrap();
+        send_one(&mut engine, partition, "new");
     }
     engine.reconcile_until_idle(5);
     assert_eq!(state(&engine, 7), PurgeState::Applied);
