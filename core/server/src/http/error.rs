@@ -1,7 +1,9 @@
 //! API errors: every failure a request can meet, rendered as Iggy's JSON error
 //! body `{"id": u32, "code": "snake_case", "reason": "text", "field": "name" | null}`
 //! with Iggy's status codes (404 for missing resources, 401 for missing or bad
-//! tokens, 400 for everything the caller got wrong, 413 for oversized bodies).
+//! tokens, 400 for everything the caller got wrong, 413 for oversized bodies),
+//! plus 503 (`unavailable`, `partition_degraded`) and 507 (`storage_full`:
+//! the data directory's device is out of space) for sluice-only conditions.
 //!
 //! Invariants:
 //! - A 4xx means the request was refused before or by validation; nothing
@@ -10,13 +12,15 @@
 //! - Ids and codes are Iggy's (`IggyError::as_code` / `as_string` in
 //!   iggy_common 0.11) wherever Iggy has a matching error, so clients that
 //!   branch on `code` keep working. sluice-only conditions use codes that
-//!   Iggy does not (`partition_degraded`, `storage_error`).
+//!   Iggy does not (`partition_degraded`, `storage_full`, `storage_error`).
 //! - The reason never carries a secret (no passwords, no tokens).
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+
+use sluice_storage::ErrorKind;
 
 use crate::error::EngineError;
 
@@ -250,6 +254,20 @@ impl From<EngineError> for ApiError {
                 reason,
                 None,
             ),
+            // The disk is full (ENOSPC, or EDQUOT/EFBIG as `DiskStorage`
+            // reports them): nothing was acknowledged, and the same request
+            // succeeds once space returns. 507 tells clients and proxies it is
+            // the server's storage, not the request, and not a crash.
+            EngineError::Storage(s) if s.kind == ErrorKind::NoSpace => {
+                tracing::error!(error = %e, "request failed: no space left on the data directory's device");
+                ApiError::new(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    1,
+                    "storage_full",
+                    reason,
+                    None,
+                )
+            }
             EngineError::CorruptFile { .. }
             | EngineError::Storage(_)
             | EngineError::Internal(_) => {
@@ -292,6 +310,32 @@ mod tests {
         assert_eq!(e.body.id, 1009);
         assert_eq!(e.body.code, "stream_id_not_found");
         assert_eq!(e.body.field.as_deref(), Some("stream_id"));
+    }
+
+    #[test]
+    fn given_a_full_disk_when_mapped_then_it_is_507_storage_full_and_other_storage_errors_500() {
+        use sluice_storage::{OpKind, StorageError};
+        let full = StorageError::new(
+            OpKind::Write,
+            std::path::Path::new("/data/metadata.tmp"),
+            ErrorKind::NoSpace,
+        );
+        let e = ApiError::from(EngineError::Storage(full));
+        assert_eq!(e.status, StatusCode::INSUFFICIENT_STORAGE);
+        assert_eq!(e.body.code, "storage_full");
+        assert!(
+            e.body.reason.contains("/data/metadata.tmp"),
+            "{}",
+            e.body.reason
+        );
+        let io = StorageError::new(
+            OpKind::SyncFile,
+            std::path::Path::new("/data/metadata.tmp"),
+            ErrorKind::Io,
+        );
+        let e = ApiError::from(EngineError::Storage(io));
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(e.body.code, "storage_error");
     }
 
     #[test]
