@@ -908,3 +908,44 @@ fn sync_all_makes_buffered_writes_survive_power_loss() {
     assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(3));
     assert_eq!(stored_offset(&mut engine, Consumer::consumer(2)), None);
 }
+
+#[test]
+fn a_batch_whose_sync_and_cut_both_failed_before_a_crash_does_not_leave_a_hole_under_the_next_acknowledged_one()
+ {
+    // Given: two acknowledged messages under `persisted`; the next batch's
+    // file sync fails (Linux drops its dirty bytes: the disk never gets
+    // them) and so does the truncate that would cut it from the page cache.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 2);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 2, 1).is_err());
+
+    // When: the process dies, the next process (which recovers that batch
+    // from the page cache) acknowledges a send, and then power is cut.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    let served = offsets_of(&all_messages(&mut engine));
+    let acked = send(&mut engine, 3, 1).base_offset;
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the acknowledged message survived: the batch it followed was
+    // made durable with it, not left as a hole that recovery cuts at.
+    assert_eq!(report.tail_cuts, 0);
+    let all = all_messages(&mut engine);
+    assert!(
+        offsets_of(&all).contains(&acked),
+        "{served:?} then {acked}: {:?}",
+        offsets_of(&all)
+    );
+    assert_eq!(payloads_of(&all), ["m0", "m1", "m2", "m3"]);
+}

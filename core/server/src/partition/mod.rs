@@ -242,6 +242,11 @@ impl Partition {
             generation,
             floor,
         )?;
+        if options.durability.is_persisted() {
+            // Bytes recovered from the page cache may be missing on disk with
+            // nothing left dirty to carry them (see `Segment::redirty_tail`).
+            log.redirty_tail()?;
+        }
         let mut partition = Partition::assemble(
             storage, paths, key, options, generation, log, consumers, groups,
         );

@@ -202,6 +202,15 @@ impl Log {
         self.segments.len()
     }
 
+    /// See `Segment::redirty_tail`: the newest segment's recovered tail is
+    /// written again so that the next `persisted` append's sync carries it.
+    pub fn redirty_tail(&self) -> Result<()> {
+        match self.segments.last() {
+            Some(seg) => seg.redirty_tail(),
+            None => Ok(()),
+        }
+    }
+
     /// Base offsets of every segment, oldest first.
     pub fn segment_bases(&self) -> Vec<u64> {
         self.segments.iter().map(|s| s.base_offset).collect()

@@ -396,6 +396,42 @@ impl Segment {
         }
     }
 
+    /// Writes the bytes from the last index entry to the end again, unchanged,
+    /// so the next sync of the file carries them whatever an earlier process
+    /// did. Recovery found them in the page cache; under Linux a failed sync
+    /// in that process may have dropped them while leaving them there, and a
+    /// later sync writes only dirty ranges: an append after them would then
+    /// be durable above a hole, and a power loss would cut the log at the
+    /// hole, taking the acknowledged append with it. Only a failed append's
+    /// bytes can be in that state, and they are always the last batch (an
+    /// append after a failure first cuts it, or fails), which starts at or
+    /// after the last index entry.
+    pub fn redirty_tail(&self) -> Result<()> {
+        let from = self.index.last().map_or(0, |e| e.position);
+        let len = usize::try_from(self.size.saturating_sub(from))
+            .map_err(|_| EngineError::Internal("segment tail too large".into()))?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut bytes = vec![0u8; len];
+        let mut filled = 0;
+        while filled < len {
+            let n = self
+                .log
+                .read_at(from + filled as u64, &mut bytes[filled..])?;
+            if n == 0 {
+                return Err(EngineError::CorruptFile {
+                    path: self.log_path.clone(),
+                    offset: from + filled as u64,
+                    reason: "segment shorter than recovery measured".into(),
+                });
+            }
+            filled += n;
+        }
+        self.log.write_at(from, &bytes)?;
+        Ok(())
+    }
+
     /// Makes this segment's bytes durable (used at a graceful shutdown).
     pub fn sync(&self) -> Result<()> {
         Ok(self.log.sync()?)
