@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 mod bench;
 mod sim;
+mod soak;
 mod status;
 
 use clap::{Parser, Subcommand};
@@ -71,6 +72,10 @@ enum Command {
     /// Benchmarks: each figure next to a reference measured on the same disk
     /// in the same run, and their ratio (docs/performance.md).
     Bench(bench::BenchArgs),
+    /// Kill -9 soak: run the real server binary under concurrent HTTP clients,
+    /// SIGKILL it at seeded moments, restart it, and check an oracle of
+    /// everything acknowledged (docs/reliability.md). Exits 1 on any violation.
+    Soak(soak::SoakArgs),
     /// Run the engine end to end on the real disk and report what recovery found.
     SelfCheck {
         /// Data directory (created if missing).
@@ -120,6 +125,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Sim(cmd) => sim::main(cmd),
         Command::Status(args) => status::main(args),
+        Command::Soak(args) => soak::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Server(args) => match run_server(args) {
             Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,1801 @@
+//! `sluice soak`: the kill -9 soak (issue 7, item 1).
+//!
+//! It starts the real server binary (this executable with `server`) on a
+//! temporary data directory, creates a topic whose `durability` and
+//! `consumer_offset_durability` are both `persisted`, and then runs cycles.
+//! Each cycle:
+//!
+//! 1. starts the server (a fresh port each time) and logs in;
+//! 2. **verifies**, with no client running, everything the oracle knows:
+//!    every purge obligation reaches `applied` (quiet period), the committed
+//!    purge generation matches the purges acknowledged (at most one purge in
+//!    flight at a kill may or may not have landed), every partition's log,
+//!    every consumer and consumer-group offset, and `next` from each offset;
+//! 3. runs `--clients` concurrent HTTP clients that send messages, poll with
+//!    `next` (with and without `auto_commit`), scan from offset 0, store and
+//!    delete consumer offsets and consumer-group offsets
+//!    (`consumer_kind=consumer_group`) and purge the topic, checking every
+//!    poll answer as it arrives;
+//! 4. SIGKILLs the server at a seeded moment: after a seeded number of
+//!    operations, or (one cycle in four) while a purge is in flight, each
+//!    time after a seeded jitter of up to 4 ms.
+//!
+//! After the last kill the server is started once more, verified, and
+//! stopped with SIGTERM (which must exit 0).
+//!
+//! The oracle (see `Oracle`) records every request with two ticks of one
+//! global logical clock, taken before the request is sent and after its
+//! answer arrived, so "A was answered before B was sent" is known exactly.
+//! A request without an answer (in flight at the kill) is *in doubt*: it may
+//! or may not have happened. The checks:
+//!
+//! - an acknowledged message sent after the last purge (that is, sent after
+//!   the purge was answered) is served after every restart (P2);
+//! - a message acknowledged before a purge was sent is never served again,
+//!   by a live poll or after a restart, and a message once found absent never
+//!   comes back (P1);
+//! - an offset equals a value some linearization of the owner's offset
+//!   operations and the purges allows, given their real-time order (so an
+//!   offset stored before an acknowledged purge is never visible, and one
+//!   stored after it is never lost);
+//! - the committed generation counts the acknowledged purges (+1 if a purge
+//!   in doubt landed), on every partition alike;
+//! - offsets in a poll answer are consecutive, a partition's log starts at 0
+//!   and is gap-free, each client's acknowledged messages keep its send order;
+//! - `next` starts right after the stored offset (0 without one);
+//! - every obligation is `applied`, none stuck or degraded, after a quiet
+//!   period; no request answers a status the API does not promise.
+//!
+//! Determinism: the kill schedule and every client's sequence of operations
+//! are functions of `--seed` (a SplitMix64 per cycle and per client). Thread
+//! and disk timing decide how the clients interleave, how many operations run
+//! before the kill and which request the kill cuts, so two runs with one seed
+//! agree on the schedule, not in every detail. A violation names the seed and
+//! the cycle and keeps the work directory with the server's log.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const STREAM: &str = "soak";
+const TOPIC: &str = "events";
+/// Longest the quiet period may take before an obligation not yet `applied`
+/// counts as a violation.
+const QUIET_TIMEOUT: Duration = Duration::from_secs(30);
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+const SCAN_PAGE: u64 = 1000;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SoakArgs {
+    /// Number of kill cycles.
+    #[arg(long, default_value_t = 1000)]
+    cycles: u64,
+    /// Seed of the kill schedule and of every client's operations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Concurrent HTTP clients.
+    #[arg(long, default_value_t = 4)]
+    clients: u32,
+    /// Partitions of the soaked topic.
+    #[arg(long, default_value_t = 2)]
+    partitions: u32,
+    /// At most this many operations are started in a cycle before its kill.
+    #[arg(long, default_value_t = 100)]
+    max_ops: u64,
+    /// Work directory (must not exist or be empty): the server's data goes to
+    /// <DIR>/data and its log to <DIR>/server.log. Default: a new directory
+    /// in the system's temporary directory, removed after a clean run.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+pub fn main(args: SoakArgs) -> ExitCode {
+    if args.clients == 0 || args.partitions == 0 || args.max_ops == 0 {
+        eprintln!("sluice soak: --clients, --partitions and --max-ops must be at least 1");
+        return ExitCode::from(2);
+    }
+    let (work, chosen) = match &args.data_dir {
+        Some(dir) => (dir.clone(), true),
+        None => (
+            std::env::temp_dir().join(format!("sluice-soak-{}-{}", args.seed, std::process::id())),
+            false,
+        ),
+    };
+    if let Err(e) = prepare_work_dir(&work) {
+        eprintln!("sluice soak: {}: {e}", work.display());
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice soak: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let started = Instant::now();
+    let outcome = runtime.block_on(run(&args, &work));
+    let elapsed = started.elapsed();
+    match outcome {
+        Ok(report) => {
+            print!("{}", report.render(&args, &work, elapsed));
+            if report.violations.is_empty() {
+                if !chosen {
+                    let _ = std::fs::remove_dir_all(&work);
+                }
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!(
+                "sluice soak: seed {} could not run: {e} (work directory kept: {})",
+                args.seed,
+                work.display()
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn prepare_work_dir(work: &Path) -> Result<(), String> {
+    if work.exists() {
+        let mut entries = std::fs::read_dir(work).map_err(|e| e.to_string())?;
+        if entries.next().is_some() {
+            return Err("the work directory must not exist or be empty".into());
+        }
+    }
+    std::fs::create_dir_all(work.join("data")).map_err(|e| e.to_string())
+}
+
+// ---- a seeded PRNG -----------------------------------------------------
+
+/// SplitMix64: tiny, seedable, good enough to pick operations.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn for_parts(parts: &[u64]) -> Rng {
+        let mut r = Rng(0x05ee_d0f5_11ce);
+        for p in parts {
+            r.0 ^= *p;
+            r.0 = r.next_u64();
+        }
+        r
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0).
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi.saturating_sub(lo).saturating_add(1))
+    }
+}
+
+// ---- base64 (payloads and partition ids are base64 in Iggy's JSON) -----
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn b64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(char::from(B64[((n >> shift) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn b64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let mut acc = 0u32;
+    let mut bits = 0u32;
+    for c in text.bytes().filter(|c| *c != b'=') {
+        let v = B64.iter().position(|b| *b == c)?;
+        acc = (acc << 6) | u32::try_from(v).ok()?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(((acc >> bits) & 0xff) as u8);
+        }
+    }
+    Some(out)
+}
+
+// ---- the oracle --------------------------------------------------------
+
+/// A value of the global logical clock.
+type Tick = u64;
+/// "Not answered": after every tick.
+const NEVER: Tick = u64::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Kind {
+    Consumer,
+    Group,
+}
+
+/// One offset: an individual consumer (id = client number) or a consumer
+/// group (`g<client number>`), in one partition. Each is used by one client
+/// only, so its operations are sequential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct OffKey {
+    kind: Kind,
+    client: u32,
+    partition: u32,
+}
+
+impl OffKey {
+    fn consumer_id(&self) -> String {
+        match self.kind {
+            Kind::Consumer => self.client.to_string(),
+            Kind::Group => format!("g{}", self.client),
+        }
+    }
+
+    fn kind_query(&self) -> &'static str {
+        match self.kind {
+            Kind::Consumer => "",
+            Kind::Group => "&consumer_kind=consumer_group",
+        }
+    }
+}
+
+impl std::fmt::Display for OffKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            Kind::Consumer => "consumer",
+            Kind::Group => "group",
+        };
+        write!(
+            f,
+            "{kind} {} partition {}",
+            self.consumer_id(),
+            self.partition
+        )
+    }
+}
+
+/// What an offset can be: none, an offset, or unknown (an `auto_commit` poll
+/// in doubt may have stored any offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Val {
+    None,
+    At(u64),
+    Any,
+}
+
+impl std::fmt::Display for Val {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Val::None => write!(f, "none"),
+            Val::At(o) => write!(f, "{o}"),
+            Val::Any => write!(f, "any"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Msg {
+    partition: u32,
+    client: u32,
+    /// The client's send sequence in its cycle: a client sends one batch at
+    /// a time, so its messages must keep (cycle, seq) order in the log.
+    seq: u64,
+    cycle: u64,
+    start: Tick,
+    end: Tick,
+    acked: bool,
+    /// Found absent once (or could not have been sent): must never be served.
+    never: bool,
+}
+
+#[derive(Debug, Clone)]
+struct PurgeRec {
+    start: Tick,
+    end: Tick,
+    acked: bool,
+    /// Decided at the next verification.
+    effective: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct OffOp {
+    start: Tick,
+    end: Tick,
+    acked: bool,
+    effect: Val,
+    what: &'static str,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Counts {
+    sends: u64,
+    messages: u64,
+    polls: u64,
+    stores: u64,
+    deletes: u64,
+    purges: u64,
+    refused: u64,
+    in_doubt: u64,
+    kills_in_purge: u64,
+}
+
+impl Counts {
+    fn acknowledged(&self) -> u64 {
+        self.sends + self.polls + self.stores + self.deletes + self.purges + self.refused
+    }
+}
+
+#[derive(Debug)]
+struct Oracle {
+    seed: u64,
+    messages: HashMap<String, Msg>,
+    purges: Vec<PurgeRec>,
+    /// Offset operations since the last verification, per key.
+    offset_ops: BTreeMap<OffKey, Vec<OffOp>>,
+    /// Offsets observed at the last verification.
+    offset_base: BTreeMap<OffKey, Val>,
+    /// The tick of the last verification: every later operation starts after it.
+    base_tick: Tick,
+    generation: u64,
+    /// `(start, end)` of the last purge that took effect.
+    fence: Option<(Tick, Tick)>,
+    /// When the current cycle's server was dead and reaped.
+    kill_tick: Tick,
+    counts: Counts,
+    violations: Vec<String>,
+}
+
+impl Oracle {
+    fn violation(&mut self, cycle: u64, what: String) {
+        let line = format!("seed {} cycle {cycle}: {what}", self.seed);
+        eprintln!("VIOLATION {line}");
+        self.violations.push(line);
+    }
+
+    /// The start of the last acknowledged purge answered before `tick`:
+    /// messages acknowledged before it must not be served at `tick`.
+    fn live_fence(&self, tick: Tick) -> Option<Tick> {
+        let mut fence = self.fence.map(|(s, _)| s);
+        for p in &self.purges {
+            if p.acked && p.end < tick {
+                fence = Some(fence.map_or(p.start, |f: Tick| f.max(p.start)));
+            }
+        }
+        fence
+    }
+
+    /// Checks one poll answer from a live server.
+    fn check_poll(
+        &mut self,
+        cycle: u64,
+        partition: u32,
+        poll_start: Tick,
+        what: &str,
+        polled: &[(u64, String)],
+    ) {
+        let fence = self.live_fence(poll_start);
+        let mut problems = Vec::new();
+        for w in polled.windows(2) {
+            if w[1].0 != w[0].0 + 1 {
+                problems.push(format!(
+                    "{what}: offsets not consecutive ({} then {})",
+                    w[0].0, w[1].0
+                ));
+            }
+        }
+        for (offset, payload) in polled {
+            match self.messages.get(payload) {
+                None => problems.push(format!(
+                    "{what}: served a message never sent: offset {offset} payload {payload:?}"
+                )),
+                Some(m) if m.partition != partition => problems.push(format!(
+                    "{what}: message {payload} of partition {} served from partition {partition}",
+                    m.partition
+                )),
+                Some(m) if m.never => problems.push(format!(
+                    "{what}: served message {payload} (offset {offset}) which an earlier verification found purged or never written"
+                )),
+                Some(m) if fence.is_some_and(|f| m.end < f) => problems.push(format!(
+                    "{what}: served purged message {payload} (offset {offset}): acknowledged before a purge that was acknowledged before this poll"
+                )),
+                Some(_) => {}
+            }
+        }
+        for p in problems {
+            self.violation(cycle, p);
+        }
+    }
+}
+
+/// The offsets allowed after `ops` (one owner's, in order) and `purges`
+/// (sequential, each resetting the offset), starting from `base`, in every
+/// order that respects real time: if one was answered before the other was
+/// sent, it comes first. Operations not acknowledged may also not have happened.
+fn allowed_offsets(base: Val, ops: &[OffOp], purges: &[(Tick, Tick)]) -> BTreeSet<Val> {
+    let mut out = BTreeSet::new();
+    let mut seen = HashSet::new();
+    let mut stack = vec![(0usize, 0usize, base)];
+    while let Some((i, j, v)) = stack.pop() {
+        if !seen.insert((i, j, v)) {
+            continue;
+        }
+        if i == ops.len() && j == purges.len() {
+            out.insert(v);
+        }
+        if let Some(op) = ops.get(i) {
+            if purges.get(j).is_none_or(|p| p.1 >= op.start) {
+                stack.push((i + 1, j, op.effect));
+            }
+            if !op.acked {
+                stack.push((i + 1, j, v));
+            }
+        }
+        if let Some(p) = purges.get(j)
+            && ops.get(i).is_none_or(|op| op.end >= p.0)
+        {
+            stack.push((i, j + 1, Val::None));
+        }
+    }
+    out
+}
+
+// ---- the server process --------------------------------------------------
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+fn spawn_server(work: &Path, cycle: u64) -> Result<Server, String> {
+    let log_path = work.join("server.log");
+    let mut log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let _ = writeln!(
+        log,
+        "===== sluice soak: server start for cycle {cycle} ====="
+    );
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let mut child = Command::new(exe)
+        .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
+        .arg(work.join("data"))
+        .arg("--with-default-root-credentials")
+        .env_remove("SLUICE_ROOT_USERNAME")
+        .env_remove("SLUICE_ROOT_PASSWORD")
+        .env_remove("IGGY_ROOT_USERNAME")
+        .env_remove("IGGY_ROOT_PASSWORD")
+        .env_remove("SLUICE_CONFIG")
+        .env("SLUICE_RECONCILER_PERIOD_MS", "50")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .map_err(|e| format!("cannot start the server: {e}"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| "the server's stdout is not piped".to_string())?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if !sent && let Some(addr) = line.strip_prefix("sluice listening on ") {
+                let _ = tx.send(addr.trim().to_string());
+                sent = true;
+            }
+            // Keep draining so the server never blocks on a full pipe.
+        }
+    });
+    match rx.recv_timeout(START_TIMEOUT) {
+        Ok(base) => Ok(Server { child, base }),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(format!(
+                "the server did not start within {START_TIMEOUT:?} (log: {})",
+                log_path.display()
+            ))
+        }
+    }
+}
+
+// ---- HTTP ------------------------------------------------------------------
+
+#[derive(Debug)]
+enum Reply {
+    Answer {
+        status: u16,
+        body: String,
+    },
+    /// The connection could not be made: the server never saw the request.
+    NotSent,
+    /// No answer: the request may or may not have been carried out.
+    Lost(String),
+}
+
+impl Reply {
+    fn code(&self) -> Option<String> {
+        match self {
+            Reply::Answer { body, .. } => serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|v| v["code"].as_str().map(str::to_string)),
+            _ => None,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Reply::Answer { status, body } => {
+                let cut: String = body.chars().take(300).collect();
+                format!("{status} {cut}")
+            }
+            Reply::NotSent => "not sent (connection refused)".into(),
+            Reply::Lost(e) => format!("no answer ({e})"),
+        }
+    }
+}
+
+async fn call(req: reqwest::RequestBuilder) -> Reply {
+    match req.send().await {
+        Err(e) if e.is_connect() => Reply::NotSent,
+        Err(e) => Reply::Lost(e.to_string()),
+        Ok(r) => {
+            let status = r.status().as_u16();
+            match r.text().await {
+                Ok(body) => Reply::Answer { status, body },
+                Err(e) => Reply::Lost(e.to_string()),
+            }
+        }
+    }
+}
+
+struct Ctx {
+    seed: u64,
+    cycle: u64,
+    partitions: u32,
+    base: String,
+    token: String,
+    http: reqwest::Client,
+    clock: AtomicU64,
+    oracle: Mutex<Oracle>,
+    started_ops: AtomicU64,
+    purge_in_flight: AtomicBool,
+    killed: AtomicBool,
+    purge_gate: tokio::sync::Mutex<()>,
+}
+
+impl Ctx {
+    fn tick(&self) -> Tick {
+        self.clock.fetch_add(1, Ordering::SeqCst)
+    }
+
+    fn oracle(&self) -> MutexGuard<'_, Oracle> {
+        // A panic inside a check would poison it; the record stays usable.
+        self.oracle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn topic_url(&self, rest: &str) -> String {
+        self.url(&format!("/streams/{STREAM}/topics/{TOPIC}{rest}"))
+    }
+
+    fn get(&self, url: String) -> reqwest::RequestBuilder {
+        self.http.get(url).bearer_auth(&self.token)
+    }
+
+    fn violation(&self, what: String) {
+        self.oracle().violation(self.cycle, what);
+    }
+}
+
+fn parse_polled(body: &str) -> Result<(u64, Vec<(u64, String)>), String> {
+    let v: Value = serde_json::from_str(body).map_err(|e| format!("poll answer not JSON: {e}"))?;
+    let current = v["current_offset"].as_u64().unwrap_or(0);
+    let mut out = Vec::new();
+    for m in v["messages"]
+        .as_array()
+        .ok_or("poll answer without messages")?
+    {
+        let offset = m["header"]["offset"]
+            .as_u64()
+            .ok_or("a polled message without an offset")?;
+        let bytes = m["payload"]
+            .as_str()
+            .and_then(b64_decode)
+            .ok_or("a polled message without a base64 payload")?;
+        out.push((offset, String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    Ok((current, out))
+}
+
+// ---- setup and verification ------------------------------------------------
+
+async fn login(http: &reqwest::Client, base: &str) -> Result<String, String> {
+    let reply = call(
+        http.post(format!("{base}/users/login"))
+            .json(&json!({"username": "iggy", "password": "iggy"})),
+    )
+    .await;
+    match &reply {
+        Reply::Answer { status: 200, body } => serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|v| v["access_token"]["token"].as_str().map(str::to_string))
+            .ok_or_else(|| "login answer without a token".to_string()),
+        other => Err(format!("login failed: {}", other.describe())),
+    }
+}
+
+async fn expect_ok(req: reqwest::RequestBuilder, what: &str) -> Result<(), String> {
+    match call(req).await {
+        Reply::Answer { status, .. } if (200..300).contains(&status) => Ok(()),
+        other => Err(format!("{what}: {}", other.describe())),
+    }
+}
+
+async fn create_resources(ctx: &Ctx, clients: u32) -> Result<(), String> {
+    let auth = |r: reqwest::RequestBuilder| r.bearer_auth(&ctx.token);
+    expect_ok(
+        auth(ctx.http.post(ctx.url("/streams"))).json(&json!({"name": STREAM})),
+        "create stream",
+    )
+    .await?;
+    expect_ok(
+        auth(ctx.http.post(ctx.url(&format!("/streams/{STREAM}/topics")))).json(&json!({
+            "name": TOPIC,
+            "partitions_count": ctx.partitions,
+            "compression_algorithm": "none",
+            "message_expiry": 0,
+            "max_topic_size": 0,
+            "options": {"durability": "persisted", "consumer_offset_durability": "persisted"}
+        })),
+        "create topic",
+    )
+    .await?;
+    for k in 1..=clients {
+        expect_ok(
+            auth(ctx.http.post(ctx.topic_url("/consumer-groups")))
+                .json(&json!({"name": format!("g{k}")})),
+            "create consumer group",
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Waits for the quiet period's end: every obligation `applied`, nothing
+/// stuck or degraded. Returns the committed generation of every partition.
+async fn quiet_generations(ctx: &Ctx) -> Result<Vec<u64>, String> {
+    let deadline = Instant::now() + QUIET_TIMEOUT;
+    loop {
+        let reply = call(ctx.get(ctx.url(&format!("/status/purge?stream_id={STREAM}")))).await;
+        let Reply::Answer { status: 200, body } = &reply else {
+            return Err(format!("GET /status/purge: {}", reply.describe()));
+        };
+        let v: Value = serde_json::from_str(body).map_err(|e| format!("status not JSON: {e}"))?;
+        let rows = v["partitions"].as_array().cloned().unwrap_or_default();
+        let mut pending = Vec::new();
+        let mut generations = Vec::new();
+        for row in &rows {
+            generations.push(row["committed_generation"].as_u64().unwrap_or(u64::MAX));
+            let ob = &row["obligation"];
+            let settled = ob.is_null() || ob["state"] == "applied";
+            if !settled || row["degraded"] == true || ob["degraded"] == true || ob["stuck"] == true
+            {
+                pending.push(row.to_string());
+            }
+        }
+        if pending.is_empty() && rows.len() == ctx.partitions as usize {
+            return Ok(generations);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "after a quiet period of {QUIET_TIMEOUT:?} not every obligation is applied: {}",
+                pending.join("; ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn read_partition(ctx: &Ctx, partition: u32) -> Result<Vec<(u64, String)>, String> {
+    let mut all = Vec::new();
+    let mut next = 0u64;
+    loop {
+        let reply = call(ctx.get(ctx.topic_url(&format!(
+            "/messages?consumer_id=1&partition_id={partition}&kind=offset&value={next}&count={SCAN_PAGE}"
+        ))))
+        .await;
+        let Reply::Answer { status: 200, body } = &reply else {
+            return Err(format!(
+                "reading partition {partition}: {}",
+                reply.describe()
+            ));
+        };
+        let (_, page) = parse_polled(body)?;
+        let done = (page.len() as u64) < SCAN_PAGE;
+        if let Some((last, _)) = page.last() {
+            next = last + 1;
+        }
+        all.extend(page);
+        if done {
+            return Ok(all);
+        }
+    }
+}
+
+async fn read_offset(ctx: &Ctx, key: OffKey) -> Result<Val, String> {
+    let reply = call(ctx.get(ctx.topic_url(&format!(
+        "/consumer-offsets?consumer_id={}&partition_id={}{}",
+        key.consumer_id(),
+        key.partition,
+        key.kind_query()
+    ))))
+    .await;
+    match &reply {
+        Reply::Answer { status: 200, body } => serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|v| v["stored_offset"].as_u64())
+            .map(Val::At)
+            .ok_or_else(|| format!("offset of {key}: no stored_offset in {body}")),
+        Reply::Answer { status: 404, .. }
+            if reply.code().as_deref() == Some("consumer_offset_not_found") =>
+        {
+            Ok(Val::None)
+        }
+        other => Err(format!("offset of {key}: {}", other.describe())),
+    }
+}
+
+/// The verification after a (re)start, with no client running. Errors are
+/// reported as violations by the caller; a failed request here is one too.
+async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
+    let cycle = ctx.cycle;
+    let t_v = ctx.tick();
+    let _confirm = ctx.tick();
+    let confirmed_at = t_v + 1;
+
+    // 1. The quiet period and the committed generation.
+    let generations = quiet_generations(ctx).await?;
+    let generation = generations.first().copied().unwrap_or(0);
+    if generations.iter().any(|g| *g != generation) {
+        ctx.violation(format!(
+            "partitions disagree on the committed purge generation: {generations:?}"
+        ));
+    }
+    {
+        let mut o = ctx.oracle();
+        let kill_tick = o.kill_tick;
+        let since = o.base_tick;
+        let mut acked = 0u64;
+        let mut doubtful = Vec::new();
+        for (i, p) in o.purges.iter().enumerate() {
+            if p.start <= since {
+                continue;
+            }
+            if p.acked {
+                acked += 1;
+            } else if p.start < kill_tick {
+                doubtful.push(i);
+            }
+        }
+        let expected_min = o.generation + acked;
+        let landed = generation.checked_sub(expected_min);
+        let landed = match landed {
+            Some(n) if n as usize <= doubtful.len() => n as usize,
+            _ => {
+                let msg = format!(
+                    "committed purge generation {generation}, expected {expected_min} (+ up to {} purge(s) in doubt): an acknowledged purge was lost or a purge nobody sent landed",
+                    doubtful.len()
+                );
+                o.violation(cycle, msg);
+                generation
+                    .saturating_sub(expected_min)
+                    .min(doubtful.len() as u64) as usize
+            }
+        };
+        // At most one purge is in flight at a time, so only the first in
+        // doubt can have reached the server before the kill.
+        for (n, i) in doubtful.iter().enumerate() {
+            if let Some(p) = o.purges.get_mut(*i) {
+                p.effective = Some(n < landed);
+                if n < landed {
+                    p.end = t_v;
+                }
+            }
+        }
+        for p in o.purges.iter_mut() {
+            if p.start > since && p.effective.is_none() {
+                p.effective = Some(p.acked);
+            }
+        }
+        let fence = o
+            .purges
+            .iter()
+            .filter(|p| p.effective == Some(true))
+            .map(|p| (p.start, p.end))
+            .max();
+        o.fence = fence;
+        o.generation = generation;
+    }
+
+    // 2. Every partition's log.
+    let mut lengths = Vec::new();
+    for partition in 1..=ctx.partitions {
+        let log = read_partition(ctx, partition).await?;
+        lengths.push(log.len() as u64);
+        let mut o = ctx.oracle();
+        check_log(&mut o, cycle, partition, &log, confirmed_at);
+    }
+
+    // 3. Every offset.
+    let mut keys = Vec::new();
+    for client in 1..=clients {
+        for partition in 1..=ctx.partitions {
+            for kind in [Kind::Consumer, Kind::Group] {
+                keys.push(OffKey {
+                    kind,
+                    client,
+                    partition,
+                });
+            }
+        }
+    }
+    for key in keys {
+        let observed = read_offset(ctx, key).await?;
+        let len = lengths
+            .get(key.partition as usize - 1)
+            .copied()
+            .unwrap_or(0);
+        {
+            let mut o = ctx.oracle();
+            let since = o.base_tick;
+            let kill_tick = o.kill_tick;
+            let base = o.offset_base.get(&key).copied().unwrap_or(Val::None);
+            let purges: Vec<(Tick, Tick)> = o
+                .purges
+                .iter()
+                .filter(|p| p.start > since && p.effective == Some(true))
+                .map(|p| (p.start, p.end))
+                .collect();
+            let ops: Vec<OffOp> = o
+                .offset_ops
+                .get(&key)
+                .map(|ops| {
+                    ops.iter()
+                        .copied()
+                        .filter(|op| op.acked || op.start < kill_tick)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let allowed = allowed_offsets(base, &ops, &purges);
+            if !allowed.contains(&observed) && !allowed.contains(&Val::Any) {
+                let history: Vec<String> = ops
+                    .iter()
+                    .map(|op| {
+                        format!(
+                            "{} {} [{}..{}]{}",
+                            op.what,
+                            op.effect,
+                            op.start,
+                            if op.end == NEVER {
+                                "-".to_string()
+                            } else {
+                                op.end.to_string()
+                            },
+                            if op.acked { "" } else { " in doubt" }
+                        )
+                    })
+                    .collect();
+                let allowed: Vec<String> = allowed.iter().map(Val::to_string).collect();
+                o.violation(
+                    cycle,
+                    format!(
+                        "offset of {key} is {observed}, allowed {{{}}} (before: {base}; operations: {}; purges since: {purges:?})",
+                        allowed.join(", "),
+                        history.join(", ")
+                    ),
+                );
+            }
+            if let Val::At(s) = observed
+                && s >= len
+            {
+                o.violation(
+                    cycle,
+                    format!("offset of {key} is {s}, beyond the log of {len} messages"),
+                );
+            }
+            o.offset_base.insert(key, observed);
+            o.offset_ops.remove(&key);
+        }
+        // 4. `next` starts right after it.
+        let reply = call(ctx.get(ctx.topic_url(&format!(
+            "/messages?consumer_id={}&partition_id={}&kind=next&count=1{}",
+            key.consumer_id(),
+            key.partition,
+            key.kind_query()
+        ))))
+        .await;
+        let Reply::Answer { status: 200, body } = &reply else {
+            return Err(format!("poll next for {key}: {}", reply.describe()));
+        };
+        let (_, polled) = parse_polled(body)?;
+        let want = match observed {
+            Val::At(s) => s + 1,
+            _ => 0,
+        };
+        let got = polled.first().map(|(o, _)| *o);
+        let expected = (want < len).then_some(want);
+        if got != expected {
+            ctx.violation(format!(
+                "poll next for {key} with stored offset {observed} in a log of {len} returned offset {got:?}, expected {expected:?}"
+            ));
+        }
+    }
+    let mut o = ctx.oracle();
+    o.base_tick = t_v;
+    o.kill_tick = NEVER;
+    Ok(())
+}
+
+/// Checks one partition's whole log after a restart and records what it
+/// proved: present messages are confirmed, absent ones may never come back.
+fn check_log(
+    o: &mut Oracle,
+    cycle: u64,
+    partition: u32,
+    log: &[(u64, String)],
+    confirmed_at: Tick,
+) {
+    let fence = o.fence;
+    let mut problems = Vec::new();
+    if let Some((i, (offset, _))) = log
+        .iter()
+        .enumerate()
+        .find(|(i, (offset, _))| *offset != *i as u64)
+    {
+        problems.push(format!(
+            "partition {partition}: the log is not gap-free from 0: position {i} holds offset {offset}"
+        ));
+    }
+    let mut present = HashMap::new();
+    for (offset, payload) in log {
+        if present.insert(payload.clone(), *offset).is_some() {
+            problems.push(format!(
+                "partition {partition}: message {payload} is served twice"
+            ));
+        }
+        match o.messages.get(payload) {
+            None => problems.push(format!(
+                "partition {partition}: offset {offset} holds a message never sent: {payload:?}"
+            )),
+            Some(m) if m.partition != partition => problems.push(format!(
+                "partition {partition}: offset {offset} holds {payload}, sent to partition {}",
+                m.partition
+            )),
+            Some(m) if m.never => problems.push(format!(
+                "partition {partition}: offset {offset} holds {payload} (sent in cycle {}), which an earlier verification found purged or never written: resurrected",
+                m.cycle
+            )),
+            Some(m) if fence.is_some_and(|(s, _)| m.end < s) => problems.push(format!(
+                "partition {partition}: offset {offset} holds {payload} (cycle {}), acknowledged before a purge that took effect: a purged message is served",
+                m.cycle
+            )),
+            Some(_) => {}
+        }
+    }
+    // Lost acknowledged messages, and each client's order.
+    // Per client: (offset, (cycle, seq), payload) of each present message.
+    type Seen<'a> = Vec<(u64, (u64, u64), &'a str)>;
+    let mut by_client: BTreeMap<u32, Seen<'_>> = BTreeMap::new();
+    let mut lost = Vec::new();
+    for (payload, m) in &o.messages {
+        if m.partition != partition || m.never {
+            continue;
+        }
+        match present.get(payload) {
+            Some(offset) => by_client.entry(m.client).or_default().push((
+                *offset,
+                (m.cycle, m.seq),
+                payload.as_str(),
+            )),
+            None => {
+                let must = m.acked && fence.is_none_or(|(_, e)| e < m.start);
+                if must {
+                    lost.push(format!("{payload} (cycle {})", m.cycle));
+                }
+            }
+        }
+    }
+    if !lost.is_empty() {
+        lost.sort();
+        problems.push(format!(
+            "partition {partition}: {} acknowledged message(s) lost: {}",
+            lost.len(),
+            lost.join(", ")
+        ));
+    }
+    for (client, mut seen) in by_client {
+        seen.sort();
+        for w in seen.windows(2) {
+            if w[1].1 < w[0].1 {
+                problems.push(format!(
+                    "partition {partition}: client {client}'s messages out of send order: {} at offset {} before {} at offset {}",
+                    w[0].2, w[0].0, w[1].2, w[1].0
+                ));
+            }
+        }
+    }
+    for p in problems {
+        o.violation(cycle, p);
+    }
+    for (payload, m) in o.messages.iter_mut() {
+        if m.partition != partition || m.never {
+            continue;
+        }
+        if present.contains_key(payload) {
+            m.acked = true;
+            m.start = confirmed_at;
+            m.end = confirmed_at;
+        } else {
+            m.never = true;
+        }
+    }
+}
+
+// ---- the clients -------------------------------------------------------------
+
+enum Step {
+    Continue,
+    Stop,
+}
+
+async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: Rng) {
+    let partitions = u64::from(ctx.partitions);
+    let mut current: Vec<Option<u64>> = vec![None; ctx.partitions as usize];
+    let mut sent = 0u64;
+    loop {
+        if ctx.killed.load(Ordering::SeqCst) {
+            return;
+        }
+        ctx.started_ops.fetch_add(1, Ordering::SeqCst);
+        let partition = 1 + u32::try_from(rng.below(partitions)).unwrap_or(0);
+        let kind = if rng.below(2) == 0 {
+            Kind::Consumer
+        } else {
+            Kind::Group
+        };
+        let key = OffKey {
+            kind,
+            client,
+            partition,
+        };
+        let roll = rng.below(100);
+        let known = current.get(partition as usize - 1).copied().flatten();
+        let step = match roll {
+            0..40 => {
+                let n = rng.range(1, 3);
+                sent += n;
+                send(&ctx, client, partition, sent - n, n).await
+            }
+            40..60 => {
+                let auto_commit = rng.below(2) == 0;
+                let count = rng.range(1, 10);
+                poll_next(&ctx, key, count, auto_commit, &mut current).await
+            }
+            60..68 => scan(&ctx, client, partition, &mut current).await,
+            68..82 => match known {
+                Some(last) => {
+                    let value = rng.range(0, last);
+                    store(&ctx, key, value).await
+                }
+                None => match scan(&ctx, client, partition, &mut current).await {
+                    Step::Stop => Step::Stop,
+                    Step::Continue => {
+                        match current.get(partition as usize - 1).copied().flatten() {
+                            Some(last) => store(&ctx, key, rng.range(0, last)).await,
+                            None => Step::Continue,
+                        }
+                    }
+                },
+            },
+            82..95 => delete(&ctx, key).await,
+            _ => match ctx.purge_gate.try_lock() {
+                Ok(_gate) => purge(&ctx).await,
+                Err(_) => {
+                    let n = rng.range(1, 3);
+                    sent += n;
+                    send(&ctx, client, partition, sent - n, n).await
+                }
+            },
+        };
+        if matches!(step, Step::Stop) {
+            return;
+        }
+    }
+}
+
+/// The outcome of an operation that changes state, for the oracle.
+enum Outcome {
+    Acked(Tick),
+    /// Refused with an answer that promises nothing changed.
+    Refused,
+    InDoubt,
+    NotSent,
+}
+
+fn classify(
+    ctx: &Ctx,
+    reply: &Reply,
+    ok: u16,
+    refusal: Option<(u16, &str)>,
+    what: &str,
+) -> Outcome {
+    let end = ctx.tick();
+    match reply {
+        Reply::Answer { status, .. } if *status == ok => Outcome::Acked(end),
+        Reply::Answer { status, .. }
+            if refusal
+                .is_some_and(|(s, code)| *status == s && reply.code().as_deref() == Some(code)) =>
+        {
+            Outcome::Refused
+        }
+        Reply::Answer { .. } => {
+            ctx.violation(format!("{what}: unexpected answer {}", reply.describe()));
+            Outcome::InDoubt
+        }
+        Reply::NotSent => Outcome::NotSent,
+        Reply::Lost(_) => Outcome::InDoubt,
+    }
+}
+
+fn count(ctx: &Ctx, outcome: &Outcome, bump: impl FnOnce(&mut Counts)) -> Step {
+    let mut o = ctx.oracle();
+    match outcome {
+        Outcome::Acked(_) => {
+            bump(&mut o.counts);
+            Step::Continue
+        }
+        Outcome::Refused => {
+            o.counts.refused += 1;
+            Step::Continue
+        }
+        Outcome::InDoubt => {
+            o.counts.in_doubt += 1;
+            Step::Stop
+        }
+        Outcome::NotSent => Step::Stop,
+    }
+}
+
+async fn send(ctx: &Ctx, client: u32, partition: u32, first: u64, n: u64) -> Step {
+    let seqs: Vec<u64> = (first..first + n).collect();
+    let payloads: Vec<String> = seqs
+        .iter()
+        .map(|i| format!("s{}-c{}-k{client}-n{i}", ctx.seed, ctx.cycle))
+        .collect();
+    let start = ctx.tick();
+    {
+        let mut o = ctx.oracle();
+        for (seq, p) in seqs.iter().zip(&payloads) {
+            o.messages.insert(
+                p.clone(),
+                Msg {
+                    partition,
+                    client,
+                    seq: *seq,
+                    cycle: ctx.cycle,
+                    start,
+                    end: NEVER,
+                    acked: false,
+                    never: false,
+                },
+            );
+        }
+    }
+    let messages: Vec<Value> = payloads
+        .iter()
+        .map(|p| json!({"id": 0, "payload": b64_encode(p.as_bytes())}))
+        .collect();
+    let reply = call(
+        ctx.http
+            .post(ctx.topic_url("/messages"))
+            .bearer_auth(&ctx.token)
+            .json(&json!({
+                "partitioning": {"kind": "partition_id", "value": b64_encode(&partition.to_le_bytes())},
+                "messages": messages,
+            })),
+    )
+    .await;
+    let outcome = classify(ctx, &reply, 201, None, "send");
+    {
+        let mut o = ctx.oracle();
+        for p in &payloads {
+            if let Some(m) = o.messages.get_mut(p) {
+                match outcome {
+                    Outcome::Acked(end) => {
+                        m.acked = true;
+                        m.end = end;
+                    }
+                    Outcome::NotSent => m.never = true,
+                    Outcome::Refused | Outcome::InDoubt => {}
+                }
+            }
+        }
+    }
+    count(ctx, &outcome, |c| {
+        c.sends += 1;
+        c.messages += n;
+    })
+}
+
+async fn poll_next(
+    ctx: &Ctx,
+    key: OffKey,
+    count_: u64,
+    auto_commit: bool,
+    current: &mut [Option<u64>],
+) -> Step {
+    let start = ctx.tick();
+    let index = if auto_commit {
+        let mut o = ctx.oracle();
+        let ops = o.offset_ops.entry(key).or_default();
+        ops.push(OffOp {
+            start,
+            end: NEVER,
+            acked: false,
+            effect: Val::Any,
+            what: "poll next auto_commit",
+        });
+        Some(ops.len() - 1)
+    } else {
+        None
+    };
+    let reply = call(ctx.get(ctx.topic_url(&format!(
+        "/messages?consumer_id={}&partition_id={}&kind=next&count={count_}&auto_commit={auto_commit}{}",
+        key.consumer_id(),
+        key.partition,
+        key.kind_query()
+    ))))
+    .await;
+    let outcome = classify(ctx, &reply, 200, None, "poll next");
+    let mut effect = None;
+    if let (Outcome::Acked(_), Reply::Answer { body, .. }) = (&outcome, &reply) {
+        match parse_polled(body) {
+            Ok((cur, polled)) => {
+                if let Some(slot) = current.get_mut(key.partition as usize - 1) {
+                    *slot = (cur > 0 || !polled.is_empty()).then_some(cur);
+                }
+                effect = Some(polled.last().map(|(o, _)| *o));
+                ctx.oracle().check_poll(
+                    ctx.cycle,
+                    key.partition,
+                    start,
+                    &format!("poll next {key}"),
+                    &polled,
+                );
+            }
+            Err(e) => ctx.violation(format!("poll next {key}: {e}")),
+        }
+    }
+    if let Some(i) = index {
+        let mut o = ctx.oracle();
+        if let Some(op) = o.offset_ops.get_mut(&key).and_then(|ops| ops.get_mut(i)) {
+            match (&outcome, effect) {
+                (Outcome::Acked(end), Some(Some(last))) => {
+                    op.acked = true;
+                    op.end = *end;
+                    op.effect = Val::At(last);
+                }
+                (Outcome::Acked(_), _) | (Outcome::NotSent, _) => {
+                    // Nothing polled (or never sent): no commit happened.
+                    op.acked = false;
+                    op.start = NEVER;
+                }
+                _ => {}
+            }
+        }
+        if let Some(ops) = o.offset_ops.get_mut(&key) {
+            ops.retain(|op| op.start != NEVER);
+        }
+    }
+    count(ctx, &outcome, |c| c.polls += 1)
+}
+
+async fn scan(ctx: &Ctx, client: u32, partition: u32, current: &mut [Option<u64>]) -> Step {
+    let start = ctx.tick();
+    let reply = call(ctx.get(ctx.topic_url(&format!(
+        "/messages?consumer_id={client}&partition_id={partition}&kind=offset&value=0&count=100"
+    ))))
+    .await;
+    let outcome = classify(ctx, &reply, 200, None, "scan");
+    if let (Outcome::Acked(_), Reply::Answer { body, .. }) = (&outcome, &reply) {
+        match parse_polled(body) {
+            Ok((cur, polled)) => {
+                if let Some(slot) = current.get_mut(partition as usize - 1) {
+                    *slot = (cur > 0 || !polled.is_empty()).then_some(cur);
+                }
+                if polled.first().is_some_and(|(o, _)| *o != 0) {
+                    ctx.violation(format!(
+                        "scan of partition {partition} from offset 0 started at offset {:?}",
+                        polled.first().map(|(o, _)| *o)
+                    ));
+                }
+                ctx.oracle().check_poll(
+                    ctx.cycle,
+                    partition,
+                    start,
+                    &format!("scan of partition {partition}"),
+                    &polled,
+                );
+            }
+            Err(e) => ctx.violation(format!("scan of partition {partition}: {e}")),
+        }
+    }
+    count(ctx, &outcome, |c| c.polls += 1)
+}
+
+/// Records an offset operation before it is sent; `finish` completes it.
+fn begin_offset_op(ctx: &Ctx, key: OffKey, effect: Val, what: &'static str) -> (Tick, usize) {
+    let start = ctx.tick();
+    let mut o = ctx.oracle();
+    let ops = o.offset_ops.entry(key).or_default();
+    ops.push(OffOp {
+        start,
+        end: NEVER,
+        acked: false,
+        effect,
+        what,
+    });
+    (start, ops.len() - 1)
+}
+
+fn finish_offset_op(ctx: &Ctx, key: OffKey, index: usize, outcome: &Outcome) {
+    let mut o = ctx.oracle();
+    let Some(ops) = o.offset_ops.get_mut(&key) else {
+        return;
+    };
+    match outcome {
+        Outcome::Acked(end) => {
+            if let Some(op) = ops.get_mut(index) {
+                op.acked = true;
+                op.end = *end;
+            }
+        }
+        Outcome::Refused | Outcome::NotSent => {
+            if index < ops.len() {
+                ops.remove(index);
+            }
+        }
+        Outcome::InDoubt => {}
+    }
+}
+
+async fn store(ctx: &Ctx, key: OffKey, value: u64) -> Step {
+    let (_, index) = begin_offset_op(ctx, key, Val::At(value), "store");
+    let mut body = json!({
+        "consumer_id": key.consumer_id(),
+        "partition_id": key.partition,
+        "offset": value,
+    });
+    if key.kind == Kind::Group {
+        body["consumer_kind"] = json!("consumer_group");
+    }
+    let reply = call(
+        ctx.http
+            .put(ctx.topic_url("/consumer-offsets"))
+            .bearer_auth(&ctx.token)
+            .json(&body),
+    )
+    .await;
+    // An offset beyond the log (a purge got in between) is refused.
+    let outcome = classify(
+        ctx,
+        &reply,
+        204,
+        Some((400, "invalid_offset")),
+        "store offset",
+    );
+    finish_offset_op(ctx, key, index, &outcome);
+    count(ctx, &outcome, |c| c.stores += 1)
+}
+
+async fn delete(ctx: &Ctx, key: OffKey) -> Step {
+    let (_, index) = begin_offset_op(ctx, key, Val::None, "delete");
+    let reply = call(
+        ctx.http
+            .delete(ctx.topic_url(&format!(
+                "/consumer-offsets/{}?partition_id={}{}",
+                key.consumer_id(),
+                key.partition,
+                key.kind_query()
+            )))
+            .bearer_auth(&ctx.token),
+    )
+    .await;
+    // 404: there was no offset, which leaves it none, like a delete.
+    let outcome = match classify(
+        ctx,
+        &reply,
+        204,
+        Some((404, "consumer_offset_not_found")),
+        "delete offset",
+    ) {
+        Outcome::Refused => Outcome::Acked(ctx.tick()),
+        other => other,
+    };
+    finish_offset_op(ctx, key, index, &outcome);
+    count(ctx, &outcome, |c| c.deletes += 1)
+}
+
+async fn purge(ctx: &Ctx) -> Step {
+    ctx.purge_in_flight.store(true, Ordering::SeqCst);
+    let start = ctx.tick();
+    let index = {
+        let mut o = ctx.oracle();
+        o.purges.push(PurgeRec {
+            start,
+            end: NEVER,
+            acked: false,
+            effective: None,
+        });
+        o.purges.len() - 1
+    };
+    let reply = call(
+        ctx.http
+            .delete(ctx.topic_url("/purge"))
+            .bearer_auth(&ctx.token),
+    )
+    .await;
+    let outcome = classify(ctx, &reply, 204, None, "purge topic");
+    {
+        let mut o = ctx.oracle();
+        match outcome {
+            Outcome::Acked(end) => {
+                if let Some(p) = o.purges.get_mut(index) {
+                    p.acked = true;
+                    p.end = end;
+                }
+            }
+            Outcome::NotSent | Outcome::Refused => {
+                if let Some(p) = o.purges.get_mut(index) {
+                    p.effective = Some(false);
+                    p.start = 0;
+                }
+            }
+            Outcome::InDoubt => {}
+        }
+        o.purges.retain(|p| p.start != 0);
+    }
+    ctx.purge_in_flight.store(false, Ordering::SeqCst);
+    count(ctx, &outcome, |c| c.purges += 1)
+}
+
+// ---- the cycles ----------------------------------------------------------------
+
+struct Report {
+    cycles: u64,
+    counts: Counts,
+    violations: Vec<String>,
+}
+
+impl Report {
+    fn render(&self, args: &SoakArgs, work: &Path, elapsed: Duration) -> String {
+        let c = &self.counts;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "sluice soak: seed {}, {} clients, {} partitions, persisted messages and offsets",
+            args.seed, args.clients, args.partitions
+        );
+        let _ = writeln!(
+            out,
+            "cycles run: {} (one SIGKILL each; {} while a purge was in flight)",
+            self.cycles, c.kills_in_purge
+        );
+        let _ = writeln!(
+            out,
+            "operations acknowledged: {} (sends {} with {} messages, polls {}, offset stores {}, offset deletes {}, purges {}, refused {}); in doubt at a kill: {}",
+            c.acknowledged(),
+            c.sends,
+            c.messages,
+            c.polls,
+            c.stores,
+            c.deletes,
+            c.purges,
+            c.refused,
+            c.in_doubt
+        );
+        let _ = writeln!(out, "violations: {}", self.violations.len());
+        for v in &self.violations {
+            let _ = writeln!(out, "  - {v}");
+        }
+        let _ = writeln!(out, "wall time: {:.1} s", elapsed.as_secs_f64());
+        if !self.violations.is_empty() {
+            let _ = writeln!(out, "server log: {}", work.join("server.log").display());
+        }
+        let _ = writeln!(
+            out,
+            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {}",
+            args.seed, args.cycles, args.clients, args.partitions, args.max_ops
+        );
+        out
+    }
+}
+
+async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
+    let mut oracle = Oracle {
+        seed: args.seed,
+        messages: HashMap::new(),
+        purges: Vec::new(),
+        offset_ops: BTreeMap::new(),
+        offset_base: BTreeMap::new(),
+        base_tick: 0,
+        generation: 0,
+        fence: None,
+        kill_tick: NEVER,
+        counts: Counts::default(),
+        violations: Vec::new(),
+    };
+    let mut clock = 1u64;
+    let mut cycles_run = 0u64;
+    for cycle in 0..=args.cycles {
+        let last = cycle == args.cycles;
+        let mut server = match spawn_server(work, cycle) {
+            Ok(s) => s,
+            Err(e) => {
+                if cycle == 0 {
+                    return Err(e);
+                }
+                oracle.violation(
+                    cycle,
+                    format!("the server does not come back after the kill: {e}"),
+                );
+                break;
+            }
+        };
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let token = match login(&http, &server.base).await {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = server.child.kill();
+                let _ = server.child.wait();
+                if cycle == 0 {
+                    return Err(e);
+                }
+                oracle.violation(cycle, e);
+                break;
+            }
+        };
+        let ctx = Arc::new(Ctx {
+            seed: args.seed,
+            cycle,
+            partitions: args.partitions,
+            base: server.base.clone(),
+            token,
+            http,
+            clock: AtomicU64::new(clock),
+            oracle: Mutex::new(oracle),
+            started_ops: AtomicU64::new(0),
+            purge_in_flight: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            purge_gate: tokio::sync::Mutex::new(()),
+        });
+        if cycle == 0
+            && let Err(e) = create_resources(&ctx, args.clients).await
+        {
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+            return Err(e);
+        }
+        if let Err(e) = verify(&ctx, args.clients).await {
+            ctx.violation(format!("verification could not finish: {e}"));
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+            oracle = take_oracle(ctx)?;
+            break;
+        }
+        if last {
+            // The final check is done: a graceful stop must exit 0.
+            stop_gracefully(&ctx, &mut server.child).await;
+            oracle = take_oracle(ctx)?;
+            break;
+        }
+
+        // Load, and the kill.
+        let mut schedule = Rng::for_parts(&[args.seed, cycle, u64::MAX]);
+        let kill_after = schedule.range(1, args.max_ops);
+        let during_purge = schedule.below(4) == 0;
+        let jitter = Duration::from_micros(schedule.below(4000));
+        let mut tasks = Vec::new();
+        for client in 1..=args.clients {
+            let rng = Rng::for_parts(&[args.seed, cycle, u64::from(client)]);
+            tasks.push(tokio::spawn(client_loop(ctx.clone(), client, rng)));
+        }
+        let killer_ctx = ctx.clone();
+        let mut child = server.child;
+        let killer = tokio::task::spawn_blocking(move || {
+            let began = Instant::now();
+            let mut in_purge = false;
+            loop {
+                if killer_ctx.started_ops.load(Ordering::SeqCst) >= kill_after {
+                    break;
+                }
+                if during_purge && killer_ctx.purge_in_flight.load(Ordering::SeqCst) {
+                    in_purge = true;
+                    break;
+                }
+                if began.elapsed() > REQUEST_TIMEOUT {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            std::thread::sleep(jitter);
+            in_purge = in_purge && killer_ctx.purge_in_flight.load(Ordering::SeqCst);
+            let _ = child.kill();
+            let _ = child.wait();
+            let kill_tick = killer_ctx.tick();
+            killer_ctx.oracle().kill_tick = kill_tick;
+            killer_ctx.killed.store(true, Ordering::SeqCst);
+            in_purge
+        });
+        let in_purge = killer.await.map_err(|e| e.to_string())?;
+        for t in tasks {
+            t.await.map_err(|e| format!("a client task failed: {e}"))?;
+        }
+        if in_purge {
+            ctx.oracle().counts.kills_in_purge += 1;
+        }
+        clock = ctx.clock.load(Ordering::SeqCst);
+        oracle = take_oracle(ctx)?;
+        cycles_run += 1;
+        if args.cycles >= 20 && (cycle + 1) % (args.cycles / 20).max(1) == 0 {
+            eprintln!(
+                "sluice soak: {} of {} cycles, {} operations acknowledged, {} violations",
+                cycle + 1,
+                args.cycles,
+                oracle.counts.acknowledged(),
+                oracle.violations.len()
+            );
+        }
+    }
+    Ok(Report {
+        cycles: cycles_run,
+        counts: oracle.counts,
+        violations: oracle.violations,
+    })
+}
+
+fn take_oracle(ctx: Arc<Ctx>) -> Result<Oracle, String> {
+    let ctx = Arc::try_unwrap(ctx).map_err(|_| "a client still holds the cycle".to_string())?;
+    Ok(ctx
+        .oracle
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
+async fn stop_gracefully(ctx: &Ctx, child: &mut Child) {
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status();
+    if !sent.is_ok_and(|s| s.success()) {
+        ctx.violation("could not send SIGTERM to the server".into());
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                if !status.success() {
+                    ctx.violation(format!("the server exited with {status} after SIGTERM"));
+                }
+                return;
+            }
+            Ok(None) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            _ => {
+                ctx.violation("the server did not exit within 30 s of SIGTERM".into());
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips() {
+        for s in ["", "a", "ab", "abc", "abcd", "s1-c2-k3-n4"] {
+            let e = b64_encode(s.as_bytes());
+            assert_eq!(b64_decode(&e).as_deref(), Some(s.as_bytes()));
+        }
+        assert_eq!(b64_encode(b"hello"), "aGVsbG8=");
+        assert_eq!(b64_encode(&1u32.to_le_bytes()), "AQAAAA==");
+    }
+
+    fn op(start: Tick, end: Tick, acked: bool, effect: Val) -> OffOp {
+        OffOp {
+            start,
+            end,
+            acked,
+            effect,
+            what: "t",
+        }
+    }
+
+    #[test]
+    fn a_store_answered_before_a_purge_was_sent_is_gone() {
+        let ops = [op(1, 2, true, Val::At(5))];
+        let allowed = allowed_offsets(Val::None, &ops, &[(3, 4)]);
+        assert_eq!(allowed, BTreeSet::from([Val::None]));
+    }
+
+    #[test]
+    fn a_store_sent_after_a_purge_was_answered_survives_it() {
+        let ops = [op(5, 6, true, Val::At(1))];
+        let allowed = allowed_offsets(Val::At(9), &ops, &[(3, 4)]);
+        assert_eq!(allowed, BTreeSet::from([Val::At(1)]));
+    }
+
+    #[test]
+    fn overlapping_or_in_doubt_operations_allow_both_outcomes() {
+        let ops = [op(1, 5, true, Val::At(2))];
+        let allowed = allowed_offsets(Val::None, &ops, &[(3, 4)]);
+        assert_eq!(allowed, BTreeSet::from([Val::None, Val::At(2)]));
+        let ops = [op(1, 2, true, Val::At(2)), op(3, NEVER, false, Val::At(7))];
+        let allowed = allowed_offsets(Val::None, &ops, &[]);
+        assert_eq!(allowed, BTreeSet::from([Val::At(2), Val::At(7)]));
+    }
+}
