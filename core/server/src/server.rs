@@ -53,8 +53,8 @@ pub struct ServeOptions {
     pub seed: u64,
 }
 
-/// A server that is accepting connections.
-#[derive(Debug)]
+/// A server that is accepting connections. Its `Debug` leaves out the
+/// generated password (and `AppState`'s leaves out every token).
 pub struct RunningServer {
     pub local_addr: SocketAddr,
     /// The generated root password, on the first start of a data directory
@@ -65,6 +65,20 @@ pub struct RunningServer {
     stop: watch::Sender<bool>,
     serve: JoinHandle<Result<(), ServerError>>,
     reconciler: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for RunningServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningServer")
+            .field("local_addr", &self.local_addr)
+            .field(
+                "generated_password",
+                &self.generated_password.as_ref().map(|_| "<redacted>"),
+            )
+            .field("recovery", &self.recovery)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RunningServer {

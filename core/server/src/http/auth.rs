@@ -140,20 +140,44 @@ fn check_credentials_shape(username: &str, password: &str) -> Result<(), String>
 }
 
 /// The root user as the server holds it: a name and a password hash.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RootUser {
     pub username: String,
     /// argon2id PHC string.
     pub password_hash: String,
 }
 
+/// The hash is left out: a `?` anywhere (a state dump, a panic message)
+/// must not hand out material for an offline guess.
+impl std::fmt::Debug for RootUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RootUser")
+            .field("username", &self.username)
+            .field("password_hash", &REDACTED)
+            .finish()
+    }
+}
+
+const REDACTED: &str = "<redacted>";
+
 /// What setting up the root user produced.
-#[derive(Debug)]
 pub struct RootSetup {
     pub user: RootUser,
     /// Set only on the first start with a generated password: the caller
     /// shows it once, and it is never stored or logged.
     pub generated_password: Option<String>,
+}
+
+impl std::fmt::Debug for RootSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RootSetup")
+            .field("user", &self.user)
+            .field(
+                "generated_password",
+                &self.generated_password.as_ref().map(|_| REDACTED),
+            )
+            .finish()
+    }
 }
 
 pub fn hash_password(password: &str) -> Result<String, AuthError> {
@@ -279,14 +303,23 @@ struct Session {
 }
 
 /// Who made an authenticated request (a request extension set by the middleware).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Identity {
     pub user_id: u32,
     token: String,
 }
 
-/// Tokens and the login throttle.
-#[derive(Debug)]
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("user_id", &self.user_id)
+            .field("token", &REDACTED)
+            .finish()
+    }
+}
+
+/// Tokens and the login throttle. Its `Debug` shows how many sessions are
+/// live, never a token (`AppState` and `RunningServer` print it).
 pub struct Auth {
     root: RootUser,
     token_expiry: Duration,
@@ -303,11 +336,31 @@ pub struct IdentityInfo {
     pub access_token: TokenInfo,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Clone, Serialize)]
 pub struct TokenInfo {
     pub token: String,
     /// Unix seconds.
     pub expiry: u64,
+}
+
+impl std::fmt::Debug for TokenInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenInfo")
+            .field("token", &REDACTED)
+            .field("expiry", &self.expiry)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("root", &self.root)
+            .field("token_expiry", &self.token_expiry)
+            .field("failed_login_delay", &self.failed_login_delay)
+            .field("live_sessions", &self.sessions().len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Auth {
@@ -552,6 +605,32 @@ mod tests {
         let second = setup_root(&storage, dir, RootSource::StoredOrGenerated).unwrap();
         assert_eq!(second.generated_password, None);
         assert_eq!(second.user, first.user);
+    }
+
+    #[test]
+    fn given_live_tokens_when_debug_printed_then_no_token_or_hash_shows() {
+        let hash = hash_password("s3cret-pw").unwrap();
+        let auth = Auth::new(
+            RootUser {
+                username: "root".into(),
+                password_hash: hash.clone(),
+            },
+            Duration::from_secs(60),
+            Duration::from_millis(10),
+        );
+        let issued = auth.issue(ROOT_USER_ID);
+        let token = issued.access_token.token.clone();
+        let identity = auth.validate(&token).unwrap();
+        for printed in [
+            format!("{auth:?}"),
+            format!("{issued:?}"),
+            format!("{identity:?}"),
+            format!("{:?}", auth.root),
+        ] {
+            assert!(!printed.contains(&token), "{printed}");
+            assert!(!printed.contains(&hash), "{printed}");
+        }
+        assert!(format!("{auth:?}").contains("live_sessions: 1"));
     }
 
     #[test]

@@ -16,7 +16,10 @@
 //!   bodies, auth failures and panics, is either a success or Iggy's JSON
 //!   error body (`error::ApiError`).
 //! - Every route except `/ping`, `/users/login` and `/users/refresh-token`
-//!   requires a valid bearer token (`auth::require_token`).
+//!   requires a valid bearer token (`auth::require_token`). The routes are
+//!   declared in two tables (`public_routes`, `authenticated_routes`) that
+//!   build the router, so a new route is in exactly one of them and the auth
+//!   tests (`core/cli/tests/auth_hardening.rs`) reach it.
 
 pub mod auth;
 pub mod error;
@@ -36,7 +39,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::MethodRouter;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
@@ -105,66 +108,81 @@ fn panic_response(_: Box<dyn Any + Send + 'static>) -> Response {
 
 const TOPIC: &str = "/streams/{stream_id}/topics/{topic_id}";
 
+/// Declares a set of routes once, as both a `Router` and a table of
+/// `(method, path template)`, so the two can never disagree: the auth tests
+/// walk the table, and a route added here is in it by construction.
+macro_rules! route_table {
+    ($router:ident, $table:ident, { $( $path:expr => [ $( $method:ident ( $handler:path ) ),+ $(,)? ] ),+ $(,)? }) => {
+        fn $router() -> Router<AppState> {
+            Router::new() $( .route(&$path, MethodRouter::new() $( .$method($handler) )+ ) )+
+        }
+
+        /// `(method, path template)` of every route in this table; methods
+        /// are upper case (`GET`), path parameters are `{name}`.
+        pub fn $table() -> Vec<(&'static str, String)> {
+            vec![ $( $( (method_name(stringify!($method)), String::from($path)), )+ )+ ]
+        }
+    };
+}
+
+fn method_name(method: &str) -> &'static str {
+    match method {
+        "get" => "GET",
+        "post" => "POST",
+        "put" => "PUT",
+        "delete" => "DELETE",
+        "patch" => "PATCH",
+        _ => "OTHER",
+    }
+}
+
+// The only routes served without a token.
+route_table!(public_router, public_routes, {
+    "/ping" => [get(ping)],
+    "/users/login" => [post(auth::login)],
+    "/users/refresh-token" => [post(auth::refresh_token)],
+});
+
+// Every other route: `auth::require_token` runs before each handler.
+route_table!(authenticated_router, authenticated_routes, {
+    "/users/logout" => [delete(auth::logout)],
+    "/streams" => [get(streams::list_streams), post(streams::create_stream)],
+    "/streams/{stream_id}" => [
+        get(streams::get_stream),
+        put(streams::update_stream),
+        delete(streams::delete_stream),
+    ],
+    "/streams/{stream_id}/purge" => [delete(streams::purge_stream)],
+    "/streams/{stream_id}/topics" => [get(streams::list_topics), post(streams::create_topic)],
+    TOPIC => [
+        get(streams::get_topic),
+        put(streams::update_topic),
+        delete(streams::delete_topic),
+    ],
+    format!("{TOPIC}/purge") => [delete(streams::purge_topic)],
+    format!("{TOPIC}/partitions") => [
+        post(streams::create_partitions),
+        delete(streams::delete_partitions),
+    ],
+    format!("{TOPIC}/messages") => [get(messages::poll), post(messages::send)],
+    format!("{TOPIC}/consumer-offsets") => [get(offsets::get_offset), put(offsets::store_offset)],
+    format!("{TOPIC}/consumer-offsets/{{consumer_id}}") => [delete(offsets::delete_offset)],
+    format!("{TOPIC}/consumer-groups") => [get(offsets::list_groups), post(offsets::create_group)],
+    format!("{TOPIC}/consumer-groups/{{group_id}}") => [
+        get(offsets::get_group),
+        delete(offsets::delete_group),
+    ],
+    "/status/purge" => [get(status::purge_status)],
+    "/metrics" => [get(metrics::scrape)],
+});
+
 /// The whole API.
 pub fn router(state: AppState) -> Router {
-    let public = Router::new()
-        .route("/ping", get(ping))
-        .route("/users/login", post(auth::login))
-        .route("/users/refresh-token", post(auth::refresh_token));
-    let private = Router::new()
-        .route("/users/logout", delete(auth::logout))
-        .route(
-            "/streams",
-            get(streams::list_streams).post(streams::create_stream),
-        )
-        .route(
-            "/streams/{stream_id}",
-            get(streams::get_stream)
-                .put(streams::update_stream)
-                .delete(streams::delete_stream),
-        )
-        .route("/streams/{stream_id}/purge", delete(streams::purge_stream))
-        .route(
-            "/streams/{stream_id}/topics",
-            get(streams::list_topics).post(streams::create_topic),
-        )
-        .route(
-            TOPIC,
-            get(streams::get_topic)
-                .put(streams::update_topic)
-                .delete(streams::delete_topic),
-        )
-        .route(&format!("{TOPIC}/purge"), delete(streams::purge_topic))
-        .route(
-            &format!("{TOPIC}/partitions"),
-            post(streams::create_partitions).delete(streams::delete_partitions),
-        )
-        .route(
-            &format!("{TOPIC}/messages"),
-            get(messages::poll).post(messages::send),
-        )
-        .route(
-            &format!("{TOPIC}/consumer-offsets"),
-            get(offsets::get_offset).put(offsets::store_offset),
-        )
-        .route(
-            &format!("{TOPIC}/consumer-offsets/{{consumer_id}}"),
-            delete(offsets::delete_offset),
-        )
-        .route(
-            &format!("{TOPIC}/consumer-groups"),
-            get(offsets::list_groups).post(offsets::create_group),
-        )
-        .route(
-            &format!("{TOPIC}/consumer-groups/{{group_id}}"),
-            get(offsets::get_group).delete(offsets::delete_group),
-        )
-        .route("/status/purge", get(status::purge_status))
-        .route("/metrics", get(metrics::scrape))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_token,
-        ));
+    let public = public_router();
+    let private = authenticated_router().route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_token,
+    ));
     Router::new()
         .merge(public)
         .merge(private)
