@@ -996,3 +996,107 @@ fn the_table_covers_every_file_kind_and_every_damage() {
         );
     }
 }
+
+// ---- root.credentials ---------------------------------------------------------------------
+
+/// The generated root password's hash, `<data>/root.credentials`, read by
+/// `http::auth::setup_root` (what `server::start` calls) when no credentials
+/// are configured. Given a first start that generated password P, when the
+/// file is damaged, then start-up refuses naming the file, or (deleted) a new
+/// password is generated and printed, and P no longer logs in.
+mod credentials {
+    use super::*;
+    use sluice_server::http::auth::{
+        AuthError, CREDENTIALS_FILE, RootSource, setup_root, verify_password,
+    };
+
+    enum Outcome {
+        Refused(&'static str),
+        NewPassword,
+    }
+
+    fn cases() -> Vec<(&'static str, Damage, Outcome)> {
+        vec![
+            (
+                "bit flip in the JSON syntax",
+                Damage::Flip(|_| vec![0]),
+                Outcome::Refused("not a credentials record"),
+            ),
+            (
+                "bit flip in the hash's parameters",
+                // `$argon2id$v=19$m=...`: the `$` before `v=` becomes `4`.
+                Damage::Flip(|b| {
+                    let text = String::from_utf8_lossy(b);
+                    vec![text.find("$v=").unwrap() as u64]
+                }),
+                Outcome::Refused("bad password hash"),
+            ),
+            (
+                "truncated to half",
+                Damage::Truncate(|b| b.len() as u64 / 2),
+                Outcome::Refused("not a credentials record"),
+            ),
+            (
+                "truncated to zero bytes",
+                Damage::Truncate(|_| 0),
+                Outcome::Refused("not a credentials record"),
+            ),
+            ("deleted", Damage::Delete, Outcome::NewPassword),
+        ]
+    }
+
+    fn run(storage: &dyn DurableStorage, data_dir: &Path, backend: &str) {
+        for (name, damage, outcome) in cases() {
+            let ctx = format!("root.credentials {name} on {backend}");
+            let path = data_dir.join(CREDENTIALS_FILE);
+            if storage.exists(&path).unwrap() {
+                storage.remove_file(&path).unwrap();
+            }
+            let first = setup_root(storage, data_dir, RootSource::StoredOrGenerated).unwrap();
+            let password = first.generated_password.unwrap();
+            let bytes = storage.read_file(&path).unwrap();
+            match damage {
+                Damage::Flip(at) => {
+                    for pos in at(&bytes) {
+                        flip_byte(storage, &path, pos);
+                    }
+                }
+                Damage::Truncate(to) => storage
+                    .open(&path, OpenMode::ReadWrite)
+                    .unwrap()
+                    .truncate(to(&bytes))
+                    .unwrap(),
+                Damage::Delete => storage.remove_file(&path).unwrap(),
+                _ => unreachable!(),
+            }
+            let again = setup_root(storage, data_dir, RootSource::StoredOrGenerated);
+            match outcome {
+                Outcome::Refused(reason) => match again {
+                    Err(AuthError::File { path: p, reason: r }) => {
+                        assert!(p.ends_with(CREDENTIALS_FILE), "{ctx}");
+                        assert!(r.contains(reason), "{ctx}: {r}");
+                    }
+                    other => panic!("{ctx}: {other:?}"),
+                },
+                Outcome::NewPassword => {
+                    let setup = again.unwrap();
+                    let new = setup.generated_password.expect("a new password is shown");
+                    assert_ne!(new, password, "{ctx}");
+                    assert!(verify_password(&new, &setup.user.password_hash), "{ctx}");
+                    assert!(
+                        !verify_password(&password, &setup.user.password_hash),
+                        "{ctx}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_credentials_file_refuses_start_up_naming_it() {
+        let sim = new_sim();
+        run(&sim, Path::new(DATA_DIR), "the simulator");
+        let dir = tempfile::tempdir().unwrap();
+        run(&DiskStorage::new(), dir.path(), "the disk");
+    }
+}
