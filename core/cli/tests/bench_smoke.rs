@@ -12,6 +12,7 @@ const KEYS: &[&str] = &[
     "purge.partition_syncs",
     "purge.topic_wall_s",
     "purge.topic_server_paced_s",
+    "purge.topic_vs_raw_unlinks_s",
     "recovery.startup_s",
     "recovery.peak_memory_mib",
     "reconciler.idle_pass_small_us",

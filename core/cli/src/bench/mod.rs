@@ -4,7 +4,8 @@
 //! Invariants:
 //! - Everything runs on `DiskStorage` (wrapped by `CountingStorage`, which
 //!   only counts) in a fresh temporary directory, never on tmpfs unless the
-//!   caller points `--data-dir` there; the directory is removed at the end.
+//!   caller points `--data-dir` there; the directory is removed after the
+//!   report is printed.
 //! - Each figure is printed with a reference measured in this run, and the
 //!   ratio `value / reference`; a target, where the issue sets one, is a
 //!   bound on that ratio. Nothing here asserts a time: benchmarks report.
@@ -218,6 +219,7 @@ pub const FIGURE_KEYS: &[&str] = &[
     "purge.partition_syncs",
     "purge.topic_wall_s",
     "purge.topic_server_paced_s",
+    "purge.topic_vs_raw_unlinks_s",
     "recovery.startup_s",
     "recovery.peak_memory_mib",
     "reconciler.idle_pass_small_us",
@@ -264,7 +266,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
         return child_main(recovery::child_scan(dir));
     }
     match run(&args) {
-        Ok(report) => {
+        Ok((report, dir)) => {
             if args.json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(s) => println!("{s}"),
@@ -276,6 +278,8 @@ pub fn main(args: BenchArgs) -> ExitCode {
             } else {
                 print_table(&report);
             }
+            // Removing a large data set takes a while: only after printing.
+            drop(dir);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -322,12 +326,26 @@ impl Ctx {
     }
 }
 
-fn run(args: &BenchArgs) -> Result<Report> {
+fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
     let started = std::time::Instant::now();
-    let sizes = Sizes::pick(args.quick, args.tiny);
+    let mut sizes = Sizes::pick(args.quick, args.tiny);
+    let partitions = u64::from(sizes.purge_partitions) + 1;
     let open_files_limit = raise_open_files_limit(
-        u64::from(sizes.purge_partitions) * u64::from(sizes.offsets_per_kind) * 2 + 4096,
+        partitions * (u64::from(sizes.offsets_per_kind) * 2 + FDS_PER_PARTITION) + FDS_SPARE,
     );
+    // The engine keeps every offset file open: scale the offsets per
+    // partition down (never the partitions) until the data set fits.
+    let fit = open_files_limit.saturating_sub(FDS_SPARE + partitions * FDS_PER_PARTITION)
+        / (2 * partitions);
+    let mut scaled_note = None;
+    if fit < u64::from(sizes.offsets_per_kind) {
+        let per = u32::try_from(fit.max(1)).unwrap_or(1);
+        scaled_note = Some(format!(
+            "purge/recovery data set: {per} consumer and {per} group offsets per partition instead of {}: the engine holds one open descriptor per offset file, and the open files limit here is {open_files_limit} (not raisable)",
+            sizes.offsets_per_kind
+        ));
+        sizes.offsets_per_kind = per;
+    }
     let parent = match &args.data_dir {
         Some(d) => d.clone(),
         None => default_parent()?,
@@ -346,6 +364,9 @@ fn run(args: &BenchArgs) -> Result<Report> {
         disk: Arc::new(DiskStorage::new()),
         notes: Vec::new(),
     };
+    if let Some(n) = scaled_note {
+        ctx.note(n);
+    }
     if file_system == "tmpfs" {
         ctx.note("the benchmark directory is on tmpfs: syncs cost nothing there");
     }
@@ -363,8 +384,7 @@ fn run(args: &BenchArgs) -> Result<Report> {
         }
     }
     let directory = tmp.path().display().to_string();
-    drop(tmp);
-    Ok(Report {
+    let report = Report {
         sluice_bench: 1,
         quick: args.quick,
         tiny: args.tiny,
@@ -379,8 +399,14 @@ fn run(args: &BenchArgs) -> Result<Report> {
         purge_sync_breakdown: breakdown,
         notes: ctx.notes,
         total_s: started.elapsed().as_secs_f64(),
-    })
+    };
+    Ok((report, tmp))
 }
+
+/// Descriptors a partition holds besides its offset files (segment log and
+/// index, the obligation while it is written), and a margin for the rest.
+const FDS_PER_PARTITION: u64 = 4;
+const FDS_SPARE: u64 = 1024;
 
 /// The system temporary directory, unless it is tmpfs: then `./target`.
 fn default_parent() -> Result<PathBuf> {

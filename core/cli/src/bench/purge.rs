@@ -174,6 +174,19 @@ pub fn run(ctx: &mut Ctx) -> Result<(Vec<Figure>, Vec<SyncClass>)> {
             raw.as_secs_f64() * 1e6 / (counts.file_syncs + counts.dir_syncs).max(1) as f64
         )),
     );
+    let per = ctx.sizes.offsets_per_kind;
+    let unlinks = reference::raw_unlinks(ctx.disk.as_ref(), &ctx.dir("purge-unlinks")?, p, per)?;
+    figures.push(
+        Figure::new(
+            "purge.topic_vs_raw_unlinks_s",
+            "the same purge against deleting the same files bare",
+            wall.as_secs_f64(),
+            "s",
+            unlinks.as_secs_f64(),
+            format!("unlink {} files + 1 sync per dir", u64::from(p) * (2 * u64::from(per) + 2)),
+        )
+        .detail("not the issue's reference (syncs only): the physical floor of removing the files at all"),
+    );
     let period = Duration::from_millis(ReconcilerConfig::default().period_ms);
     let paced = wall + period * later_passes;
     figures.push(

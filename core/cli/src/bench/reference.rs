@@ -160,3 +160,36 @@ pub fn bare_scan(root: &Path) -> Result<(u64, u64)> {
     }
     Ok((files, bytes))
 }
+
+/// Deleting the same files with nothing else: `partitions` × three
+/// directories holding `per_dir` files each (the segments directory its
+/// two), made and flushed untimed; then, timed, every file unlinked and each
+/// directory synced once. Returns the time.
+pub fn raw_unlinks(
+    disk: &dyn DurableStorage,
+    dir: &Path,
+    partitions: u32,
+    per_dir: u32,
+) -> Result<Duration> {
+    let mut dirs = Vec::new();
+    for p in 0..partitions {
+        for (kind, n) in [("segments", 2), ("consumers", per_dir), ("groups", per_dir)] {
+            let d = dir.join(p.to_string()).join(kind);
+            disk.create_dir_all(&d)?;
+            for i in 0..n {
+                disk.open(&d.join(i.to_string()), OpenMode::CreateNew)?
+                    .write_at(0, &[1u8; 128])?;
+            }
+            dirs.push((d, n));
+        }
+    }
+    super::flush_fs(dir)?;
+    let started = Instant::now();
+    for (d, n) in &dirs {
+        for i in 0..*n {
+            disk.remove_file(&d.join(i.to_string()))?;
+        }
+        disk.sync_dir(d)?;
+    }
+    Ok(started.elapsed())
+}
