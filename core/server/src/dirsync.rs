@@ -106,8 +106,13 @@ fn redo(
             let aside = dir.join(format!("{name}{REDIRTY_SUFFIX}"));
             match storage.rename(&path, &aside) {
                 Ok(()) => storage.rename(&aside, &path),
-                // Removed again since: nothing to make durable.
-                Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
+                // An earlier redo stopped between its two renames (the second
+                // failed): finish it. Neither name: removed again since, so
+                // there is nothing to make durable.
+                Err(e) if e.kind == ErrorKind::NotFound => match storage.rename(&aside, &path) {
+                    Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
+                    other => other,
+                },
                 Err(e) => Err(e),
             }
         }

@@ -290,11 +290,12 @@ impl Fs {
         Ok(())
     }
 
-    /// Flushes `name` in `dir`. A directory moved between two parents is
-    /// journalled as one rename by every file system that supports moving
-    /// directories: its removal from the old parent and its entry in the new
-    /// one become durable together, so the durable tree can never hold a
-    /// directory twice (or a cycle) nor lose it.
+    /// Flushes `name` in `dir`. A rename is journalled as one transaction by
+    /// the journaling file systems sluice supports (ext4, XFS, btrfs): the
+    /// removal of the old name and the new entry become durable together, so
+    /// the durable tree can never hold a directory twice (or a cycle), and a
+    /// renamed file can come back under its old name or its new one, never
+    /// under neither.
     fn flush_name_linked(&mut self, dir: Ino, name: &str) {
         let partner = self.move_partner(dir, name);
         if let Some(Inode::Dir(d)) = self.inodes.get_mut(&dir) {
@@ -310,7 +311,7 @@ impl Fs {
     }
 
     /// Drops a directory's dirty names (a failed sync under Linux semantics),
-    /// and with a moved directory's name, the other side of the same rename.
+    /// and with a renamed node's name, the other side of the same rename.
     pub fn drop_dir_dirty(&mut self, dir: Ino) {
         let names: Vec<String> = match self.inodes.get(&dir) {
             Some(Inode::Dir(d)) => d.dirty.iter().cloned().collect(),
@@ -328,9 +329,9 @@ impl Fs {
         }
     }
 
-    /// If `name` in `dir` is one side of a not-yet-durable directory move, the
-    /// other side: the old durable name of a directory moved in, or the new
-    /// cached name of a directory moved out.
+    /// If `name` in `dir` is one side of a not-yet-durable rename, the other
+    /// side: the old durable name of a node renamed in, or the new cached name
+    /// of a node renamed away. (No hard links: a node has one name.)
     fn move_partner(&self, dir: Ino, name: &str) -> Option<(Ino, String)> {
         let Some(Inode::Dir(d)) = self.inodes.get(&dir) else {
             return None;
@@ -339,9 +340,7 @@ impl Fs {
         if cached == durable {
             return None;
         }
-        let is_dir =
-            |i: Option<Ino>| i.filter(|i| matches!(self.inodes.get(i), Some(Inode::Dir(_))));
-        let (moved, find_old_name) = match (is_dir(cached), is_dir(durable)) {
+        let (moved, find_old_name) = match (cached, durable) {
             (Some(m), _) => (m, true),
             (None, Some(m)) => (m, false),
             (None, None) => return None,

@@ -27,7 +27,7 @@ use sluice_storage::{ErrorKind, OpenMode};
 
 use super::Partition;
 use super::offsets::{OffsetRecord, read_record};
-use crate::dirsync::NameChange;
+use crate::dirsync::{NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
 use crate::frame::Magic;
 use crate::layout::parse_segment_name;
@@ -243,6 +243,21 @@ impl Partition {
             Some(ob) => ob.cutoff(),
             None => return Ok(PurgeState::Applied),
         };
+        // A re-dirty whose second rename failed leaves `<name>.redirty`: move
+        // it back first, or the scan would not see a dead file under it and
+        // the next sync's redo would bring it back after `Applied`. (The
+        // tracker still holds the name, so its next sync redoes it.)
+        for dir in DirKind::ALL {
+            let path = self.dir_path(dir).to_path_buf();
+            let names = match self.storage.list_dir(&path) {
+                Ok(n) => n,
+                Err(e) if e.kind == ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
+                repair_redirty_leftovers(self.storage.as_ref(), &path, &names)?;
+            }
+        }
         // Names recorded by earlier attempts are not known durable; make sure
         // this directory's tracker redoes them before it next confirms a sync.
         let earlier = self.ob()?.removed().clone();
