@@ -199,7 +199,7 @@ fn message(offset: u64, payload: &[u8]) -> Message {
         timestamp: 1_700_000_000_000_000 + offset,
         id: u128::from(offset) << 70 | 7,
         checksum: crc32c(payload),
-        headers: (offset % 2 == 0).then(|| {
+        headers: offset.is_multiple_of(2).then(|| {
             Headers::from([(
                 "k".to_string(),
                 HeaderValue {
