@@ -405,6 +405,8 @@ async fn given_a_graceful_restart_when_reopened_then_acknowledged_data_purges_an
     );
     assert_eq!(topic["options"]["durability"]["value"], "buffered");
     assert_eq!(topic["messages_count"], 2);
+    // (Iggy 0.10 clients, like the Iggy CLI 0.13, need replication_factor.)
+    assert_eq!(topic["replication_factor"], 1);
 
     // And the metrics report requests and obligations.
     let metrics = api.get("/metrics").await;

@@ -49,6 +49,9 @@ pub struct Topic {
     pub message_expiry: u64,
     pub compression_algorithm: &'static str,
     pub max_topic_size: u64,
+    /// Dropped from Iggy's JSON in 0.11 (which ignores it) but required by
+    /// 0.10 clients, among them the Iggy CLI 0.13 (`iggy --transport http`).
+    pub replication_factor: u8,
     pub messages_count: u64,
     pub partitions_count: u32,
     pub options: BTreeMap<String, OptionValue>,
@@ -148,6 +151,7 @@ pub fn topic(engine: &Engine, stream: u32, t: &TopicMeta) -> Topic {
         message_expiry: to_iggy_limit(t.message_expiry),
         compression_algorithm: "none",
         max_topic_size: to_iggy_limit(t.max_topic_size),
+        replication_factor: t.replication_factor,
         messages_count: messages,
         partitions_count: count_u32(t.partitions.len()),
         options: topic_options(t),
