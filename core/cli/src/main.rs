@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod bench;
+mod limits;
 mod sim;
 mod soak;
 mod status;
@@ -160,11 +161,18 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     // `RootSource`'s Debug redacts the password.
     tracing::info!(?config, root_source = ?root, "configuration");
     let seed = u64::from(std::process::id()) ^ SystemClock.now_micros();
+    let open_file_limit = limits::raise_open_files();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         let server = server::start(storage, ServeOptions { config, root, seed }).await?;
+        let r = &server.recovery;
+        // One descriptor per loaded offset file, two per partition's segment.
+        limits::warn_if_close(
+            open_file_limit,
+            r.consumer_offsets + r.group_offsets + 2 * r.partitions,
+        );
         if let Some(password) = &server.generated_password {
             // Shown once, on stdout, never logged: only its hash is stored.
             println!(
