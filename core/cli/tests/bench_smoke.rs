@@ -53,6 +53,14 @@ fn bench_tiny_prints_every_figure_with_reference_and_ratio() {
             assert!(f[field].is_number(), "{key}.{field} is not a number: {f}");
         }
     }
+    // Every engine ran with the server's reconciler settings, and says so.
+    assert_eq!(
+        report["cleanup_concurrency"],
+        sluice_server::config::DEFAULT_RECONCILER_CONCURRENCY,
+        "{}",
+        report["cleanup_concurrency"]
+    );
+    assert!(report["sizes"]["purge_partitions"].is_number());
     let breakdown = report["purge_sync_breakdown"]
         .as_array()
         .expect("breakdown");

@@ -45,12 +45,15 @@ pub fn run(ctx: &mut Ctx, inproc: &InProcess) -> Result<Vec<Figure>> {
     let data = ctx.dir("http")?.join("data");
     let sizes = ctx.sizes;
     let disk = ctx.disk.clone();
+    let reconciler = ctx.reconciler.clone();
     runtime.block_on(async move {
         let mut config = ServerConfig {
             data_dir: data,
             ..ServerConfig::default()
         };
         config.http.address = ([127, 0, 0, 1], 0).into();
+        // The bench's reconciler settings (the server's, or --cleanup-concurrency).
+        config.reconciler = reconciler;
         let server = server::start(
             disk,
             ServeOptions {

@@ -39,7 +39,7 @@ pub fn run(ctx: &mut Ctx) -> Result<(Vec<Figure>, InProcess)> {
     let storage = CountingStorage::new(ctx.disk.clone());
     let data = ctx.dir("messages")?.join("data");
     let refs = ctx.dir("messages-ref")?;
-    let mut engine = purge::open(&storage, &data)?;
+    let mut engine = purge::open(ctx, &storage, &data)?;
     engine.create_stream(None, "bench")?;
     let stream = Identifier::from("bench");
     let batches = (s.messages / s.batch).max(1);

@@ -14,6 +14,11 @@
 //!   phases always issue every sync the engine asks for.
 //! - Recovery and its reference run in child processes (`--internal-*`), so
 //!   each has its own peak memory (VmHWM) and its own page-cache start.
+//! - Every engine is configured as `sluice server` configures it
+//!   (`engine_config`): the reconciler's period and cleanup concurrency come
+//!   from `ServerConfig::default()` (concurrency
+//!   `DEFAULT_RECONCILER_CONCURRENCY`), only `--cleanup-concurrency`
+//!   overrides the latter, and the value used is printed.
 
 mod counting;
 mod http;
@@ -29,7 +34,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde::Serialize;
-use sluice_server::EngineError;
+use sluice_server::config::{ReconcilerSettings, ServerConfig};
+use sluice_server::{EngineConfig, EngineError};
 use sluice_storage::{DiskStorage, DurableStorage, StorageError};
 
 #[derive(clap::Args, Debug)]
@@ -44,6 +50,10 @@ pub struct BenchArgs {
     /// temporary directory, or ./target if that is tmpfs].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Partitions a reconciler pass cleans at the same time [default: the
+    /// server's, `reconciler.concurrency` = 8].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    cleanup_concurrency: Option<u16>,
     /// Tiny sizes for the smoke test (figures are meaningless).
     #[arg(long, hide = true)]
     tiny: bool,
@@ -109,10 +119,13 @@ impl Sizes {
                 http_batches: 2,
             }
         } else if quick {
+            // About a minute on a 2-core VM (docs/performance.md, "Run
+            // time"): the purge topic keeps more partitions than one pass
+            // cleans (64), so back-to-back passes are measured too.
             Sizes {
                 purge_partitions: 100,
-                offsets_per_kind: 100,
-                reconciler_partitions: 10_000,
+                offsets_per_kind: 20,
+                reconciler_partitions: 3000,
                 buffered_stores: 50_000,
                 persisted_stores: 1000,
                 messages: 100_000,
@@ -243,11 +256,16 @@ pub struct Report {
     pub tiny: bool,
     pub directory: String,
     pub machine: Machine,
+    /// The reconciler settings every engine here ran with (the server's).
+    pub cleanup_concurrency: usize,
+    pub reconciler_period_ms: u64,
     pub sizes: Sizes,
     pub figures: Vec<Figure>,
     /// Every sync on the critical path of one partition's purge, classified.
     pub purge_sync_breakdown: Vec<purge::SyncClass>,
     pub notes: Vec<String>,
+    /// Wall time of each scenario, data set construction included.
+    pub phases_s: Vec<(String, f64)>,
     pub total_s: f64,
 }
 
@@ -258,9 +276,29 @@ pub struct Machine {
     pub open_files_limit: u64,
 }
 
+/// The reconciler settings of `sluice server` with its defaults, except the
+/// cleanup concurrency where `--cleanup-concurrency` sets it.
+fn server_reconciler(args: &BenchArgs) -> ReconcilerSettings {
+    let mut r = ServerConfig::default().reconciler;
+    if let Some(n) = args.cleanup_concurrency {
+        r.concurrency = usize::from(n);
+    }
+    r
+}
+
+/// The engine configuration `sluice server` builds for `data`
+/// (`sluice_server::server::start`): the reconciler's period and
+/// concurrency from the server's settings.
+pub fn engine_config(data: &Path, seed: u64, reconciler: &ReconcilerSettings) -> EngineConfig {
+    let mut config = EngineConfig::new(data.to_path_buf(), seed);
+    config.reconciler.period_ms = u64::try_from(reconciler.period.as_millis()).unwrap_or(u64::MAX);
+    config.reconciler.concurrency = reconciler.concurrency;
+    config
+}
+
 pub fn main(args: BenchArgs) -> ExitCode {
     if let Some(dir) = &args.internal_recover {
-        return child_main(recovery::child_recover(dir));
+        return child_main(recovery::child_recover(dir, &server_reconciler(&args)));
     }
     if let Some(dir) = &args.internal_scan {
         return child_main(recovery::child_scan(dir));
@@ -307,6 +345,8 @@ fn child_main(r: Result<recovery::ChildResult>) -> ExitCode {
 pub struct Ctx {
     pub root: PathBuf,
     pub sizes: Sizes,
+    /// The server's reconciler settings (see `engine_config`).
+    pub reconciler: ReconcilerSettings,
     pub disk: Arc<dyn DurableStorage>,
     pub notes: Vec<String>,
 }
@@ -358,9 +398,16 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         .map_err(|e| BenchError::io(parent.display().to_string(), e))?;
     let file_system = fs_type(tmp.path());
     tracing::info!(dir = %tmp.path().display(), file_system, "benchmark directory");
+    let reconciler = server_reconciler(args);
+    tracing::info!(
+        cleanup_concurrency = reconciler.concurrency,
+        ?sizes,
+        "bench configuration"
+    );
     let mut ctx = Ctx {
         root: tmp.path().to_path_buf(),
         sizes,
+        reconciler: reconciler.clone(),
         disk: Arc::new(DiskStorage::new()),
         notes: Vec::new(),
     };
@@ -371,13 +418,29 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         ctx.note("the benchmark directory is on tmpfs: syncs cost nothing there");
     }
     let mut figures = Vec::new();
+    let mut phases = Vec::new();
+    let mut phase = |name: &str, t0: std::time::Instant| {
+        let s = t0.elapsed().as_secs_f64();
+        tracing::info!(phase = name, took_s = s, "bench phase done");
+        phases.push((name.to_string(), s));
+    };
+    let t0 = std::time::Instant::now();
     let (purge_figs, breakdown) = purge::run(&mut ctx)?;
     figures.extend(purge_figs);
+    phase("purge + recovery", t0);
+    let t0 = std::time::Instant::now();
     figures.extend(reconciler::run(&mut ctx)?);
+    phase("reconciler", t0);
+    let t0 = std::time::Instant::now();
     figures.extend(offsets::run(&mut ctx)?);
+    phase("offsets", t0);
+    let t0 = std::time::Instant::now();
     let (msg_figs, inproc) = messages::run(&mut ctx)?;
     figures.extend(msg_figs);
+    phase("messages", t0);
+    let t0 = std::time::Instant::now();
     figures.extend(http::run(&mut ctx, &inproc)?);
+    phase("http", t0);
     for key in FIGURE_KEYS {
         if !figures.iter().any(|f| f.key == *key) {
             return Err(BenchError::io("report", format!("figure {key} missing")));
@@ -394,10 +457,13 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
             file_system,
             open_files_limit,
         },
+        cleanup_concurrency: reconciler.concurrency,
+        reconciler_period_ms: u64::try_from(reconciler.period.as_millis()).unwrap_or(u64::MAX),
         sizes,
         figures,
         purge_sync_breakdown: breakdown,
         notes: ctx.notes,
+        phases_s: phases,
         total_s: started.elapsed().as_secs_f64(),
     };
     Ok((report, tmp))
@@ -542,6 +608,32 @@ fn print_table(r: &Report) {
         r.machine.file_system,
         r.machine.cpus,
         r.total_s
+    );
+    let s = &r.sizes;
+    println!(
+        "reconciler as `sluice server` runs it: cleanup concurrency {} (--cleanup-concurrency), period {} ms, back-to-back passes while a pass reaches its bound",
+        r.cleanup_concurrency, r.reconciler_period_ms
+    );
+    println!(
+        "sizes: purge topic {} partitions x ({} consumer + {} group offsets + 1 segment); reconciler {} partitions; offset stores {} buffered, {} persisted; messages {} x {} B in batches of {}; HTTP {} batches",
+        s.purge_partitions,
+        s.offsets_per_kind,
+        s.offsets_per_kind,
+        s.reconciler_partitions,
+        s.buffered_stores,
+        s.persisted_stores,
+        s.messages,
+        s.message_bytes,
+        s.batch,
+        s.http_batches
+    );
+    println!(
+        "phases: {}",
+        r.phases_s
+            .iter()
+            .map(|(n, t)| format!("{n} {t:.1} s"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!(
         "{:<40} {:>14} {:<9} {:>14}  {:<44} {:>8} {:>8} {:>4}",

@@ -20,7 +20,7 @@ use super::{Ctx, Figure, Result, purge, reference};
 pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
     let storage = CountingStorage::new(ctx.disk.clone());
     let data = ctx.dir("offsets")?.join("data");
-    let mut engine = purge::open(&storage, &data)?;
+    let mut engine = purge::open(ctx, &storage, &data)?;
     engine.create_stream(None, "bench")?;
     let stream = Identifier::from("bench");
     let mut figures = Vec::new();

@@ -24,7 +24,7 @@ fn build(ctx: &Ctx, name: &str, partitions: u32) -> Result<sluice_server::Engine
     let storage = CountingStorage::new(ctx.disk.clone());
     storage.set_skip_syncs(true);
     let data = ctx.dir(name)?.join("data");
-    let mut engine = purge::open(&storage, &data)?;
+    let mut engine = purge::open(ctx, &storage, &data)?;
     engine.create_stream(None, "bench")?;
     let stream = Identifier::from("bench");
     let mut left = partitions;

@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use sluice_server::Engine;
 use sluice_server::clock::SystemClock;
-use sluice_server::{Engine, EngineConfig};
+use sluice_server::config::ReconcilerSettings;
 use sluice_storage::DiskStorage;
 
-use super::{BenchError, Ctx, Figure, Result, Target, reference, vm_hwm_kib};
+use super::{BenchError, Ctx, Figure, Result, Target, engine_config, reference, vm_hwm_kib};
 
 /// What a child prints (one JSON line).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,13 +31,14 @@ pub struct ChildResult {
 }
 
 /// `--internal-recover DIR`: `Engine::open` on DIR.
-pub fn child_recover(dir: &Path) -> Result<ChildResult> {
+/// The engine is configured as the server configures it (`engine_config`).
+pub fn child_recover(dir: &Path, reconciler: &ReconcilerSettings) -> Result<ChildResult> {
     super::raise_open_files_limit(1 << 20);
     let t0 = Instant::now();
     let (engine, report) = Engine::open(
         Arc::new(DiskStorage::new()),
         Arc::new(SystemClock),
-        EngineConfig::new(dir.to_path_buf(), 6),
+        engine_config(dir, 6, reconciler),
     )?;
     let secs = t0.elapsed().as_secs_f64();
     let hwm = vm_hwm_kib();
@@ -61,10 +63,12 @@ pub fn child_scan(dir: &Path) -> Result<ChildResult> {
     })
 }
 
-fn spawn(flag: &str, dir: &Path) -> Result<ChildResult> {
+fn spawn(ctx: &Ctx, flag: &str, dir: &Path) -> Result<ChildResult> {
     let exe = std::env::current_exe().map_err(|e| BenchError::io("current executable", e))?;
     let out = Command::new(exe)
         .arg("bench")
+        .arg("--cleanup-concurrency")
+        .arg(ctx.reconciler.concurrency.to_string())
         .arg(flag)
         .arg(dir)
         .env(
@@ -89,8 +93,8 @@ pub fn run(ctx: &mut Ctx, data: &Path) -> Result<Vec<Figure>> {
     let mut scans = Vec::new();
     let mut recovers = Vec::new();
     for _ in 0..2 {
-        scans.push(spawn("--internal-scan", data)?);
-        recovers.push(spawn("--internal-recover", data)?);
+        scans.push(spawn(ctx, "--internal-scan", data)?);
+        recovers.push(spawn(ctx, "--internal-recover", data)?);
     }
     let best = |v: &[ChildResult]| {
         v.iter()
