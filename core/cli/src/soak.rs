@@ -18,7 +18,9 @@
 //!    poll answer as it arrives;
 //! 4. SIGKILLs the server at a seeded moment: after a seeded number of
 //!    operations, or (one cycle in four) while a purge is in flight, each
-//!    time after a seeded jitter of up to 4 ms.
+//!    time after a seeded jitter of up to 4 ms. One restart in eight is also
+//!    killed within 20 ms of listening, before the verification, while its
+//!    first reconciler passes may be cleaning up.
 //!
 //! After the last kill the server is started once more, verified, and
 //! stopped with SIGTERM (which must exit 0).
@@ -353,6 +355,7 @@ struct Counts {
     refused: u64,
     in_doubt: u64,
     kills_in_purge: u64,
+    kills_at_start: u64,
 }
 
 impl Counts {
@@ -1533,8 +1536,8 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "cycles run: {} (one SIGKILL each; {} while a purge was in flight)",
-            self.cycles, c.kills_in_purge
+            "cycles run: {} (one SIGKILL each under load, {} of them while a purge was in flight; {} more right after a restart)",
+            self.cycles, c.kills_in_purge, c.kills_at_start
         );
         let _ = writeln!(
             out,
@@ -1584,6 +1587,28 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
     let mut cycles_run = 0u64;
     for cycle in 0..=args.cycles {
         let last = cycle == args.cycles;
+        // One restart in eight is killed again right after it listens,
+        // while its first reconciler passes may be finishing a purge's
+        // cleanup; nothing was sent to it, so the oracle is unchanged.
+        let mut early = Rng::for_parts(&[args.seed, cycle, u64::MAX - 1]);
+        if cycle > 0 && early.below(8) == 0 {
+            let jitter = Duration::from_micros(early.below(20_000));
+            match spawn_server(work, cycle) {
+                Ok(mut s) => {
+                    tokio::time::sleep(jitter).await;
+                    let _ = s.child.kill();
+                    let _ = s.child.wait();
+                    oracle.counts.kills_at_start += 1;
+                }
+                Err(e) => {
+                    oracle.violation(
+                        cycle,
+                        format!("the server does not come back after the kill: {e}"),
+                    );
+                    break;
+                }
+            }
+        }
         let mut server = match spawn_server(work, cycle) {
             Ok(s) => s,
             Err(e) => {

@@ -45,7 +45,7 @@ fn given_a_seeded_kill_schedule_when_the_server_is_sigkilled_under_load_then_not
         "soak failed ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver log tail:\n{tail}",
         out.status
     );
-    assert!(stdout.contains("cycles run: 12 "), "{stdout}");
+    assert!(stdout.contains("cycles run: 12 ("), "{stdout}");
     assert!(stdout.contains("violations: 0"), "{stdout}");
     let acknowledged: u64 = stdout
         .lines()
