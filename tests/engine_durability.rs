@@ -7,6 +7,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use support::*;
 
@@ -948,4 +949,56 @@ fn a_batch_whose_sync_and_cut_both_failed_before_a_crash_does_not_leave_a_hole_u
         offsets_of(&all)
     );
     assert_eq!(payloads_of(&all), ["m0", "m1", "m2", "m3"]);
+}
+
+// ---- files lost behind sluice's back ------------------------------------------
+
+#[test]
+fn a_deleted_metadata_file_next_to_partition_data_refuses_to_start_empty() {
+    // Given: acknowledged messages, then the metadata file is deleted.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 3);
+    drop(engine);
+    sim.crash(Crash::Process);
+    sim.remove_file(&Path::new(DATA_DIR).join("metadata"))
+        .unwrap();
+
+    // When: sluice starts.
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let opened = Engine::open(
+        storage,
+        Arc::new(ManualClock::new(RESTART_MICROS)),
+        config(Path::new(DATA_DIR)),
+    );
+
+    // Then: start-up fails naming the metadata file and a data file, rather
+    // than starting empty (and later removing the data as a leftover).
+    match opened {
+        Err(EngineError::CorruptFile { path, reason, .. }) => {
+            assert_eq!(path, Path::new(DATA_DIR).join("metadata"));
+            assert!(reason.contains("/partitions/1/"), "{reason}");
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok((_, report)) => panic!("started empty: {report:?}"),
+    }
+}
+
+#[test]
+fn empty_partition_directories_left_by_a_crash_before_the_first_commit_do_not_block_start_up() {
+    // Given: a fresh data directory where a crash interrupted the creation of
+    // the first topic after its directories were made, before the metadata.
+    let sim = new_sim();
+    for dir in [
+        &sim_paths().segments,
+        &sim_paths().consumers,
+        &sim_paths().groups,
+    ] {
+        sim.create_dir_all(dir).unwrap();
+    }
+
+    // When: sluice starts. Then: it starts empty, and the topic can be created.
+    let (mut engine, report) = reopen(&sim);
+    assert_eq!(report.partitions, 0);
+    setup(&mut engine, persisted());
+    assert_eq!(send(&mut engine, 0, 1).base_offset, 0);
 }

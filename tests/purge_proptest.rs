@@ -75,7 +75,7 @@
 //! test (red until its bug is fixed) and the fixed ones as regressions.
 //!
 //! Knobs: `SLUICE_PROPTEST_CASES` (default 48, about 3 s in the test
-//! profile); `SLUICE_PURGE_TRACE=1` adds the storage trace to a failure;
+//! profile); `SLUICE_PROPTEST_SEED` (default fixed, so CI is deterministic); `SLUICE_PURGE_TRACE=1` adds the storage trace to a failure;
 //! `SLUICE_PURGE_METADATA_FAULTS=1` also injects faults on the metadata file
 //! and the data directory (purges in doubt). A failure prints the minimal
 //! schedule as `reproduce: run_case(&Case { .. })`, which compiles as is with
@@ -122,8 +122,19 @@ fn config() -> ProptestConfig {
         // A case takes tens of milliseconds (three probes per step): bound the
         // shrinking of a failure.
         max_shrink_time: 20_000,
+        // A fixed seed: a run is a pure function of it, so CI never flakes on
+        // a schedule no one has seen. `SLUICE_PROPTEST_SEED=<u64>` explores
+        // other schedules (each failure prints its minimal case either way).
+        rng_seed: proptest::test_runner::RngSeed::Fixed(proptest_seed()),
         ..ProptestConfig::default()
     }
+}
+
+fn proptest_seed() -> u64 {
+    std::env::var("SLUICE_PROPTEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_261_129)
 }
 
 const DATA: &str = "/data";

@@ -34,7 +34,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sluice_storage::{DurableStorage, ErrorKind, OpenMode};
+use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 
 use crate::dirsync::{DirTracker, NameChange, REDIRTY_SUFFIX};
 use crate::error::{EngineError, Result};
@@ -145,6 +145,34 @@ fn repair_interrupted_redo(storage: &dyn DurableStorage, data_dir: &Path) -> Res
             _ => return Ok(()),
         }
     }
+}
+
+/// The first file (not directory) found under `dir`, walking depth first in
+/// name order; `None` if there is none or `dir` does not exist. Used only when
+/// the metadata is missing, so its cost is paid on a fresh data directory,
+/// where `dir` does not exist.
+pub fn first_file_under(
+    storage: &dyn DurableStorage,
+    dir: &Path,
+) -> Result<Option<PathBuf>, StorageError> {
+    let names = match storage.list_dir(dir) {
+        Ok(n) => n,
+        Err(e) if e.kind == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    for name in names {
+        let child = dir.join(&name);
+        match storage.list_dir(&child) {
+            Ok(_) => {
+                if let Some(found) = first_file_under(storage, &child)? {
+                    return Ok(Some(found));
+                }
+            }
+            Err(e) if e.kind == ErrorKind::NotADirectory => return Ok(Some(child)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

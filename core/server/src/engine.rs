@@ -213,6 +213,25 @@ impl Engine {
         crate::datadir::open(storage.as_ref(), &config.data_dir)?;
         let store = MetadataStore::new(storage.clone(), &config.data_dir);
         let loaded = store.load()?;
+        if loaded.is_none() {
+            // No metadata is either a fresh data directory, or a crash before
+            // the first commit (which leaves empty partition directories at
+            // most: nothing is written into a partition before it is
+            // committed). A file under `streams/` means the metadata was lost
+            // behind sluice's back: starting empty would serve nothing, and
+            // re-creating a stream would then remove its data as a leftover.
+            let streams = config.data_dir.join(crate::layout::STREAMS_DIR);
+            if let Some(file) = crate::datadir::first_file_under(storage.as_ref(), &streams)? {
+                return Err(EngineError::CorruptFile {
+                    path: store.path(),
+                    offset: 0,
+                    reason: format!(
+                        "missing, but {} holds data: refusing to start empty over it (restore the metadata file, or move the data directory away to start afresh)",
+                        file.display()
+                    ),
+                });
+            }
+        }
         // Metadata found in the page cache is not known durable: an earlier
         // process may have renamed it into place and then failed the
         // directory sync (Linux drops the rename's dirty state, so no plain

@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 
 use crate::metadata::PartitionKey;
 
+/// The directory under the data directory that holds every stream.
+pub const STREAMS_DIR: &str = "streams";
+
 #[derive(Debug, Clone)]
 pub struct PartitionPaths {
     pub root: PathBuf,
@@ -32,7 +35,7 @@ pub fn topic_dir(data: &Path, stream: u32, topic: u32) -> PathBuf {
 }
 
 pub fn stream_dir(data: &Path, stream: u32) -> PathBuf {
-    data.join("streams").join(stream.to_string())
+    data.join(STREAMS_DIR).join(stream.to_string())
 }
 
 impl PartitionPaths {

@@ -253,6 +253,13 @@ impl Log {
             .last()
             .is_none_or(|s| s.size > 0 && s.size + encoded.len() as u64 > self.segment_size);
         if roll {
+            if sync && let Some(sealed) = self.segments.last() {
+                // A sealed segment must be durable before a later one holds
+                // acknowledged data: its recovered tail (`redirty_tail`) may
+                // be dirty with no append left to sync it, and a power loss
+                // would then leave a gap below acknowledged offsets.
+                sealed.sync()?;
+            }
             let seg = Segment::create(
                 self.storage.as_ref(),
                 &self.dir,
