@@ -243,21 +243,6 @@ impl Partition {
             Some(ob) => ob.cutoff(),
             None => return Ok(PurgeState::Applied),
         };
-        // A re-dirty whose second rename failed leaves `<name>.redirty`: move
-        // it back first, or the scan would not see a dead file under it and
-        // the next sync's redo would bring it back after `Applied`. (The
-        // tracker still holds the name, so its next sync redoes it.)
-        for dir in DirKind::ALL {
-            let path = self.dir_path(dir).to_path_buf();
-            let names = match self.storage.list_dir(&path) {
-                Ok(n) => n,
-                Err(e) if e.kind == ErrorKind::NotFound => continue,
-                Err(e) => return Err(e.into()),
-            };
-            if names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
-                repair_redirty_leftovers(self.storage.as_ref(), &path, &names)?;
-            }
-        }
         // Names recorded by earlier attempts are not known durable; make sure
         // this directory's tracker redoes them before it next confirms a sync.
         let earlier = self.ob()?.removed().clone();
@@ -348,11 +333,20 @@ impl Partition {
         let mut taken = 0usize;
         for dir in DirKind::ALL {
             let path = self.dir_path(dir);
-            let names = match self.storage.list_dir(path) {
+            let mut names = match self.storage.list_dir(path) {
                 Ok(n) => n,
                 Err(e) if e.kind == ErrorKind::NotFound => Vec::new(),
                 Err(e) => return Err(e.into()),
             };
+            if names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
+                // A re-dirty whose second rename failed left `<name>.redirty`:
+                // move it back first, or a dead file under it would be missed
+                // here and brought back by the next sync's redo (or the next
+                // recovery) after `Applied`. (The tracker still holds the
+                // name, so its next sync redoes it.)
+                repair_redirty_leftovers(self.storage.as_ref(), path, &names)?;
+                names = self.storage.list_dir(path)?;
+            }
             for name in names {
                 if self.is_dead(dir, &name, cutoff)? {
                     if taken == MAX_NAMES_PER_ROUND {
