@@ -490,17 +490,7 @@ impl Engine {
     /// The keys of a topic's partitions, in order.
     fn topic_partition_keys(&self, stream: u32, topic: u32) -> Vec<PartitionKey> {
         self.partitions
-            .range(
-                PartitionKey {
-                    stream,
-                    topic,
-                    partition: 0,
-                }..=PartitionKey {
-                    stream,
-                    topic,
-                    partition: u32::MAX,
-                },
-            )
+            .range(topic_keys(stream, topic))
             .map(|(k, _)| *k)
             .collect()
     }
@@ -508,17 +498,7 @@ impl Engine {
     /// Messages and bytes stored in a topic's partitions.
     pub fn topic_stats(&self, stream: u32, topic: u32) -> (u64, u64) {
         self.partitions
-            .range(
-                PartitionKey {
-                    stream,
-                    topic,
-                    partition: 0,
-                }..=PartitionKey {
-                    stream,
-                    topic,
-                    partition: u32::MAX,
-                },
-            )
+            .range(topic_keys(stream, topic))
             .fold((0, 0), |(m, b), (_, p)| {
                 (m + p.log().message_count(), b + p.log().size_bytes())
             })
@@ -1362,6 +1342,16 @@ impl Engine {
         self.partition_mut(stream, topic, partition)?
             .delete_offset(consumer)
     }
+}
+
+/// Every partition key a topic can have, as a map range.
+fn topic_keys(stream: u32, topic: u32) -> std::ops::RangeInclusive<PartitionKey> {
+    let key = |partition| PartitionKey {
+        stream,
+        topic,
+        partition,
+    };
+    key(0)..=key(u32::MAX)
 }
 
 /// What one partition's cleanup attempt did, for the reconciler's books.

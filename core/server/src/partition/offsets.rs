@@ -87,6 +87,18 @@ struct Entry {
     synced: bool,
 }
 
+impl Entry {
+    /// A record read back from the page cache: not known to be on disk.
+    fn unsynced(offset: Option<u64>, seq: u64, file: Box<dyn DurableFile>) -> Entry {
+        Entry {
+            offset,
+            seq,
+            file,
+            synced: false,
+        }
+    }
+}
+
 /// What recovery found in an offset directory.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OffsetRecovery {
@@ -194,15 +206,9 @@ impl OffsetStore {
                     if value.offset.is_some() {
                         report.loaded += 1;
                     }
-                    store.offsets.insert(
-                        id,
-                        Entry {
-                            offset: value.offset,
-                            seq,
-                            file,
-                            synced: false,
-                        },
-                    );
+                    store
+                        .offsets
+                        .insert(id, Entry::unsynced(value.offset, seq, file));
                     // Found in the page cache: durable only if some sync covered it.
                     store.names.note(&name, NameChange::Created);
                 }
@@ -288,15 +294,8 @@ impl OffsetStore {
                         OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref())?
                         && value.generation == self.generation
                     {
-                        self.offsets.insert(
-                            id,
-                            Entry {
-                                offset: value.offset,
-                                seq,
-                                file,
-                                synced: false,
-                            },
-                        );
+                        self.offsets
+                            .insert(id, Entry::unsynced(value.offset, seq, file));
                     }
                 }
                 Err(e) if e.kind == ErrorKind::NotFound => {}
@@ -428,15 +427,7 @@ impl OffsetStore {
             Err(_) => Some(previous),
         };
         if let Some(offset) = offset {
-            self.offsets.insert(
-                id,
-                Entry {
-                    offset,
-                    seq,
-                    file,
-                    synced: false,
-                },
-            );
+            self.offsets.insert(id, Entry::unsynced(offset, seq, file));
         }
     }
 
