@@ -639,7 +639,6 @@ fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
         durability: Durability::Buffered,
         consumer_offset_durability: Durability::Buffered,
         segment_size: 1,
-        ..TopicOptions::default()
     };
     engine
         .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
