@@ -510,11 +510,17 @@ struct PartModel {
     offsets: BTreeMap<Who, OffModel>,
     /// Payload counter (unique across generations).
     sent: u64,
+    /// ADR 0010: after a recovery, the log continues after the highest
+    /// stored offset (offsets a stored offset names are never reused).
+    floor: u64,
 }
 
 impl PartModel {
     fn next_offset(&self) -> u64 {
-        self.entries.last().map_or(0, |e| e.offset + 1)
+        self.entries
+            .last()
+            .map_or(0, |e| e.offset + 1)
+            .max(self.floor)
     }
 
     fn reset(&mut self, generation: u64) {
@@ -524,6 +530,7 @@ impl PartModel {
         self.entries.clear();
         self.unserved.clear();
         self.offsets.clear();
+        self.floor = 0;
     }
 
     fn off(&mut self, who: Who) -> &mut OffModel {
@@ -1277,6 +1284,14 @@ impl World {
                 }
                 self.check_offset_file(p, who, got)?;
             }
+            // Derived from what this recovery found, as the engine does.
+            let m = &mut self.model[p];
+            m.floor = m
+                .offsets
+                .values()
+                .filter_map(|o| o.observed)
+                .max()
+                .map_or(0, |h| h + 1);
         }
         self.check_obligations()
     }
