@@ -415,7 +415,7 @@ async fn over_http_a_full_disk_is_507_storage_full_and_requests_resume() {
             .unwrap()
             .contains("no space left on device")
     );
-    let store = json!({"consumer_id": 9, "partition_id": 1, "offset": 0});
+    let store = json!({"consumer_id": 9, "partition_id": 0, "offset": 0});
     let r = api
         .put(
             "/streams/orders/topics/events/consumer-offsets",

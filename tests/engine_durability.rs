@@ -42,7 +42,7 @@ fn write_acknowledged(engine: &mut Engine) -> Vec<Message> {
     send_each(engine, 3, 6);
     store_offset(engine, Consumer::consumer(1), 2).unwrap();
     store_offset(engine, Consumer::consumer(1), 5).unwrap();
-    store_offset(engine, Consumer::group(1), 7).unwrap();
+    store_offset(engine, Consumer::group(GROUP), 7).unwrap();
     all_messages(engine)
 }
 
@@ -54,7 +54,7 @@ fn assert_acknowledged(engine: &mut Engine, sent: &[Message], crash: Crash) {
         "{crash}"
     );
     assert_eq!(
-        stored_offset(engine, Consumer::group(1)),
+        stored_offset(engine, Consumer::group(GROUP)),
         Some(7),
         "{crash}"
     );
@@ -140,7 +140,7 @@ fn buffered_power_loss_may_lose_data_but_never_alters_it() {
                 for (consumer, offset) in [
                     (Consumer::consumer(1), last),
                     (Consumer::consumer(2 + (b % 2) as u32), sent.base_offset),
-                    (Consumer::group(1), last.saturating_sub(1)),
+                    (Consumer::group(GROUP), last.saturating_sub(1)),
                 ] {
                     store_offset(&mut engine, consumer, offset).unwrap();
                     acked.entry(consumer).or_default().insert(offset);
@@ -607,11 +607,11 @@ fn an_offset_whose_dir_sync_failed_before_a_restart_is_made_durable_later() {
 fn a_failed_dir_sync_while_creating_a_topic_is_redone_by_the_retry() {
     // Every directory create_topic syncs, from the new partition up to the data dir.
     let dirs = [
-        "/partitions/1",
+        "/partitions/0",
         "/partitions",
-        "/topics/1",
+        "/topics/0",
         "/topics",
-        "/streams/1",
+        "/streams/0",
         "/streams",
         "/data",
     ];
@@ -643,7 +643,7 @@ fn a_failed_dir_sync_while_creating_a_topic_is_redone_by_the_retry() {
             let t = engine
                 .create_topic(&stream(), None, TOPIC, 1, persisted(), 0, 0, 1)
                 .unwrap();
-            assert_eq!(t.id, 1, "{case}");
+            assert_eq!(t.id, 0, "{case}");
             send(&mut engine, 0, 1);
             let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
 
@@ -658,13 +658,13 @@ fn a_failed_dir_sync_while_creating_a_topic_is_redone_by_the_retry() {
 
 #[test]
 fn a_recreated_group_never_inherits_a_deleted_groups_offset() {
-    // Given: buffered offsets; group 1 stored offset 4, and background
+    // Given: buffered offsets; group 0 stored offset 4, and background
     // writeback happened to make that record durable.
     let (sim, mut engine) = sim_with(options(Durability::Persisted, Durability::Buffered));
     send(&mut engine, 0, 5);
     with_group(&mut engine);
-    store_offset(&mut engine, Consumer::group(1), 4).unwrap();
-    let group_file = sim_paths().groups.join("1");
+    store_offset(&mut engine, Consumer::group(GROUP), 4).unwrap();
+    let group_file = sim_paths().groups.join(GROUP.to_string());
     sim.open(&group_file, OpenMode::ReadWrite)
         .unwrap()
         .sync()
@@ -672,57 +672,48 @@ fn a_recreated_group_never_inherits_a_deleted_groups_offset() {
     sim.sync_dir(&sim_paths().groups).unwrap();
 
     // When: the group is deleted (its buffered unlink never synced) and a new
-    // group is created, both acknowledged, then power is cut.
+    // group is created, which takes the freed id 0 as Iggy's server would;
+    // both acknowledged, then power is cut.
     engine
         .delete_group(&stream(), &topic(), &"workers".into())
         .unwrap();
     let g = engine
         .create_group(&stream(), &topic(), None, "newcomers")
         .unwrap();
-    // (The server never hands out a deleted group's id again.)
-    assert_eq!(g.id, 2);
-    assert_eq!(stored_offset(&mut engine, Consumer::group(2)), None);
+    assert_eq!(g.id, GROUP, "the lowest free id is reused");
+    assert_eq!(stored_offset(&mut engine, Consumer::group(GROUP)), None);
     let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
 
-    // Then: the new group has no offset it never stored, and the deleted one
-    // stays deleted.
+    // Then: group 0 is the new one, with no offset it never stored, although
+    // the deleted group's file had been durable; `Next` starts at 0.
     assert_eq!(
-        engine.group(&stream(), &topic(), &2.into()).unwrap().name,
+        engine
+            .group(&stream(), &topic(), &GROUP.into())
+            .unwrap()
+            .name,
         "newcomers"
     );
-    assert_eq!(stored_offset(&mut engine, Consumer::group(2)), None);
-    assert!(engine.group(&stream(), &topic(), &1.into()).is_err());
-
-    // When: a client explicitly asks for the deleted group's id 1, while the
-    // power loss has brought its offset file back; then power is cut again.
-    assert!(sim.exists(&group_file).unwrap());
-    let g = engine
-        .create_group(&stream(), &topic(), Some(1), "returning")
-        .unwrap();
-    assert_eq!(g.id, 1);
-    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), None);
-    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
-
-    // Then: group 1 is the new one and has no offset either; `Next` starts at 0.
-    assert_eq!(
-        engine.group(&stream(), &topic(), &1.into()).unwrap().name,
-        "returning"
-    );
-    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), None);
+    assert_eq!(stored_offset(&mut engine, Consumer::group(GROUP)), None);
     assert_eq!(
         offsets_of(&poll(
             &mut engine,
-            Consumer::group(1),
+            Consumer::group(GROUP),
             PollingStrategy::Next,
             1
         )),
         [0]
     );
-    // And: a server-assigned id still moves past every id used.
+
+    // When: a client explicitly asks for an id no group ever had.
+    let g = engine
+        .create_group(&stream(), &topic(), Some(5), "explicit")
+        .unwrap();
+    assert_eq!(g.id, 5);
+    // Then: the next server-assigned id is the lowest free one, not past 5.
     let g = engine
         .create_group(&stream(), &topic(), None, "later")
         .unwrap();
-    assert_eq!(g.id, 3);
+    assert_eq!(g.id, 1);
 }
 
 // ---- the data directory itself -------------------------------------------------
@@ -976,7 +967,7 @@ fn a_deleted_metadata_file_next_to_partition_data_refuses_to_start_empty() {
     match opened {
         Err(EngineError::CorruptFile { path, reason, .. }) => {
             assert_eq!(path, Path::new(DATA_DIR).join("metadata"));
-            assert!(reason.contains("/partitions/1/"), "{reason}");
+            assert!(reason.contains("/partitions/0/"), "{reason}");
         }
         Err(e) => panic!("unexpected error: {e}"),
         Ok((_, report)) => panic!("started empty: {report:?}"),

@@ -386,8 +386,8 @@ fn unknown_resources_are_typed_errors() {
             .poll(&stream(), &topic(), 9, c, PollingStrategy::First, 1, false)
             .unwrap_err(),
         EngineError::PartitionNotFound {
-            stream: 1,
-            topic: 1,
+            stream: 0,
+            topic: 0,
             partition: 9
         }
     );
@@ -427,7 +427,7 @@ fn unknown_resources_are_typed_errors() {
         engine.send(
             &stream(),
             &topic(),
-            &Partitioning::PartitionId(1),
+            &Partitioning::PartitionId(0),
             Vec::new()
         ),
         Err(EngineError::Invalid { .. })
@@ -451,10 +451,10 @@ fn duplicate_names_and_ids_are_refused() {
         }
     );
     assert_eq!(
-        engine.create_stream(Some(1), "other").unwrap_err(),
+        engine.create_stream(Some(0), "other").unwrap_err(),
         EngineError::IdTaken {
             kind: "stream",
-            id: 1
+            id: 0
         }
     );
     assert_eq!(
@@ -468,11 +468,11 @@ fn duplicate_names_and_ids_are_refused() {
     );
     assert_eq!(
         engine
-            .create_topic(&stream(), Some(1), "other", 1, buffered(), 0, 0, 1)
+            .create_topic(&stream(), Some(0), "other", 1, buffered(), 0, 0, 1)
             .unwrap_err(),
         EngineError::IdTaken {
             kind: "topic",
-            id: 1
+            id: 0
         }
     );
     engine.create_group(&stream(), &topic(), None, "g").unwrap();
@@ -487,11 +487,11 @@ fn duplicate_names_and_ids_are_refused() {
     );
     assert_eq!(
         engine
-            .create_group(&stream(), &topic(), Some(1), "h")
+            .create_group(&stream(), &topic(), Some(0), "h")
             .unwrap_err(),
         EngineError::IdTaken {
             kind: "consumer group",
-            id: 1
+            id: 0
         }
     );
     // Renaming onto a taken name is refused; renaming to one's own name is not.

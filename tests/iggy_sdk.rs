@@ -42,6 +42,7 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
     // When it creates a stream and a topic (offsets persisted, messages default).
     let stream = client.create_stream("sdk-stream").await.unwrap();
     assert_eq!(stream.name, "sdk-stream");
+    assert_eq!(stream.id, 0, "Iggy 0.11 numbers the first stream 0");
     let s = Identifier::named("sdk-stream").unwrap();
     let t = Identifier::named("events").unwrap();
     let topic = client
@@ -57,7 +58,9 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
         .await
         .unwrap();
     assert_eq!(topic.partitions_count, 2);
-    assert_eq!(topic.partitions.len(), 2);
+    assert_eq!(topic.id, 0);
+    let partition_ids: Vec<u32> = topic.partitions.iter().map(|p| p.id).collect();
+    assert_eq!(partition_ids, vec![0, 1], "a topic's first partition is 0");
 
     // Then it sends, with user headers, and learns the write's guarantee.
     let header_key = HeaderKey::try_from("trace-id").unwrap();
@@ -72,15 +75,17 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
         message("m2"),
     ];
     let (sent, durability) = client
-        .send_messages_with_durability(&s, &t, &Partitioning::partition_id(1), &mut batch)
+        .send_messages_with_durability(&s, &t, &Partitioning::partition_id(0), &mut batch)
         .await
         .unwrap();
     assert_eq!(durability, Some(Durability::Replicated));
     assert_eq!(sent.confirmations.len(), 1);
     assert_eq!(sent.confirmations[0].base_offset, 0);
+    let c = &sent.confirmations[0];
+    assert_eq!((c.stream_id, c.topic_id, c.partition_id), (0, 0, 0));
     let mut more = vec![message("m3"), message("m4")];
     client
-        .send_messages(&s, &t, &Partitioning::partition_id(1), &mut more)
+        .send_messages(&s, &t, &Partitioning::partition_id(0), &mut more)
         .await
         .unwrap();
 
@@ -90,7 +95,7 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
         let (client, s, t, consumer) = (&client, &s, &t, &consumer);
         async move {
             client
-                .poll_messages(s, t, Some(1), consumer, &strategy, count, auto_commit)
+                .poll_messages(s, t, Some(0), consumer, &strategy, count, auto_commit)
                 .await
                 .unwrap()
         }
@@ -122,22 +127,22 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
     // And stores, reads and deletes consumer offsets.
     let other = Consumer::new(Identifier::numeric(7).unwrap());
     client
-        .store_consumer_offset(&other, &s, &t, Some(1), 3)
+        .store_consumer_offset(&other, &s, &t, Some(0), 3)
         .await
         .unwrap();
     let stored = client
-        .get_consumer_offset(&other, &s, &t, Some(1))
+        .get_consumer_offset(&other, &s, &t, Some(0))
         .await
         .unwrap()
         .unwrap();
     assert_eq!((stored.stored_offset, stored.current_offset), (3, 4));
     client
-        .delete_consumer_offset(&other, &s, &t, Some(1))
+        .delete_consumer_offset(&other, &s, &t, Some(0))
         .await
         .unwrap();
     assert!(
         client
-            .get_consumer_offset(&other, &s, &t, Some(1))
+            .get_consumer_offset(&other, &s, &t, Some(0))
             .await
             .unwrap()
             .is_none()
@@ -166,6 +171,7 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
         .await
         .unwrap();
     assert_eq!(group.name, "billing");
+    assert_eq!(group.id, 0, "the topic's first consumer group is 0");
     let g = Identifier::named("billing").unwrap();
     assert!(
         client
@@ -207,7 +213,7 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
     );
     let mut fresh = vec![message("fresh")];
     client
-        .send_messages(&s, &t, &Partitioning::partition_id(1), &mut fresh)
+        .send_messages(&s, &t, &Partitioning::partition_id(0), &mut fresh)
         .await
         .unwrap();
     let next = poll(PollingStrategy::next(), 10, true).await;

@@ -29,10 +29,12 @@ const DATA: &str = "/data";
 const STREAM: &str = "orders";
 const TOPIC: &str = "events";
 const KEY: PartitionKey = PartitionKey {
-    stream: 1,
-    topic: 1,
-    partition: 1,
+    stream: 0,
+    topic: 0,
+    partition: 0,
 };
+/// The group "billing", the topic's first (id 0, as Iggy numbers it).
+const GROUP: u32 = 0;
 
 #[derive(Debug, Clone, Copy)]
 enum FailedDir {
@@ -90,7 +92,7 @@ fn send(engine: &mut Engine, payloads: &[&str]) {
         .map(|p| NewMessage::new(p.as_bytes().to_vec()))
         .collect();
     engine
-        .send(&s(), &t(), &Partitioning::PartitionId(1), batch)
+        .send(&s(), &t(), &Partitioning::PartitionId(0), batch)
         .unwrap();
 }
 
@@ -107,7 +109,15 @@ fn send_one(engine: &mut Engine, partition: u32, payload: &str) {
 
 fn poll_next(engine: &mut Engine, consumer: Consumer) -> Vec<(u64, String)> {
     engine
-        .poll(&s(), &t(), 1, consumer, PollingStrategy::Next, 1000, false)
+        .poll(
+            &s(),
+            &t(),
+            KEY.partition,
+            consumer,
+            PollingStrategy::Next,
+            1000,
+            false,
+        )
         .unwrap()
         .messages
         .into_iter()
@@ -183,13 +193,13 @@ fn scenario(
         ],
     );
     engine
-        .store_offset(&s(), &t(), 1, Consumer::consumer(1), 5)
+        .store_offset(&s(), &t(), KEY.partition, Consumer::consumer(1), 5)
         .unwrap();
     engine
-        .store_offset(&s(), &t(), 1, Consumer::consumer(2), 7)
+        .store_offset(&s(), &t(), KEY.partition, Consumer::consumer(2), 7)
         .unwrap();
     engine
-        .store_offset(&s(), &t(), 1, Consumer::group(1), 6)
+        .store_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP), 6)
         .unwrap();
     make_everything_durable(&sim);
 
@@ -212,7 +222,7 @@ fn scenario(
     // Fresh acknowledged writes of the new history.
     send(&mut engine, &["new-0", "new-1"]);
     engine
-        .store_offset(&s(), &t(), 1, Consumer::consumer(1), 0)
+        .store_offset(&s(), &t(), KEY.partition, Consumer::consumer(1), 0)
         .unwrap();
     if retry_before_power_loss {
         engine.reconcile_until_idle(10);
@@ -232,7 +242,7 @@ fn scenario(
         }
         send(&mut engine, &["new-2"]);
         engine
-            .store_offset(&s(), &t(), 1, Consumer::group(1), 2)
+            .store_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP), 2)
             .unwrap();
     }
     // Power is cut; sluice restarts, recovers and finishes cleanup.
@@ -278,7 +288,8 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
         // that stored nothing fresh have no offset, and Next starts at 0.
         let e = &mut o.recovered;
         assert_eq!(
-            e.get_offset(&s(), &t(), 1, Consumer::consumer(2)).unwrap(),
+            e.get_offset(&s(), &t(), KEY.partition, Consumer::consumer(2))
+                .unwrap(),
             None,
             "{ctx}"
         );
@@ -295,7 +306,7 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                     .collect();
                 assert_eq!(fresh, want, "{ctx}");
                 assert_eq!(
-                    e.get_offset(&s(), &t(), 1, Consumer::consumer(1))
+                    e.get_offset(&s(), &t(), KEY.partition, Consumer::consumer(1))
                         .unwrap()
                         .map(|x| x.1),
                     Some(0),
@@ -303,7 +314,7 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                 );
                 if retry {
                     assert_eq!(
-                        e.get_offset(&s(), &t(), 1, Consumer::group(1))
+                        e.get_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP))
                             .unwrap()
                             .map(|x| x.1),
                         Some(2),
@@ -311,7 +322,8 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                     );
                 } else {
                     assert_eq!(
-                        e.get_offset(&s(), &t(), 1, Consumer::group(1)).unwrap(),
+                        e.get_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP))
+                            .unwrap(),
                         None,
                         "{ctx}"
                     );
@@ -325,7 +337,7 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                     assert!(payload.starts_with("new-"), "{ctx}: {payload}");
                 }
                 let c1 = e
-                    .get_offset(&s(), &t(), 1, Consumer::consumer(1))
+                    .get_offset(&s(), &t(), KEY.partition, Consumer::consumer(1))
                     .unwrap()
                     .map(|x| x.1);
                 assert!(
@@ -333,7 +345,7 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                     "{ctx}: consumer 1 offset {c1:?}"
                 );
                 let g1 = e
-                    .get_offset(&s(), &t(), 1, Consumer::group(1))
+                    .get_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP))
                     .unwrap()
                     .map(|x| x.1);
                 assert!(g1.is_none() || g1 == Some(2), "{ctx}: group offset {g1:?}");
@@ -380,12 +392,12 @@ fn naive_shows_the_bug(failed: FailedDir, policy: Durability) -> bool {
     let mut o = scenario(failed, policy, Linux, false, PurgeMode::NaiveIggyOrder);
     let e = &mut o.recovered;
     let old_consumer = e
-        .get_offset(&s(), &t(), 1, Consumer::consumer(2))
+        .get_offset(&s(), &t(), KEY.partition, Consumer::consumer(2))
         .unwrap()
         .map(|x| x.1)
         == Some(7);
     let old_group = e
-        .get_offset(&s(), &t(), 1, Consumer::group(1))
+        .get_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP))
         .unwrap()
         .map(|x| x.1)
         == Some(6);
@@ -492,7 +504,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
     engine
         .create_topic(&s(), None, TOPIC, 12, persisted, 0, 0, 1)
         .unwrap();
-    for partition in 1..=12 {
+    for partition in 0..12 {
         send_one(&mut engine, partition, "old");
         engine
             .store_offset(&s(), &t(), partition, Consumer::consumer(1), 0)
@@ -518,12 +530,12 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
         };
         engine.partition(key).unwrap().obligation().unwrap().state()
     };
-    for p in (1..=12).filter(|p| *p != 7) {
+    for p in (0..12).filter(|p| *p != 7) {
         assert_eq!(state(&engine, p), PurgeState::Applied, "partition {p}");
     }
     assert_ne!(state(&engine, 7), PurgeState::Applied);
     // ...fresh writes land meanwhile, and the retry applies partition 7.
-    for partition in 1..=12 {
+    for partition in 0..12 {
         send_one(&mut engine, partition, "new");
     }
     engine.reconcile_until_idle(5);
@@ -533,7 +545,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
     drop(engine);
     sim.crash(Crash::PowerLoss);
     let mut engine = open(&sim, PurgeMode::Obligation);
-    for partition in 1..=12 {
+    for partition in 0..12 {
         let polled = engine
             .poll(
                 &s(),
@@ -579,7 +591,7 @@ fn an_unlink_that_took_effect_but_failed_then_a_failed_sync_never_lets_applied_c
         .unwrap();
     send(&mut engine, &["old-0", "old-1", "old-2"]);
     engine
-        .store_offset(&s(), &t(), 1, Consumer::consumer(1), 1)
+        .store_offset(&s(), &t(), 0, Consumer::consumer(1), 1)
         .unwrap();
     make_everything_durable(&sim);
     drop(engine);
@@ -644,7 +656,7 @@ fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
         .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
         .unwrap();
     for i in 0..1000 {
-        send_one(&mut engine, 1, &format!("old-{i}"));
+        send_one(&mut engine, 0, &format!("old-{i}"));
     }
     make_everything_durable(&sim);
 

@@ -38,12 +38,16 @@ pub fn topic() -> Identifier {
 }
 
 /// The default subject's only partition.
-pub const PARTITION: u32 = 1;
+pub const PARTITION: u32 = 0;
+
+/// The id of the first consumer group a test creates without asking for one
+/// (Iggy 0.11 numbers it 0).
+pub const GROUP: u32 = 0;
 
 pub fn key() -> PartitionKey {
     PartitionKey {
-        stream: 1,
-        topic: 1,
+        stream: 0,
+        topic: 0,
         partition: PARTITION,
     }
 }
@@ -180,18 +184,19 @@ pub fn buffered() -> TopicOptions {
     options(Durability::Buffered, Durability::Buffered)
 }
 
-/// Creates stream `orders` (id 1) and topic `events` (id 1) with one partition.
+/// Creates stream `orders` (id 0) and topic `events` (id 0) with one partition
+/// (id 0), numbered as Iggy 0.11 numbers them.
 pub fn setup(engine: &mut Engine, options: TopicOptions) {
     setup_partitions(engine, options, 1);
 }
 
 pub fn setup_partitions(engine: &mut Engine, options: TopicOptions, partitions: u32) {
     let s = engine.create_stream(None, STREAM).unwrap();
-    assert_eq!(s.id, 1);
+    assert_eq!(s.id, key().stream);
     let t = engine
         .create_topic(&stream(), None, TOPIC, partitions, options, 0, 0, 1)
         .unwrap();
-    assert_eq!(t.id, 1);
+    assert_eq!(t.id, key().topic);
 }
 
 /// A simulator with the default subject created under `options`.

@@ -23,6 +23,7 @@ mod status;
 use clap::{Parser, Subcommand};
 use sluice_server::clock::{Clock, SystemClock};
 use sluice_server::config::{FlagOverrides, ServerConfig};
+use sluice_server::engine::FIRST_ID;
 use sluice_server::http::auth::RootSource;
 use sluice_server::metadata::{Durability, TopicOptions};
 use sluice_server::partition::log::NewMessage;
@@ -241,7 +242,7 @@ fn self_check(data_dir: PathBuf) -> Result<String, Box<dyn std::error::Error>> {
             .map(|i| NewMessage::new(format!("message {i}")))
             .collect();
         engine.send(&stream, &topic.into(), &Partitioning::Balanced, batch)?;
-        engine.store_offset(&stream, &topic.into(), 1, Consumer::consumer(1), 41)?;
+        engine.store_offset(&stream, &topic.into(), FIRST_ID, Consumer::consumer(1), 41)?;
         sent += 100;
     }
     drop(engine);
@@ -250,7 +251,7 @@ fn self_check(data_dir: PathBuf) -> Result<String, Box<dyn std::error::Error>> {
         let polled = engine.poll(
             &stream,
             &topic.into(),
-            1,
+            FIRST_ID,
             Consumer::consumer(1),
             PollingStrategy::Next,
             1000,

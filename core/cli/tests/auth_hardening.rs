@@ -74,7 +74,7 @@ fn request(
     template: &str,
 ) -> reqwest::RequestBuilder {
     let url = format!(
-        "{base}{}?partition_id=1&partitions_count=1&consumer_id=1",
+        "{base}{}?partition_id=0&partitions_count=1&consumer_id=1",
         concrete(template)
     );
     let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
@@ -82,7 +82,7 @@ fn request(
         "name": "intruder",
         "partitions_count": 1,
         "consumer_id": 1,
-        "partition_id": 1,
+        "partition_id": 0,
         "offset": 0,
         "token": "x",
         "partitioning": {"kind": "balanced", "value": ""},
@@ -253,7 +253,7 @@ async fn given_missing_forged_revoked_or_misplaced_tokens_when_calling_any_authe
     assert_eq!(names, ["s"]);
     let polled: Value = client
         .get(format!(
-            "{base}/streams/s/topics/t/messages?consumer_id=1&partition_id=1&kind=offset&value=0&count=10"
+            "{base}/streams/s/topics/t/messages?consumer_id=1&partition_id=0&kind=offset&value=0&count=10"
         ))
         .bearer_auth(&token)
         .send()

@@ -197,7 +197,7 @@ async fn given_a_purged_topic_when_running_sluice_status_then_the_table_and_the_
     // then (after attempts) next attempt, stuck, degraded, last error.
     assert_eq!(
         rows[0][..6],
-        ["1", "1", "1", "1", "1", "applied"],
+        ["0", "0", "0", "1", "1", "applied"],
         "{stdout}"
     );
     assert_eq!(rows[0][7..], ["-", "no", "no", "-"], "{stdout}");

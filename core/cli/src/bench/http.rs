@@ -121,7 +121,7 @@ pub fn run(ctx: &mut Ctx, inproc: &InProcess) -> Result<Vec<Figure>> {
         let mut offset = 0u64;
         while offset < sent {
             let v = call(client.get(format!(
-                "{url}?consumer_id=1&partition_id=1&kind=offset&value={offset}&count={}",
+                "{url}?consumer_id=1&partition_id=0&kind=offset&value={offset}&count={}",
                 sizes.batch
             )).bearer_auth(&token))
             .await?;
