@@ -120,7 +120,7 @@ async fn scenario(transport: Transport) {
             &s,
             &t,
             &Partitioning::partition_id(1),
-            &mut vec![message("p1")],
+            &mut [message("p1")],
         )
         .await
         .unwrap();
