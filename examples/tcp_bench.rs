@@ -31,7 +31,9 @@ use sluice_server::metadata::{Durability as Policy, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::{Consumer as EngineConsumer, PollingStrategy as EngineStrategy};
 use sluice_server::server::{ServeOptions, start};
-use sluice_server::{Engine, EngineConfig, Identifier as EngineId, Partitioning as EnginePartitioning};
+use sluice_server::{
+    Engine, EngineConfig, Identifier as EngineId, Partitioning as EnginePartitioning,
+};
 use sluice_storage::{DiskStorage, DurableStorage};
 
 const MESSAGE_BYTES: usize = 1024;
@@ -82,7 +84,9 @@ fn in_process(dir: &std::path::Path, policy: Policy, batch: u64, messages: u64) 
         durability: policy,
         ..TopicOptions::default()
     };
-    engine.create_topic(&s, None, "t", 1, options, 0, 0, 1).unwrap();
+    engine
+        .create_topic(&s, None, "t", 1, options, 0, 0, 1)
+        .unwrap();
     let t = EngineId::from("t");
     let (mut send, mut poll) = (Vec::new(), Vec::new());
     for b in 0..messages / batch {
@@ -143,7 +147,12 @@ async fn through_sdk(
     let (mut send, mut poll) = (Vec::new(), Vec::new());
     for _ in 0..messages / batch {
         let mut msgs: Vec<IggyMessage> = (0..batch)
-            .map(|_| IggyMessage::builder().payload(payload.clone()).build().unwrap())
+            .map(|_| {
+                IggyMessage::builder()
+                    .payload(payload.clone())
+                    .build()
+                    .unwrap()
+            })
             .collect();
         let t0 = Instant::now();
         client
@@ -224,7 +233,11 @@ async fn main() {
     let mut case = 0;
     for batch in [1000u64, 10] {
         // Batches of 10 carry a tenth of the messages: the same number of calls bounds the run.
-        let n = if batch == 10 { (messages / 10).max(10) } else { messages };
+        let n = if batch == 10 {
+            (messages / 10).max(10)
+        } else {
+            messages
+        };
         for (name, policy, sdk) in [
             ("buffered", Policy::Buffered, Durability::Replicated),
             ("persisted", Policy::Persisted, Durability::Persisted),
@@ -238,8 +251,14 @@ async fn main() {
             .unwrap();
             let rows = [
                 ("in-process engine", inproc),
-                ("SDK TcpClient", through_sdk(&tcp, &format!("tcp-{case}"), sdk, batch, n).await),
-                ("SDK HttpClient", through_sdk(&http, &format!("http-{case}"), sdk, batch, n).await),
+                (
+                    "SDK TcpClient",
+                    through_sdk(&tcp, &format!("tcp-{case}"), sdk, batch, n).await,
+                ),
+                (
+                    "SDK HttpClient",
+                    through_sdk(&http, &format!("http-{case}"), sdk, batch, n).await,
+                ),
             ];
             for (path, f) in rows {
                 println!(

@@ -116,12 +116,7 @@ async fn scenario(transport: Transport) {
     assert_eq!(sent.confirmations[0].base_offset, 0);
     // And learns the write's guarantee (an HTTP answer header).
     let (_, durability) = http
-        .send_messages_with_durability(
-            &s,
-            &t,
-            &Partitioning::partition_id(1),
-            &mut [message("p1")],
-        )
+        .send_messages_with_durability(&s, &t, &Partitioning::partition_id(1), &mut [message("p1")])
         .await
         .unwrap();
     assert_eq!(durability, Some(Durability::Replicated));
