@@ -390,6 +390,7 @@ async fn over_http_a_full_disk_is_507_storage_full_and_requests_resume() {
         ..ServerConfig::default()
     };
     config.http.address = "127.0.0.1:0".parse().unwrap();
+    config.tcp.address = "127.0.0.1:0".parse().unwrap();
     config.reconciler.period = std::time::Duration::from_millis(20);
     let server = start(
         storage,

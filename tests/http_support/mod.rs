@@ -41,6 +41,7 @@ pub async fn start_server_on(
         ..ServerConfig::default()
     };
     config.http.address = "127.0.0.1:0".parse().unwrap();
+    config.tcp.address = "127.0.0.1:0".parse().unwrap();
     config.reconciler.period = Duration::from_millis(20);
     config.auth.failed_login_delay = Duration::from_millis(20);
     adjust(&mut config);

@@ -347,3 +347,20 @@ pub fn segment_files(storage: &dyn DurableStorage, data_dir: &Path, ext: &str) -
         .filter(|n| n.ends_with(&suffix))
         .collect()
 }
+
+/// Syncs every file and directory the simulator caches, so what was written
+/// so far is durable whatever the policy (an old history that must come back
+/// after a power cut).
+pub fn make_everything_durable(sim: &SimStorage) {
+    for (path, node) in sim.cached_view() {
+        match node {
+            NodeView::File(_) => sim
+                .open(Path::new(&path), OpenMode::Read)
+                .unwrap()
+                .sync()
+                .unwrap(),
+            NodeView::Dir => sim.sync_dir(Path::new(&path)).unwrap(),
+        }
+    }
+    sim.sync_dir(Path::new("/")).unwrap();
+}

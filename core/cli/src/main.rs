@@ -89,7 +89,8 @@ enum Command {
 #[derive(clap::Args, Debug)]
 struct ServerArgs {
     /// TOML configuration file (keys: data_dir; [http] address, max_body_bytes,
-    /// max_poll_count; [reconciler] period_ms; [auth] token_expiry_secs,
+    /// max_poll_count; [tcp] enabled, address, max_frame_bytes,
+    /// max_connections, idle_timeout_secs; [reconciler] period_ms; [auth] token_expiry_secs,
     /// failed_login_delay_ms).
     #[arg(long, value_name = "FILE", env = "SLUICE_CONFIG")]
     config: Option<PathBuf>,
@@ -99,6 +100,10 @@ struct ServerArgs {
     /// HTTP listen address [default: 127.0.0.1:3000].
     #[arg(long, value_name = "IP:PORT")]
     http_addr: Option<String>,
+    /// Iggy TCP protocol listen address [default: 127.0.0.1:8090]
+    /// (`[tcp] enabled = false` in the config file turns it off).
+    #[arg(long, value_name = "IP:PORT")]
+    tcp_addr: Option<String>,
     /// Use Iggy's default root credentials iggy/iggy (unless the root
     /// credential environment variables are set). For development only.
     #[arg(long)]
@@ -156,6 +161,7 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     let flags = FlagOverrides {
         data_dir: args.data_dir,
         http_address: args.http_addr,
+        tcp_address: args.tcp_addr,
     };
     let config = ServerConfig::load(storage.as_ref(), args.config.as_deref(), &env, &flags)?;
     let root = RootSource::from_env(&env, args.with_default_root_credentials)?;

@@ -498,7 +498,14 @@ fn spawn_server(work: &Path, cycle: u64) -> Result<Server, String> {
     );
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut child = Command::new(exe)
-        .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "server",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--tcp-addr",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(work.join("data"))
         .arg("--with-default-root-credentials")
         .env_remove("SLUICE_ROOT_USERNAME")

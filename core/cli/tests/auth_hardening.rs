@@ -30,6 +30,7 @@ async fn start_server(dir: &Path, token_expiry: Duration) -> RunningServer {
         ..ServerConfig::default()
     };
     config.http.address = "127.0.0.1:0".parse().unwrap();
+    config.tcp.address = "127.0.0.1:0".parse().unwrap();
     config.reconciler.period = Duration::from_millis(20);
     config.auth.failed_login_delay = Duration::from_millis(1);
     config.auth.token_expiry = token_expiry;
@@ -346,7 +347,14 @@ const DELAY_MS: u64 = 200;
 fn spawn_binary(dir: &Path, log: &Path) -> (Child, String) {
     let log = std::fs::File::create(log).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "server",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--tcp-addr",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(dir)
         .env("SLUICE_ROOT_USERNAME", ROOT_USER)
         .env("SLUICE_ROOT_PASSWORD", ROOT_PASSWORD)

@@ -21,7 +21,14 @@ struct Running {
 /// Starts `sluice server` and waits for its "listening" line.
 fn spawn(data_dir: &Path) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "server",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--tcp-addr",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .arg("--with-default-root-credentials")
         .env_remove("SLUICE_ROOT_USERNAME")

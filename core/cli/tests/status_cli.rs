@@ -49,7 +49,14 @@ fn sluice() -> Command {
 /// Starts `sluice server` and waits for its "listening" line.
 fn spawn(data_dir: &Path) -> Running {
     let mut child = sluice()
-        .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "server",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--tcp-addr",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .arg("--with-default-root-credentials")
         .stdout(Stdio::piped())

@@ -52,6 +52,7 @@ pub fn run(ctx: &mut Ctx, inproc: &InProcess) -> Result<Vec<Figure>> {
             ..ServerConfig::default()
         };
         config.http.address = ([127, 0, 0, 1], 0).into();
+        config.tcp.address = ([127, 0, 0, 1], 0).into();
         // The bench's reconciler settings (the server's, or --cleanup-concurrency).
         config.reconciler = reconciler;
         let server = server::start(
