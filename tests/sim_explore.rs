@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_server::PurgeMode;
-use sluice_sim::explore::{Bounds, explore};
+use sluice_sim::explore::{Bounds, TwoFaults, explore};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
@@ -18,8 +18,17 @@ fn ci_bounds(mode: PurgeMode) -> Bounds {
         second_crash_points: 3,
         second_stride: 6,
         purge_mode: mode,
+        two_faults: Some(CI_TWO_FAULTS),
     }
 }
+
+/// CI's share of the two-fault phase: every 9th first fault, the second one
+/// (or a crash) at every 3rd of the next 12 operations.
+const CI_TWO_FAULTS: TwoFaults = TwoFaults {
+    first_stride: 9,
+    window: 12,
+    second_stride: 3,
+};
 
 fn assert_clean(workload: Workload) {
     let report = explore(workload, &ci_bounds(PurgeMode::Obligation), |_| {}).unwrap();
@@ -76,6 +85,7 @@ fn the_explorer_finds_the_iggy_bug_in_the_naive_purge() {
         second_crash_points: 0,
         second_stride: 1,
         purge_mode: PurgeMode::NaiveIggyOrder,
+        two_faults: None,
     };
     // When: every crash point is explored.
     let report = explore(Workload::Purge, &bounds, |_| {}).unwrap();

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use sluice_sim::explore::{Bounds, Case, explore, run_case};
+use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
@@ -27,6 +27,17 @@ pub enum SimCommand {
         /// Second-crash points per first crash (0 turns second crashes off).
         #[arg(long, default_value_t = 64)]
         second_crash_points: u64,
+        /// Two faults per case: the second fault (or a crash) at every index
+        /// up to this many operations after the first (0 = to the end of the
+        /// window).
+        #[arg(long, default_value_t = TwoFaults::full().window)]
+        two_fault_window: u64,
+        /// Explore only every Nth first-fault index of the two-fault phase.
+        #[arg(long, default_value_t = 1)]
+        two_fault_stride: u64,
+        /// Skip the two-fault phase.
+        #[arg(long)]
+        no_two_faults: bool,
     },
     /// Run a random workload (sends, polls, offsets, purges, faults, crashes)
     /// from a seed, checking the oracle after every step.
@@ -71,6 +82,9 @@ pub fn main(cmd: SimCommand) -> ExitCode {
             case,
             stride,
             second_crash_points,
+            two_fault_window,
+            two_fault_stride,
+            no_two_faults,
         } => {
             let Some(w) = Workload::parse(&workload) else {
                 let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
@@ -88,6 +102,11 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                 second_crash_points,
                 second_stride: 1,
                 purge_mode: Default::default(),
+                two_faults: (!no_two_faults).then_some(TwoFaults {
+                    first_stride: two_fault_stride,
+                    window: two_fault_window,
+                    second_stride: 1,
+                }),
             };
             let started = std::time::Instant::now();
             let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());

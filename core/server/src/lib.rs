@@ -20,6 +20,7 @@ pub mod metadata;
 pub mod partition;
 pub mod server;
 pub mod slots;
+pub mod teeth;
 
 pub use engine::{Engine, EngineConfig, Partitioning, PurgeMode, RecoveryReport, Sent};
 pub use error::{EngineError, Result};

@@ -37,6 +37,7 @@ use crate::dirsync::{DirTracker, NameChange, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
 use crate::frame::Magic;
 use crate::slots::{SlotLayout, SlotRead};
+use crate::teeth::{self, Mechanism::ReplaceDeadOffsetFile};
 
 pub const OFFSET_LAYOUT: SlotLayout = SlotLayout {
     magic: Magic::OFFSET,
@@ -376,6 +377,11 @@ impl OffsetStore {
                 // A record of this generation not in memory (a failed write
                 // that memory could not follow): continue its sequence.
                 SlotRead::Valid { seq, value, .. } if value.generation == self.generation => {
+                    self.names.note(&name, NameChange::Created);
+                    return Ok((file, seq + 1));
+                }
+                // Writing into it instead is ADR 0008's finding B.
+                SlotRead::Valid { seq, .. } if !teeth::enabled(ReplaceDeadOffsetFile) => {
                     self.names.note(&name, NameChange::Created);
                     return Ok((file, seq + 1));
                 }

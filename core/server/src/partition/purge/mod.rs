@@ -265,7 +265,9 @@ impl Partition {
             // Plan first, persist, then remove: a crash between two removals
             // leaves every removed name recorded.
             self.ob_mut()?.plan_removals(&round).map_err(transition)?;
-            self.persist_obligation()?;
+            if crate::teeth::enabled(crate::teeth::Mechanism::PersistPlanBeforeUnlink) {
+                self.persist_obligation()?;
+            }
             for (dir, names) in &round {
                 let path = self.dir_path(*dir).to_path_buf();
                 for name in names {
