@@ -19,6 +19,7 @@ fn ci_bounds(mode: PurgeMode) -> Bounds {
         second_stride: 6,
         purge_mode: mode,
         two_faults: Some(CI_TWO_FAULTS),
+        stop_at_first: false,
     }
 }
 
@@ -86,6 +87,7 @@ fn the_explorer_finds_the_iggy_bug_in_the_naive_purge() {
         second_stride: 1,
         purge_mode: PurgeMode::NaiveIggyOrder,
         two_faults: None,
+        stop_at_first: false,
     };
     // When: every crash point is explored.
     let report = explore(Workload::Purge, &bounds, |_| {}).unwrap();

@@ -46,6 +46,7 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
                 second_stride: 1,
                 purge_mode: PurgeMode::Obligation,
                 two_faults,
+                stop_at_first: true,
             };
             let report = explore(workload, &bounds, |_| {}).unwrap();
             report.violations.first().map(|v| {

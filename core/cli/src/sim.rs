@@ -57,6 +57,9 @@ pub enum SimCommand {
     },
 }
 
+/// Violations printed per failing seed (the JSON output has all).
+const SHOWN_VIOLATIONS: usize = 8;
+
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
     let (a, b, inclusive) = if let Some((a, b)) = s.split_once("..=") {
         (a, b, true)
@@ -107,6 +110,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                     window: two_fault_window,
                     second_stride: 1,
                 }),
+                stop_at_first: false,
             };
             let started = std::time::Instant::now();
             let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -188,8 +192,9 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                             }
                         } else if b - a == 1 || !r.violations.is_empty() {
                             println!(
-                                "seed {s}: {} {} steps={} operations={} crashes={} trace_hash={} violations={}",
+                                "seed {s}: messages={} offsets={} {} steps={} operations={} crashes={} trace_hash={} violations={}",
                                 r.policy,
+                                r.offsets_policy,
                                 r.semantics,
                                 r.steps,
                                 r.operations,
@@ -197,10 +202,17 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                                 r.trace_hash,
                                 r.violations.len()
                             );
-                            for (step, v) in &r.violations {
+                            // The first few: once state is wrong, every later step repeats it.
+                            for (step, v) in r.violations.iter().take(SHOWN_VIOLATIONS) {
                                 println!(
                                     "  step {step}: ({}) [{}] {}",
                                     v.property, v.partition, v.detail
+                                );
+                            }
+                            if r.violations.len() > SHOWN_VIOLATIONS {
+                                println!(
+                                    "  ... {} more (--json prints all)",
+                                    r.violations.len() - SHOWN_VIOLATIONS
                                 );
                             }
                         }

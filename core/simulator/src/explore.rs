@@ -171,6 +171,9 @@ pub struct Bounds {
     pub purge_mode: PurgeMode,
     /// Two faults per case (`None`: one at most).
     pub two_faults: Option<TwoFaults>,
+    /// Stop at the first operation index that found a violation (teeth
+    /// tests only need one; `states_explored` then counts what ran).
+    pub stop_at_first: bool,
 }
 
 /// The two-fault phase: a first fault (every mode) at every `first_stride`-th
@@ -204,6 +207,7 @@ impl Bounds {
             second_stride: 1,
             purge_mode: PurgeMode::default(),
             two_faults: Some(TwoFaults::full()),
+            stop_at_first: false,
         }
     }
 }
@@ -348,6 +352,9 @@ pub fn explore(
             let (first, end) = window_range(workload, policy, semantics, bounds.purge_mode)?;
             let mut index = first;
             while index < end {
+                if bounds.stop_at_first && !report.violations.is_empty() {
+                    return Ok(report);
+                }
                 for fault in [
                     None,
                     Some(FaultMode::Before),
@@ -401,6 +408,9 @@ pub fn explore(
             if let Some(two) = bounds.two_faults {
                 let mut index = first;
                 while index < end {
+                    if bounds.stop_at_first && !report.violations.is_empty() {
+                        return Ok(report);
+                    }
                     two_fault_cases(workload, bounds, &two, policy, semantics, index, end, |p, c, v| {
                         record(&mut report, p, c, v)
                     })?;

@@ -84,7 +84,10 @@ impl Rates {
 pub struct RunReport {
     pub seed: u64,
     pub steps: u32,
+    /// The messages' durability policy.
     pub policy: String,
+    /// The consumer offsets' durability policy.
+    pub offsets_policy: String,
     pub semantics: String,
     pub trace_hash: String,
     pub operations: u64,
@@ -103,6 +106,13 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     } else {
         Durability::Buffered
     };
+    // Offsets get their own policy: buffered messages with persisted offsets
+    // is where a stored offset can outlive the messages it points past.
+    let offsets_policy = if rng.coin() {
+        Durability::Persisted
+    } else {
+        Durability::Buffered
+    };
     let semantics = if rng.coin() {
         SyncFailureSemantics::Linux
     } else {
@@ -111,7 +121,7 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     let shape = Shape {
         partitions: PARTITIONS,
         messages: policy,
-        offsets: policy,
+        offsets: offsets_policy,
         segment_size: 512,
     };
     let mut world = World::new(semantics, shape, seed)?;
@@ -120,6 +130,7 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
         seed,
         steps,
         policy: policy.as_str().into(),
+        offsets_policy: offsets_policy.as_str().into(),
         semantics: semantics.as_str().into(),
         trace_hash: String::new(),
         operations: 0,

@@ -359,6 +359,7 @@ impl World {
                 .map(|m| (m.offset, String::from_utf8_lossy(&m.payload).into_owned()))
                 .collect();
             let mut offsets = BTreeMap::new();
+            let mut next = BTreeMap::new();
             for &(group, id) in consumers.get(&p).map(Vec::as_slice).unwrap_or_default() {
                 let c = if group {
                     Consumer::group(id)
@@ -368,7 +369,19 @@ impl World {
                 let got = engine.get_offset(&s(), &t(), p, c).map_err(|e| {
                     violation('f', &k.to_string(), format!("offset lookup failed: {e}"))
                 })?;
-                offsets.insert((group, id), got.map(|(_, o)| o));
+                let stored = got.map(|(_, o)| o);
+                offsets.insert((group, id), stored);
+                if stored.is_some() && !next.contains_key(&(group, id)) {
+                    let polled = engine
+                        .poll(&s(), &t(), p, c, PollingStrategy::Next, 100_000, false)
+                        .map_err(|e| {
+                            violation('f', &k.to_string(), format!("Next poll failed: {e}"))
+                        })?;
+                    next.insert(
+                        (group, id),
+                        polled.messages.iter().map(|m| m.offset).collect(),
+                    );
+                }
             }
             out.insert(
                 k,
@@ -376,6 +389,7 @@ impl World {
                     generation,
                     history,
                     offsets,
+                    next,
                 },
             );
         }
