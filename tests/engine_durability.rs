@@ -1002,3 +1002,181 @@ fn empty_partition_directories_left_by_a_crash_before_the_first_commit_do_not_bl
     setup(&mut engine, persisted());
     assert_eq!(send(&mut engine, 0, 1).base_offset, 0);
 }
+
+// ---- multiple faults on one offset file or one segment ------------------------
+
+/// The faults a failed write or sync of one file can take.
+fn write_or_sync_faults() -> Vec<(OpKind, FaultMode)> {
+    vec![
+        (OpKind::Write, FaultMode::Before),
+        (OpKind::Write, FaultMode::After),
+        (OpKind::Write, FaultMode::TornWrite),
+        (OpKind::SyncFile, FaultMode::Before),
+        (OpKind::SyncFile, FaultMode::After),
+    ]
+}
+
+#[test]
+fn a_failed_offset_store_then_a_torn_one_never_loses_the_acknowledged_offset() {
+    // Each simulator seed tears writes at other lengths.
+    for seed in 1..=40 {
+        for first in write_or_sync_faults() {
+            for second in write_or_sync_faults() {
+                for crash in [Crash::Process, Crash::PowerLoss, Crash::PowerLossPartial { seed }] {
+                    check_two_failed_stores(seed, first, second, crash);
+                }
+            }
+        }
+    }
+}
+
+fn check_two_failed_stores(
+    seed: u64,
+    first: (OpKind, FaultMode),
+    second: (OpKind, FaultMode),
+    crash: Crash,
+) {
+    // Given: offsets 1 and 2 stored and acknowledged (persisted).
+    let (sim, mut engine) = sim_seeded_with(seed, persisted());
+    send(&mut engine, 0, 5);
+    let c = Consumer::consumer(1);
+    store_offset(&mut engine, c, 1).unwrap();
+    store_offset(&mut engine, c, 2).unwrap();
+
+    // When: the store of 3 fails, then the store of 4 fails too (e.g. 3
+    // before its write lands, 4 torn): nothing more is acknowledged.
+    for (value, (kind, mode)) in [(3, first), (4, second)] {
+        sim.fail_when(
+            OpMatcher::kind(kind).path_ends_with("/consumers/1"),
+            Fault::io(mode),
+            0,
+            1,
+        );
+        assert!(
+            store_offset(&mut engine, c, value).is_err(),
+            "seed {seed}, {first:?} {second:?}: store of {value} did not fail"
+        );
+    }
+
+    // Then: the offset served is the acknowledged one or one tried after
+    // it, live and after the crash; never 1, never none.
+    let allowed = [Some(2), Some(3), Some(4)];
+    let live = stored_offset(&mut engine, c);
+    assert!(
+        allowed.contains(&live),
+        "seed {seed}, {first:?} {second:?}: live {live:?}"
+    );
+    let (mut engine, _) = crash_and_reopen(engine, &sim, crash);
+    let after = stored_offset(&mut engine, c);
+    assert!(
+        allowed.contains(&after),
+        "seed {seed}, {first:?} {second:?} {crash:?}: {after:?} after the crash"
+    );
+}
+
+#[test]
+fn a_failed_offset_store_then_an_acknowledged_one_survives_power_loss() {
+    for first in write_or_sync_faults() {
+        for crash in [Crash::PowerLoss].into_iter().chain(partial_seeds()) {
+            // Given: offset 2 acknowledged; the store of 3 fails.
+            let (sim, mut engine) = sim_with(persisted());
+            send(&mut engine, 0, 5);
+            let c = Consumer::consumer(1);
+            store_offset(&mut engine, c, 2).unwrap();
+            sim.fail_when(
+                OpMatcher::kind(first.0).path_ends_with("/consumers/1"),
+                Fault::io(first.1),
+                0,
+                1,
+            );
+            assert!(store_offset(&mut engine, c, 3).is_err());
+
+            // When: 4 is acknowledged, then the power fails.
+            store_offset(&mut engine, c, 4).unwrap();
+            let (mut engine, _) = crash_and_reopen(engine, &sim, crash);
+
+            // Then: 4 is served.
+            assert_eq!(stored_offset(&mut engine, c), Some(4), "{first:?} {crash:?}");
+        }
+    }
+}
+
+#[test]
+fn a_failed_sync_after_recovering_an_unsynced_batch_does_not_lose_the_next_acknowledged_send() {
+    // Given: m0 and m1 acknowledged under `persisted`; m2's file sync fails
+    // (Linux drops its dirty bytes) and so does the truncate that would cut
+    // it; the process dies, and the next process recovers m2 from the cache.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 2);
+    let log = || OpMatcher::kind(OpKind::SyncFile).path_contains(".log");
+    sim.fail_when(log(), Fault::io(FaultMode::Before), 0, 1);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 2, 1).is_err());
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+
+    // When: m3's file sync fails too, m4 is acknowledged, and power is cut.
+    sim.fail_when(log(), Fault::io(FaultMode::Before), 0, 1);
+    assert!(try_send(&mut engine, 3, 1).is_err());
+    let acked = send(&mut engine, 4, 1).base_offset;
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: m4 survived at its offset, above no hole.
+    assert_eq!(report.tail_cuts, 0);
+    let all = all_messages(&mut engine);
+    let got = all.iter().find(|m| m.offset == acked);
+    assert_eq!(
+        got.map(|m| m.payload.clone()),
+        Some(payload(4)),
+        "{:?}",
+        payloads_of(&all)
+    );
+    assert_eq!(payloads_of(&all), ["m0", "m1", "m2", "m4"]);
+}
+
+#[test]
+fn repeated_failed_syncs_of_a_segment_never_leave_a_hole_under_an_acknowledged_send() {
+    // Given: two acknowledged messages, then, in one process, failed sends
+    // whose syncs fail (and whose cut fails once), each fault on its own.
+    for (sync_fault, cut_fails) in [
+        (FaultMode::Before, false),
+        (FaultMode::Before, true),
+        (FaultMode::After, true),
+    ] {
+        for crash in [Crash::PowerLoss].into_iter().chain(partial_seeds()) {
+            let (sim, mut engine) = sim_with(persisted());
+            send(&mut engine, 0, 2);
+            let log = || OpMatcher::kind(OpKind::SyncFile).path_contains(".log");
+            sim.fail_when(log(), Fault::io(sync_fault), 0, 2);
+            if cut_fails {
+                sim.fail_when(
+                    OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
+                    Fault::io(FaultMode::Before),
+                    0,
+                    1,
+                );
+            }
+            let _ = try_send(&mut engine, 2, 1);
+            let _ = try_send(&mut engine, 3, 1);
+
+            // When: a send is acknowledged, then the power fails.
+            let acked = send(&mut engine, 4, 1).base_offset;
+            let (mut engine, _) = crash_and_reopen(engine, &sim, crash);
+
+            // Then: it is there, and so is everything acknowledged before it.
+            let all = all_messages(&mut engine);
+            let got = all.iter().find(|m| m.offset == acked);
+            assert_eq!(
+                got.map(|m| m.payload.clone()),
+                Some(payload(4)),
+                "{sync_fault:?} cut fails {cut_fails} {crash:?}: {:?}",
+                payloads_of(&all)
+            );
+            assert_eq!(&payloads_of(&all)[..2], ["m0", "m1"]);
+        }
+    }
+}

@@ -679,3 +679,90 @@ fn a_disk_data_dir_is_created_on_first_open() {
     let (mut engine, _) = disk_engine(&data);
     assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0"]);
 }
+
+// ---- stored offsets beyond the recovered log (ADR 0010) ------------------------
+
+/// Buffered messages, persisted offsets: a power loss may take messages a
+/// stored offset names.
+fn buffered_messages_persisted_offsets() -> TopicOptions {
+    options(Durability::Buffered, Durability::Persisted)
+}
+
+#[test]
+fn next_never_skips_messages_sent_after_a_power_loss_took_the_ones_a_stored_offset_named() {
+    // Given: m0..m4 sent (buffered) and consumer 1's offset 4 stored (persisted).
+    let (sim, mut engine) = sim_with(buffered_messages_persisted_offsets());
+    send(&mut engine, 0, 5);
+    let c = Consumer::consumer(1);
+    store_offset(&mut engine, c, 4).unwrap();
+
+    // When: power is cut (the messages are lost, the offset is not), and
+    // five new messages are sent.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(stored_offset(&mut engine, c), Some(4));
+    let sent = send(&mut engine, 5, 5);
+
+    // Then: they get offsets after the stored one (offsets are never
+    // reused), and `Next` returns every one of them.
+    assert_eq!(sent.base_offset, 5);
+    let next = poll(&mut engine, c, PollingStrategy::Next, 100);
+    assert_eq!(payloads_of(&next), ["m5", "m6", "m7", "m8", "m9"]);
+    assert_eq!(offsets_of(&next), [5, 6, 7, 8, 9]);
+    // And: a consumer with no offset reads them from the start.
+    let fresh = poll(&mut engine, Consumer::consumer(2), PollingStrategy::Next, 100);
+    assert_eq!(payloads_of(&fresh), ["m5", "m6", "m7", "m8", "m9"]);
+}
+
+#[test]
+fn next_never_skips_for_a_group_whose_stored_offset_outlived_the_messages() {
+    // Given: a group's offset 2 stored (persisted) over m0..m2 (buffered).
+    let (sim, mut engine) = sim_with(buffered_messages_persisted_offsets());
+    let group = engine
+        .create_group(&stream(), &topic(), None, "billing")
+        .unwrap()
+        .id;
+    send(&mut engine, 0, 3);
+    let g = Consumer::group(group);
+    store_offset(&mut engine, g, 2).unwrap();
+
+    // When: power is cut and two messages are sent.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    send(&mut engine, 3, 2);
+
+    // Then: the group's `Next` returns both.
+    let next = poll(&mut engine, g, PollingStrategy::Next, 100);
+    assert_eq!(payloads_of(&next), ["m3", "m4"]);
+}
+
+#[test]
+fn a_log_that_kept_part_of_its_messages_continues_after_the_highest_stored_offset() {
+    // Given: m0..m2 made durable, m3 and m4 buffered only, offset 4 stored.
+    let (sim, mut engine) = sim_with(buffered_messages_persisted_offsets());
+    send(&mut engine, 0, 3);
+    engine.sync_all().unwrap();
+    send(&mut engine, 3, 2);
+    let c = Consumer::consumer(1);
+    store_offset(&mut engine, c, 4).unwrap();
+
+    // When: power is cut, then m5 and m6 are sent.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2]);
+    send(&mut engine, 5, 2);
+
+    // Then: `Next` returns both, the log shows the gap where m3 and m4 were,
+    // and a restart keeps it that way.
+    assert_eq!(
+        payloads_of(&poll(&mut engine, c, PollingStrategy::Next, 100)),
+        ["m5", "m6"]
+    );
+    assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2, 5, 6]);
+    engine.sync_all().unwrap();
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    let all = all_messages(&mut engine);
+    assert_eq!(offsets_of(&all), [0, 1, 2, 5, 6]);
+    assert_eq!(payloads_of(&all), ["m0", "m1", "m2", "m5", "m6"]);
+    assert_eq!(
+        payloads_of(&poll(&mut engine, c, PollingStrategy::Next, 100)),
+        ["m5", "m6"]
+    );
+}

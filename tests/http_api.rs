@@ -483,3 +483,91 @@ async fn given_a_failing_directory_sync_when_a_topic_is_purged_then_status_and_m
     }
     server.shutdown().await.unwrap();
 }
+
+/// Every file under `dir` whose path ends with `suffix` (a test-only walk).
+fn files_ending_with(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.to_string_lossy().ends_with(suffix) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_partitions_count_near_u32_max_when_creating_partitions_then_a_400_iggy_error() {
+    // Given a topic with one partition.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+
+    // When partitions are added with counts whose sum with 1 overflows u32.
+    for count in [u32::MAX, u32::MAX - 1] {
+        let reply = api
+            .post(
+                "/streams/orders/topics/events/partitions",
+                json!({"partitions_count": count}),
+            )
+            .await;
+        // Then each is a 400 with Iggy's error body, and nothing changed.
+        assert_eq!(reply.status, 400, "{count}: {}", reply.text);
+        assert_eq!(reply.error_code(), "invalid_partitions_count");
+    }
+    let topic = api.get("/streams/orders/topics/events").await.json();
+    assert_eq!(topic["partitions_count"], 1, "{topic}");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_offset_file_holding_u64_max_when_polling_next_then_a_400_iggy_error() {
+    use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
+    // Given a stored offset whose file is then made to hold u64::MAX.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+    assert_eq!(api.send_to("orders", "events", &["keep"]).await.status, 201);
+    let partition = api.poll("orders", "events", "consumer_id=3&kind=first&count=1").await;
+    assert_eq!(partition.len(), 1);
+    let r = api
+        .put(
+            "/streams/orders/topics/events/consumer-offsets",
+            json!({"consumer_id": 3, "partition_id": 1, "offset": 0}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    server.shutdown().await.unwrap();
+    let files = files_ending_with(dir.path(), "/consumers/3");
+    assert_eq!(files.len(), 1, "{files:?}");
+    let mut bytes = vec![0u8; OFFSET_LAYOUT.slot_offset(1) as usize];
+    let record = OffsetRecord {
+        generation: 0,
+        offset: Some(u64::MAX),
+    };
+    bytes.extend(OFFSET_LAYOUT.encode(1, &record).unwrap());
+    std::fs::write(&files[0], bytes).unwrap();
+
+    // When the server starts again and consumer 3 polls `next`.
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    let reply = api
+        .get("/streams/orders/topics/events/messages?partition_id=1&consumer_id=3&kind=next&count=10")
+        .await;
+
+    // Then a 400 with Iggy's error body, and the server still serves.
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.error_code(), "invalid_offset");
+    assert_eq!(
+        api.poll("orders", "events", "consumer_id=1&kind=first&count=10").await,
+        vec![(0, "keep".to_string())]
+    );
+    server.shutdown().await.unwrap();
+}

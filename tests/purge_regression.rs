@@ -549,3 +549,129 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
         assert_eq!(payloads, [b"new"], "partition {partition}");
     }
 }
+
+fn linux_sim(seed: u64) -> SimStorage {
+    SimStorage::new(SimConfig {
+        seed,
+        sync_failure: SyncFailureSemantics::Linux,
+        capacity: None,
+    })
+}
+
+/// An unlink can take effect and still report an error. The removal must be
+/// redone like any other after a failed directory sync, even when the tracker
+/// held an older change to the name: here recovery noted the offset file as
+/// created, and redoing that (a rename of a name now gone) does nothing.
+#[test]
+fn an_unlink_that_took_effect_but_failed_then_a_failed_sync_never_lets_applied_claim_it_durable() {
+    // Given: a durable persisted offset over an old history, then a restart
+    // (recovery notes every loaded offset file as created).
+    let sim = linux_sim(11);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+    engine.create_stream(None, STREAM).unwrap();
+    let options = TopicOptions {
+        durability: Durability::Persisted,
+        consumer_offset_durability: Durability::Persisted,
+        ..TopicOptions::default()
+    };
+    engine
+        .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
+        .unwrap();
+    send(&mut engine, &["old-0", "old-1", "old-2"]);
+    engine
+        .store_offset(&s(), &t(), 1, Consumer::consumer(1), 1)
+        .unwrap();
+    make_everything_durable(&sim);
+    drop(engine);
+    sim.crash(Crash::Process);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+
+    // When: the purge's unlink of the offset file takes effect but returns
+    // an error, and then the sync of `consumers/` fails (Linux drops the
+    // unlink); cleanup retries until it is done.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::RemoveFile).path_ends_with("/consumers/1"),
+        Fault::io(FaultMode::After),
+        0,
+        1,
+    );
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/consumers"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile_until_idle(10);
+
+    // Then: `Applied`, and no dead file is durable.
+    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    assert!(ob.is_applied(), "{ob:?}");
+    assert_eq!(
+        durable_dead_files(&sim),
+        Vec::<String>::new(),
+        "Applied while a removal was not durable"
+    );
+    // And: after a power loss the old offset is not back, and the fresh
+    // history is read from its start.
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    let mut recovered = open(&sim, PurgeMode::Obligation);
+    recovered.reconcile_until_idle(10);
+    send(&mut recovered, &["new-0"]);
+    assert_eq!(
+        poll_next(&mut recovered, Consumer::consumer(1)),
+        vec![(0, "new-0".to_string())]
+    );
+}
+
+/// Issue 15: names carried from attempts whose intermediate directory sync
+/// failed stay in `removed`; if each such attempt added a round of up to 512
+/// names, a few failures would outgrow the obligation's 64 KiB slot and every
+/// later write of it would fail, so cleanup would never finish.
+#[test]
+fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
+    // Given: 1,000 dead segments (2,000 names, four rounds), all durable.
+    let sim = linux_sim(13);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+    engine.create_stream(None, STREAM).unwrap();
+    let options = TopicOptions {
+        durability: Durability::Buffered,
+        consumer_offset_durability: Durability::Buffered,
+        segment_size: 1,
+        ..TopicOptions::default()
+    };
+    engine
+        .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
+        .unwrap();
+    for i in 0..1000 {
+        send_one(&mut engine, 1, &format!("old-{i}"));
+    }
+    make_everything_durable(&sim);
+
+    // When: the purge's first two intermediate syncs of `segments/` fail,
+    // then every operation succeeds and cleanup retries until it is done.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        2,
+    );
+    engine.purge_topic(&s(), &t()).unwrap();
+    let mut largest = 0;
+    for _ in 0..20 {
+        engine.reconcile_until_idle(1);
+        let ob = engine.partition(KEY).unwrap().obligation().unwrap();
+        largest = largest.max(ob.removed().values().map(|n| n.len()).sum::<usize>());
+        if ob.is_applied() {
+            break;
+        }
+    }
+
+    // Then: cleanup reached `Applied` with every dead file's removal durable,
+    // and the recorded names never exceeded one round.
+    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    assert!(ob.is_applied(), "stuck: {:?}", ob.last_error());
+    assert!(largest <= 512, "removed held {largest} names");
+    assert_eq!(durable_dead_files(&sim), Vec::<String>::new());
+}

@@ -68,7 +68,12 @@ pub fn sim_paths() -> PartitionPaths {
 /// depend on how the engine creates a missing data directory (that has its
 /// own tests: `engine_durability::a_data_dir_the_engine_created_*`).
 pub fn new_sim() -> SimStorage {
-    let sim = SimStorage::with_seed(7);
+    new_sim_seeded(7)
+}
+
+/// As `new_sim`, with another seed for the simulator's torn-write lengths.
+pub fn new_sim_seeded(seed: u64) -> SimStorage {
+    let sim = SimStorage::with_seed(seed);
     sim.create_dir_all(Path::new(DATA_DIR)).unwrap();
     sim.sync_dir(Path::new("/")).unwrap();
     sim
@@ -191,7 +196,12 @@ pub fn setup_partitions(engine: &mut Engine, options: TopicOptions, partitions: 
 
 /// A simulator with the default subject created under `options`.
 pub fn sim_with(options: TopicOptions) -> (SimStorage, Engine) {
-    let sim = new_sim();
+    sim_seeded_with(7, options)
+}
+
+/// As `sim_with`, on a simulator seeded with `seed`.
+pub fn sim_seeded_with(seed: u64, options: TopicOptions) -> (SimStorage, Engine) {
+    let sim = new_sim_seeded(seed);
     let mut engine = sim_engine(&sim);
     setup(&mut engine, options);
     (sim, engine)

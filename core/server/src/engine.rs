@@ -818,7 +818,7 @@ impl Engine {
         let (s, t) = self.resolve_topic(stream, topic)?;
         let tm = self.meta.streams[&s].topics[&t].clone();
         let have = tm.partitions.len() as u32;
-        if count == 0 || have + count > MAX_PARTITIONS {
+        if count == 0 || have.checked_add(count).is_none_or(|n| n > MAX_PARTITIONS) {
             return Err(EngineError::Invalid {
                 what: "partitions_count",
                 reason: format!(
