@@ -1022,7 +1022,11 @@ fn a_failed_offset_store_then_a_torn_one_never_loses_the_acknowledged_offset() {
     for seed in 1..=40 {
         for first in write_or_sync_faults() {
             for second in write_or_sync_faults() {
-                for crash in [Crash::Process, Crash::PowerLoss, Crash::PowerLossPartial { seed }] {
+                for crash in [
+                    Crash::Process,
+                    Crash::PowerLoss,
+                    Crash::PowerLossPartial { seed },
+                ] {
                     check_two_failed_stores(seed, first, second, crash);
                 }
             }
@@ -1096,7 +1100,11 @@ fn a_failed_offset_store_then_an_acknowledged_one_survives_power_loss() {
             let (mut engine, _) = crash_and_reopen(engine, &sim, crash);
 
             // Then: 4 is served.
-            assert_eq!(stored_offset(&mut engine, c), Some(4), "{first:?} {crash:?}");
+            assert_eq!(
+                stored_offset(&mut engine, c),
+                Some(4),
+                "{first:?} {crash:?}"
+            );
         }
     }
 }

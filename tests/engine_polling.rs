@@ -556,7 +556,13 @@ fn creating_partitions_near_u32_max_is_a_typed_error_and_changes_nothing() {
             "{err:?}"
         );
     }
-    assert_eq!(engine.create_partitions(&stream(), &topic(), 1).unwrap().len(), 1);
+    assert_eq!(
+        engine
+            .create_partitions(&stream(), &topic(), 1)
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -580,8 +586,13 @@ fn next_over_an_offset_file_holding_u64_max_is_a_typed_error_and_sends_stay_safe
     let (mut engine, _) = reopen(&sim);
 
     // When: consumer 1 polls `Next`. Then: a typed error, no panic, no wrap to 0.
-    let err = try_poll(&mut engine, Consumer::consumer(1), PollingStrategy::Next, 10)
-        .unwrap_err();
+    let err = try_poll(
+        &mut engine,
+        Consumer::consumer(1),
+        PollingStrategy::Next,
+        10,
+    )
+    .unwrap_err();
     assert!(
         matches!(
             err,

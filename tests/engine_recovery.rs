@@ -709,7 +709,12 @@ fn next_never_skips_messages_sent_after_a_power_loss_took_the_ones_a_stored_offs
     assert_eq!(payloads_of(&next), ["m5", "m6", "m7", "m8", "m9"]);
     assert_eq!(offsets_of(&next), [5, 6, 7, 8, 9]);
     // And: a consumer with no offset reads them from the start.
-    let fresh = poll(&mut engine, Consumer::consumer(2), PollingStrategy::Next, 100);
+    let fresh = poll(
+        &mut engine,
+        Consumer::consumer(2),
+        PollingStrategy::Next,
+        100,
+    );
     assert_eq!(payloads_of(&fresh), ["m5", "m6", "m7", "m8", "m9"]);
 }
 

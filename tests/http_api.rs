@@ -535,7 +535,9 @@ async fn given_an_offset_file_holding_u64_max_when_polling_next_then_a_400_iggy_
     let api = Api::login(&server).await;
     api.create_stream_and_topic("orders", "events", 1).await;
     assert_eq!(api.send_to("orders", "events", &["keep"]).await.status, 201);
-    let partition = api.poll("orders", "events", "consumer_id=3&kind=first&count=1").await;
+    let partition = api
+        .poll("orders", "events", "consumer_id=3&kind=first&count=1")
+        .await;
     assert_eq!(partition.len(), 1);
     let r = api
         .put(
@@ -566,7 +568,8 @@ async fn given_an_offset_file_holding_u64_max_when_polling_next_then_a_400_iggy_
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(reply.error_code(), "invalid_offset");
     assert_eq!(
-        api.poll("orders", "events", "consumer_id=1&kind=first&count=10").await,
+        api.poll("orders", "events", "consumer_id=1&kind=first&count=10")
+            .await,
         vec![(0, "keep".to_string())]
     );
     server.shutdown().await.unwrap();

@@ -462,14 +462,15 @@ fn step() -> BoxedStrategy<Step> {
         (STEP_WEIGHTS[11], Just(Step::Settle).boxed()),
     ];
     if metadata_faults() {
-        let metadata = (fault_op(), errno(), 0..=1u8, when()).prop_map(|(op, errno, skip, when)| {
-            Step::InjectMetadata {
-                op,
-                errno,
-                skip,
-                when,
-            }
-        });
+        let metadata =
+            (fault_op(), errno(), 0..=1u8, when()).prop_map(|(op, errno, skip, when)| {
+                Step::InjectMetadata {
+                    op,
+                    errno,
+                    skip,
+                    when,
+                }
+            });
         options.push((2, metadata.boxed()));
     }
     prop::strategy::Union::new_weighted(options).boxed()
@@ -547,6 +548,25 @@ struct PartModel {
 impl PartModel {
     fn next_offset(&self) -> u64 {
         self.entries.last().map_or(0, |e| e.offset + 1)
+    }
+
+    /// The highest offset the log may continue after: recovery continues past
+    /// a stored offset beyond the recovered end (ADR 0010), so a send may
+    /// start anywhere up to one past the highest offset value any consumer or
+    /// the group stored (or tried to) in this generation.
+    fn continue_ceiling(&self) -> u64 {
+        let stored = self
+            .offsets
+            .values()
+            .flat_map(|o| {
+                o.history
+                    .iter()
+                    .copied()
+                    .chain(o.observed)
+                    .chain(o.maybe.iter().copied().flatten())
+            })
+            .max();
+        stored.map_or(0, |h| h + 1).max(self.next_offset())
     }
 
     fn reset(&mut self, generation: u64) {
@@ -1040,7 +1060,8 @@ impl World {
             })
             .collect();
         m.sent += u64::from(n);
-        let base = m.next_offset();
+        let mut base = m.next_offset();
+        let ceiling = m.continue_ceiling();
         let batch = payloads
             .iter()
             .map(|x| NewMessage::new(x.as_bytes().to_vec()))
@@ -1052,6 +1073,9 @@ impl World {
         let m = &mut self.model[p];
         match r {
             Ok(sent) => {
+                if sent.base_offset > base && sent.base_offset <= ceiling {
+                    base = sent.base_offset;
+                }
                 if sent.base_offset != base || sent.count != u64::from(n) {
                     return fail(format!(
                         "partition {}: send acknowledged at {}+{}, expected {base}+{n}",
@@ -1086,6 +1110,13 @@ impl World {
                         "partition {}: a failed send ({e}) changed the served history to {served:?}",
                         PARTITIONS[p]
                     ));
+                }
+                // The log may have continued past a stored offset (ADR 0010).
+                if let Some(first) = tail.first().map(|a| a.0)
+                    && first > base
+                    && first <= ceiling
+                {
+                    base = first;
                 }
                 if tail.is_empty() {
                     m.unserved.push(payloads);

@@ -79,6 +79,11 @@ fn append_workload_has_no_violation_at_any_explored_crash_point() {
 }
 
 #[test]
+fn offset_slots_workload_has_no_violation_at_any_explored_crash_point() {
+    assert_clean(Workload::OffsetSlots);
+}
+
+#[test]
 fn the_explorer_finds_the_iggy_bug_in_the_naive_purge() {
     // Given: the purge workload on Apache Iggy's purge order.
     let bounds = Bounds {

@@ -12,7 +12,7 @@
 
 use sluice_server::PurgeMode;
 use sluice_server::teeth::{self, Mechanism};
-use sluice_sim::explore::{Bounds, TwoFaults, explore};
+use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
@@ -20,20 +20,57 @@ use sluice_sim::workload::Workload;
 #[derive(Debug, Clone, Copy)]
 enum Catcher {
     /// The explorer on one workload, at the given stride, with or without the
-    /// two-fault phase (CI-sized).
+    /// two-fault phase, stopping at the first violation.
     Explore {
         workload: Workload,
         stride: u64,
         two_faults: Option<TwoFaults>,
     },
-    /// `sluice sim run` on seeds `first..=last` with `steps` steps.
-    Runs { first: u64, last: u64, steps: u32 },
+    /// `sluice sim run` on seeds `first..=last` with `steps` steps, at the
+    /// default fault rates (`harsh: false`) or at [`harsh`] ones, stopping at
+    /// the first seed with a violation.
+    Runs {
+        first: u64,
+        last: u64,
+        steps: u32,
+        /// 0: default rates; 1, 2: [`harsh`] ones.
+        harsh: u32,
+    },
+}
+
+/// Fault rates several times the defaults: more faults per schedule, so a
+/// mechanism that only matters after two or three faults meets them sooner.
+fn harsh(level: u32) -> Rates {
+    if level >= 2 {
+        // Syncs and truncates fail often, crashes are frequent: the
+        // recovered-tail gap needs a failed sync, a failed clean-up
+        // truncate, a crash, another failed sync and a power loss.
+        return Rates {
+            sync_ppm: 200_000,
+            write_ppm: 20_000,
+            unlink_ppm: 20_000,
+            truncate_ppm: 400_000,
+            rename_ppm: 10_000,
+            open_ppm: 2_000,
+            crash_ppm: 150_000,
+        };
+    }
+    Rates {
+        sync_ppm: 80_000,
+        write_ppm: 40_000,
+        unlink_ppm: 60_000,
+        truncate_ppm: 100_000,
+        rename_ppm: 30_000,
+        open_ppm: 5_000,
+        crash_ppm: 80_000,
+    }
 }
 
 /// Runs `catcher` with `mechanism` off; the first violation, as a printable
-/// line with its reproducer.
+/// line with its reproducer, after checking that the same case or seed has
+/// no violation with the mechanism on (so the violation is the switch's).
 fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
-    let _off = teeth::disable(mechanism);
+    let off = teeth::disable(mechanism);
     match catcher {
         Catcher::Explore {
             workload,
@@ -49,9 +86,18 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
                 stop_at_first: true,
             };
             let report = explore(workload, &bounds, |_| {}).unwrap();
+            drop(off);
             report.violations.first().map(|v| {
+                let case = Case::parse(&v.case).unwrap();
+                let (control, _) = run_case(workload, &case, PurgeMode::Obligation).unwrap();
+                assert!(
+                    control.is_empty(),
+                    "case {} fails with {} on too: {control:?}",
+                    v.case,
+                    mechanism.as_str()
+                );
                 format!(
-                    "({}) {} [{}]: {} ({} of {} states violated)\n  reproduce: {}",
+                    "({}) {} [{}]: {} ({} violations in {} states)\n  reproduce: {}",
                     v.property,
                     v.case,
                     v.partition,
@@ -62,46 +108,88 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
                 )
             })
         }
-        Catcher::Runs { first, last, steps } => (first..=last).find_map(|seed| {
-            let r = run(seed, steps, Rates::default()).unwrap();
+        Catcher::Runs {
+            first,
+            last,
+            steps,
+            harsh: h,
+        } => (first..=last).find_map(|seed| {
+            let rates = if h > 0 { harsh(h) } else { Rates::default() };
+            let r = run(seed, steps, rates).unwrap();
             r.violations.first().map(|(step, v)| {
+                let on = {
+                    let _on = teeth::enable_all();
+                    run(seed, steps, rates).unwrap()
+                };
+                assert!(
+                    on.violations.is_empty(),
+                    "seed {seed} fails with {} on too: {:?}",
+                    mechanism.as_str(),
+                    on.violations.first()
+                );
                 format!(
-                    "seed {seed} step {step}: ({}) [{}] {}\n  reproduce: sluice sim run --seed {seed} --steps {steps}",
-                    v.property, v.partition, v.detail
+                    "seed {seed} step {step} ({} violations): ({}) [{}] {}",
+                    r.violations.len(),
+                    v.property,
+                    v.partition,
+                    v.detail
                 )
             })
         }),
     }
 }
 
-fn assert_caught(mechanism: Mechanism, catcher: Catcher) {
-    // Given: the mechanism off (this thread only). When: the catcher runs.
-    let found = first_violation(mechanism, catcher);
-    // Then: it reports a violation.
-    match found {
-        Some(line) => println!("{} off -> caught by {catcher:?}:\n{line}", mechanism.as_str()),
-        None => panic!(
-            "{} turned off, but {catcher:?} reports no violation: the checks have no teeth for it",
-            mechanism.as_str()
-        ),
+/// Tries each catcher in turn until one reports a violation.
+fn assert_caught(mechanism: Mechanism, catchers: &[Catcher]) {
+    // Given: the mechanism off (this thread only). When: the catchers run.
+    for catcher in catchers {
+        if let Some(line) = first_violation(mechanism, *catcher) {
+            // Then: one of them reports a violation.
+            println!(
+                "{} off -> caught by {catcher:?}:\n{line}",
+                mechanism.as_str()
+            );
+            return;
+        }
+        println!("{} off -> not caught by {catcher:?}", mechanism.as_str());
     }
+    panic!(
+        "{} turned off, but no check reports a violation ({catchers:?}): the checks have no teeth for it",
+        mechanism.as_str()
+    );
 }
 
-const CI_TWO_FAULTS: TwoFaults = TwoFaults {
-    first_stride: 3,
-    window: 12,
-    second_stride: 2,
+/// The random-run catcher: the first failing seed of a bounded range.
+const RUNS: Catcher = Catcher::Runs {
+    first: 1,
+    last: 200,
+    steps: 300,
+    harsh: 1,
 };
+
+/// The explorer's two-fault phase on one workload, the main phase reduced to
+/// its first operation.
+const fn two_faults(workload: Workload) -> Catcher {
+    Catcher::Explore {
+        workload,
+        stride: 1_000,
+        two_faults: Some(TwoFaults {
+            first_stride: 1,
+            window: 12,
+            second_stride: 1,
+        }),
+    }
+}
 
 #[test]
 fn without_the_redo_of_dropped_removals_a_check_fails() {
     assert_caught(
         Mechanism::RedoDroppedRemovals,
-        Catcher::Explore {
+        &[Catcher::Explore {
             workload: Workload::Purge,
             stride: 1,
-            two_faults: Some(CI_TWO_FAULTS),
-        },
+            two_faults: None,
+        }],
     );
 }
 
@@ -109,11 +197,11 @@ fn without_the_redo_of_dropped_removals_a_check_fails() {
 fn without_generation_filtering_at_recovery_a_check_fails() {
     assert_caught(
         Mechanism::GenerationFilter,
-        Catcher::Explore {
+        &[Catcher::Explore {
             workload: Workload::Purge,
             stride: 5,
             two_faults: None,
-        },
+        }],
     );
 }
 
@@ -121,35 +209,28 @@ fn without_generation_filtering_at_recovery_a_check_fails() {
 fn without_persisting_the_plan_before_unlinking_a_check_fails() {
     assert_caught(
         Mechanism::PersistPlanBeforeUnlink,
-        Catcher::Explore {
-            workload: Workload::Purge,
-            stride: 1,
-            two_faults: Some(CI_TWO_FAULTS),
-        },
+        &[two_faults(Workload::Purge), RUNS],
     );
 }
 
 #[test]
 fn without_replacing_dead_offset_files_a_check_fails() {
-    assert_caught(
-        Mechanism::ReplaceDeadOffsetFile,
-        Catcher::Explore {
-            workload: Workload::Offsets,
-            stride: 1,
-            two_faults: Some(CI_TWO_FAULTS),
-        },
-    );
+    assert_caught(Mechanism::ReplaceDeadOffsetFile, &[RUNS]);
 }
 
 #[test]
 fn without_re_dirtying_the_recovered_tail_a_check_fails() {
     assert_caught(
         Mechanism::RedirtyRecoveredTail,
-        Catcher::Explore {
-            workload: Workload::Append,
-            stride: 1,
-            two_faults: Some(CI_TWO_FAULTS),
-        },
+        &[
+            RUNS,
+            Catcher::Runs {
+                first: 1,
+                last: 300,
+                steps: 300,
+                harsh: 2,
+            },
+        ],
     );
 }
 
@@ -157,10 +238,6 @@ fn without_re_dirtying_the_recovered_tail_a_check_fails() {
 fn without_the_offset_slot_sequence_rule_a_check_fails() {
     assert_caught(
         Mechanism::OffsetSlotSequence,
-        Catcher::Explore {
-            workload: Workload::Offsets,
-            stride: 1,
-            two_faults: Some(CI_TWO_FAULTS),
-        },
+        &[two_faults(Workload::OffsetSlots), RUNS],
     );
 }

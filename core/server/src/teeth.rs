@@ -90,6 +90,14 @@ pub fn disable(mechanism: Mechanism) -> Disabled {
     Disabled { before }
 }
 
+/// Turns every mechanism on on this thread until the guard is dropped (a
+/// control run in the middle of a teeth test).
+#[cfg(feature = "teeth")]
+pub fn enable_all() -> Disabled {
+    let before = DISABLED.with(|d| d.replace(0));
+    Disabled { before }
+}
+
 /// Restores the switches as they were when dropped.
 #[cfg(feature = "teeth")]
 #[derive(Debug)]

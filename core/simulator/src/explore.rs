@@ -176,11 +176,14 @@ pub struct Bounds {
     pub stop_at_first: bool,
 }
 
-/// The two-fault phase: a first fault (every mode) at every `first_stride`-th
-/// index of the window, then at every `second_stride`-th later index `j` up to
-/// `window` operations after it (0: to the end of the window), either a
-/// second fault (every mode; the workload then finishes and the process
-/// crashes or the power is cut) or a crash right after `j` (process or power).
+/// The two-fault phase: a first fault (every mode, or none) at every
+/// `first_stride`-th index of the window, then at every `second_stride`-th
+/// later index `j` up to `window` operations after it (0: to the end of the
+/// window), either a second fault (every mode; the workload then finishes and
+/// the process crashes or the power is cut) or a crash right after `j`
+/// (process or power). And: the first fault (or none) with a process crash
+/// right after it, then a second fault (every mode) at each of the first
+/// `window` operations of recovery and the first reconciler pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TwoFaults {
     pub first_stride: u64,
@@ -264,6 +267,13 @@ pub fn run_case(
     world.crash(case.crash);
     world.sim.clear_faults();
     let recovery_start = world.sim.op_count();
+    // A second fault past the crash strikes during recovery or the first
+    // reconciler pass (trace indices go on counting across the crash).
+    if let Some((j, mode)) = case.second_fault
+        && j >= recovery_start
+    {
+        world.sim.fail_at(j, mode);
+    }
     if let Some(second) = case.second {
         world.sim.halt_after(Some(second));
     }
@@ -411,9 +421,16 @@ pub fn explore(
                     if bounds.stop_at_first && !report.violations.is_empty() {
                         return Ok(report);
                     }
-                    two_fault_cases(workload, bounds, &two, policy, semantics, index, end, |p, c, v| {
-                        record(&mut report, p, c, v)
-                    })?;
+                    two_fault_cases(
+                        workload,
+                        bounds,
+                        &two,
+                        policy,
+                        semantics,
+                        index,
+                        end,
+                        |p, c, v| record(&mut report, p, c, v),
+                    )?;
                     progress(report.states_explored);
                     index += two.first_stride.max(1);
                 }
@@ -440,6 +457,42 @@ fn two_fault_cases(
     } else {
         end.min(index + 1 + two.window)
     };
+    // A crash right after `index`, then a fault in recovery.
+    for first in [
+        None,
+        Some(FaultMode::Before),
+        Some(FaultMode::After),
+        Some(FaultMode::TornWrite),
+    ] {
+        let base = Case {
+            policy,
+            semantics,
+            index,
+            fault: first,
+            crash: Crash::Process,
+            continue_ops: 0,
+            second: None,
+            second_fault: None,
+        };
+        let (_, (r0, r1)) = run_case(workload, &base, bounds.purge_mode)?;
+        let stop = if two.window == 0 {
+            r1
+        } else {
+            r1.min(r0 + two.window)
+        };
+        let mut j = r0;
+        while j < stop {
+            for second in FaultMode::ALL {
+                let case = Case {
+                    second_fault: Some((j, second)),
+                    ..base
+                };
+                let (vs, _) = run_case(workload, &case, bounds.purge_mode)?;
+                record("fault_in_recovery", &case, vs);
+            }
+            j += two.second_stride.max(1);
+        }
+    }
     for first in FaultMode::ALL {
         let mut j = index + 1;
         while j < last {

@@ -123,7 +123,12 @@ pub struct OffsetRecovery {
 
 /// A slot write's outcome as one result: an encoding failure is a bug
 /// (a record always fits its 64-byte slot).
-fn encoded(written: std::result::Result<std::result::Result<(), crate::frame::FrameError>, sluice_storage::StorageError>) -> Result<()> {
+fn encoded(
+    written: std::result::Result<
+        std::result::Result<(), crate::frame::FrameError>,
+        sluice_storage::StorageError,
+    >,
+) -> Result<()> {
     match written {
         Ok(encoded) => encoded.map_err(|e| EngineError::Internal(e.to_string())),
         Err(e) => Err(e.into()),
