@@ -33,6 +33,14 @@ const CI_TWO_FAULTS: TwoFaults = TwoFaults {
 
 fn assert_clean(workload: Workload) {
     let report = explore(workload, &ci_bounds(PurgeMode::Obligation), |_| {}).unwrap();
+    // The figures docs/simulation.md quotes (`-- --nocapture` shows them).
+    println!(
+        "{}: {} states, {:?}, {} violations",
+        workload.name(),
+        report.states_explored,
+        report.by_phase,
+        report.violations.len()
+    );
     assert!(
         report.states_explored > 500,
         "{} explored only {}",

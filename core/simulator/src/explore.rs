@@ -298,6 +298,16 @@ pub fn run_case(
             return Ok((violations, (recovery_start, recovery_end)));
         }
     } else {
+        let fault_in_recovery = case.second_fault.is_some_and(|(j, _)| j >= recovery_start);
+        let opened = match opened {
+            // Recovery hit the injected fault: start again, as an operator
+            // would (the fault is used up).
+            Err(_) if fault_in_recovery => {
+                world.crash(Crash::Process);
+                world.open()
+            }
+            other => other,
+        };
         if let Err(e) = opened {
             violations.push(Violation {
                 property: 'f',

@@ -286,10 +286,21 @@ impl Oracle {
                 )),
             }
         }
+        // ADR 0010: after a loss the log may continue past the highest stored
+        // offset, so a jump to at most one past it (a failed send's message
+        // may be the first after it) is the rule, not a skip.
+        let continue_at = p
+            .offsets
+            .values()
+            .flat_map(|h| h.acked.iter().chain(h.maybe.iter()).flatten())
+            .max()
+            .map(|h| h + 1);
         if !lossy {
             let mut expected = 0u64;
             for (i, (offset, _)) in seen.history.iter().enumerate() {
-                if *offset != expected && !p.accepted_holes.contains(offset) {
+                let continued =
+                    p.power_lost && *offset > expected && continue_at.is_some_and(|c| *offset <= c);
+                if *offset != expected && !p.accepted_holes.contains(offset) && !continued {
                     out.push(v(
                         'a',
                         format!(
