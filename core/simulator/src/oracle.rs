@@ -55,9 +55,9 @@ pub struct PartitionModel {
     /// A write was acknowledged after the in-doubt purge: the engine told a
     /// client the old generation is current, so that purge must not land.
     acked_since_doubt: bool,
-    /// A power loss happened in this generation: after one the log may skip
-    /// offsets so none is reused (ADR 0010), so an acknowledged send may
-    /// start past the end of the history.
+    /// A crash (of any kind) happened in this generation: recovery may then
+    /// continue the log past a stored offset so none is reused (ADR 0010),
+    /// so the history may jump.
     power_lost: bool,
 }
 
@@ -198,6 +198,9 @@ impl Oracle {
 
     /// A crash happened.
     pub fn crashed(&mut self, power_loss: bool) {
+        for p in self.partitions.values_mut() {
+            p.power_lost = true;
+        }
         if power_loss {
             for p in self.partitions.values_mut() {
                 p.lossy_messages = true;
