@@ -13,8 +13,9 @@
 //! batch or two rolls a segment). Steps (`Step`): send a batch, store an
 //! offset (consumers 1..=3 or the group) at a served offset, delete an offset,
 //! poll `Next` with auto-commit, purge a partition, purge the topic, inject a
-//! fault (`fail_when`, mode `Before`, EIO or ENOSPC, on the next directory
-//! sync, unlink or file sync in one of a partition's directories), process
+//! fault (`fail_when`, before, after or torn, EIO or ENOSPC, on the next
+//! directory sync, unlink, file sync, write, append, truncate, rename or open
+//! in one of a partition's directories; several per schedule), process
 //! crash or power loss (full or partial) and reopen, reconciler tick, and
 //! settle (faults stop for a while: clear them, `reconcile_until_idle`).
 //!
@@ -229,6 +230,8 @@ pub enum FaultOp {
     Write,
     Truncate,
     Rename,
+    Append,
+    Open,
 }
 
 impl FaultOp {
@@ -240,6 +243,8 @@ impl FaultOp {
             FaultOp::Write => OpKind::Write,
             FaultOp::Truncate => OpKind::Truncate,
             FaultOp::Rename => OpKind::Rename,
+            FaultOp::Append => OpKind::Append,
+            FaultOp::Open => OpKind::Open,
         }
     }
 }
@@ -248,6 +253,17 @@ impl FaultOp {
 pub enum Errno {
     Io,
     NoSpace,
+}
+
+/// When an injected fault strikes relative to the call's effect (ADR 0002 §2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// No effect, then the error.
+    Before,
+    /// Full effect, then the error.
+    After,
+    /// A seeded prefix of a write lands, then the error (`Before` for other calls).
+    Torn,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,13 +319,14 @@ pub enum Step {
         part: usize,
     },
     PurgeTopic,
-    /// Fails (mode `Before`) the matching call after `skip` matching ones.
+    /// Fails (before, after or torn) the matching call after `skip` matching ones.
     Inject {
         part: usize,
         dir: Dir,
         op: FaultOp,
         errno: Errno,
         skip: u8,
+        when: When,
     },
     /// Fails the matching call on the metadata file or the data directory
     /// (so a purge's commit can fail after its rename: a purge in doubt).
@@ -318,6 +335,7 @@ pub enum Step {
         op: FaultOp,
         errno: Errno,
         skip: u8,
+        when: When,
     },
     CrashRestart(CrashKind),
     Tick {
@@ -374,7 +392,13 @@ fn fault_op() -> impl Strategy<Value = FaultOp> {
         FaultOp::Write,
         FaultOp::Truncate,
         FaultOp::Rename,
+        FaultOp::Append,
+        FaultOp::Open,
     ])
+}
+
+fn when() -> impl Strategy<Value = When> {
+    prop::sample::select(vec![When::Before, When::Before, When::After, When::Torn])
 }
 
 fn step() -> BoxedStrategy<Step> {
@@ -403,13 +427,15 @@ fn step() -> BoxedStrategy<Step> {
         fault_op(),
         errno(),
         prop::sample::select(vec![0u8, 0, 1]),
+        when(),
     )
-        .prop_map(|(part, dir, op, errno, skip)| Step::Inject {
+        .prop_map(|(part, dir, op, errno, skip, when)| Step::Inject {
             part,
             dir,
             op,
             errno,
             skip,
+            when,
         });
     let partial =
         any::<u64>().prop_map(|seed| Step::CrashRestart(CrashKind::PowerLossPartial { seed }));
@@ -436,8 +462,15 @@ fn step() -> BoxedStrategy<Step> {
         (STEP_WEIGHTS[11], Just(Step::Settle).boxed()),
     ];
     if metadata_faults() {
-        let metadata = (fault_op(), errno(), 0..=1u8)
-            .prop_map(|(op, errno, skip)| Step::InjectMetadata { op, errno, skip });
+        let metadata =
+            (fault_op(), errno(), 0..=1u8, when()).prop_map(|(op, errno, skip, when)| {
+                Step::InjectMetadata {
+                    op,
+                    errno,
+                    skip,
+                    when,
+                }
+            });
         options.push((2, metadata.boxed()));
     }
     prop::strategy::Union::new_weighted(options).boxed()
@@ -521,6 +554,25 @@ impl PartModel {
             .last()
             .map_or(0, |e| e.offset + 1)
             .max(self.floor)
+    }
+
+    /// The highest offset the log may continue after: recovery continues past
+    /// a stored offset beyond the recovered end (ADR 0010), so a send may
+    /// start anywhere up to one past the highest offset value any consumer or
+    /// the group stored (or tried to) in this generation.
+    fn continue_ceiling(&self) -> u64 {
+        let stored = self
+            .offsets
+            .values()
+            .flat_map(|o| {
+                o.history
+                    .iter()
+                    .copied()
+                    .chain(o.observed)
+                    .chain(o.maybe.iter().copied().flatten())
+            })
+            .max();
+        stored.map_or(0, |h| h + 1).max(self.next_offset())
     }
 
     fn reset(&mut self, generation: u64) {
@@ -611,10 +663,15 @@ fn refused(e: &EngineError) -> bool {
     matches!(e, EngineError::Unavailable(_))
 }
 
-fn fault(errno: Errno) -> Fault {
+fn fault(errno: Errno, when: When) -> Fault {
+    let mode = match when {
+        When::Before => FaultMode::Before,
+        When::After => FaultMode::After,
+        When::Torn => FaultMode::TornWrite,
+    };
     match errno {
-        Errno::Io => Fault::io(FaultMode::Before),
-        Errno::NoSpace => Fault::no_space(FaultMode::Before),
+        Errno::Io => Fault::io(mode),
+        Errno::NoSpace => Fault::no_space(mode),
     }
 }
 
@@ -625,6 +682,9 @@ impl World {
             sync_failure: case.semantics,
             capacity: None,
         });
+        // Linux may evict the pages of a failed writeback (ADR 0002 §2.4): the
+        // same share of failed file syncs does as in the simulator's worlds.
+        sim.set_eviction_after_failed_sync(sluice_sim::world::EVICTION_PPM);
         // The data directory exists durably, as an operator's `mkdir -p` leaves it.
         sim.create_dir_all(Path::new(DATA)).unwrap();
         sim.sync_dir(Path::new("/")).unwrap();
@@ -943,6 +1003,7 @@ impl World {
                 op,
                 errno,
                 skip,
+                when,
             } => {
                 let root = partition_dir(PARTITIONS[p]);
                 let sub = match dir {
@@ -964,16 +1025,21 @@ impl World {
                     (_, _) => OpMatcher::kind(op.kind()).path_contains(format!("{root}{sub}/")),
                 };
                 self.sim
-                    .fail_when(matcher, fault(errno), u32::from(skip), 1);
+                    .fail_when(matcher, fault(errno, when), u32::from(skip), 1);
                 Ok(())
             }
-            Step::InjectMetadata { op, errno, skip } => {
+            Step::InjectMetadata {
+                op,
+                errno,
+                skip,
+                when,
+            } => {
                 let matcher = match op {
                     FaultOp::SyncDir => OpMatcher::kind(OpKind::SyncDir).path_ends_with(DATA),
                     _ => OpMatcher::kind(op.kind()).path_ends_with(format!("{DATA}/metadata.tmp")),
                 };
                 self.sim
-                    .fail_when(matcher, fault(errno), u32::from(skip), 1);
+                    .fail_when(matcher, fault(errno, when), u32::from(skip), 1);
                 Ok(())
             }
             Step::Settle => self.settle(),
@@ -1001,7 +1067,8 @@ impl World {
             })
             .collect();
         m.sent += u64::from(n);
-        let base = m.next_offset();
+        let mut base = m.next_offset();
+        let ceiling = m.continue_ceiling();
         let batch = payloads
             .iter()
             .map(|x| NewMessage::new(x.as_bytes().to_vec()))
@@ -1013,6 +1080,9 @@ impl World {
         let m = &mut self.model[p];
         match r {
             Ok(sent) => {
+                if sent.base_offset > base && sent.base_offset <= ceiling {
+                    base = sent.base_offset;
+                }
                 if sent.base_offset != base || sent.count != u64::from(n) {
                     return fail(format!(
                         "partition {}: send acknowledged at {}+{}, expected {base}+{n}",
@@ -1047,6 +1117,13 @@ impl World {
                         "partition {}: a failed send ({e}) changed the served history to {served:?}",
                         PARTITIONS[p]
                     ));
+                }
+                // The log may have continued past a stored offset (ADR 0010).
+                if let Some(first) = tail.first().map(|a| a.0)
+                    && first > base
+                    && first <= ceiling
+                {
+                    base = first;
                 }
                 if tail.is_empty() {
                     m.unserved.push(payloads);
@@ -1629,7 +1706,7 @@ proptest! {
 mod findings {
     use super::{
         Case, CrashKind::*, Dir::*, Durability::*, Errno::*, FaultOp::*, SegmentSize::*, Step::*,
-        SyncFailureSemantics::*, Who::*, run_case_without_probes,
+        SyncFailureSemantics::*, When::*, Who::*, run_case_without_probes,
     };
 
     fn replay(case: Case) {
@@ -1656,7 +1733,7 @@ mod findings {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: G1, pick: 0 },
-            Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0, when: Before },
             Delete { part: 0, who: G1 },
             PurgePartition { part: 0 },
         ] });
@@ -1678,7 +1755,7 @@ mod findings {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: G1, pick: 0 },
-            Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0, when: Before },
             Delete { part: 0, who: G1 },
             CrashRestart(Process),
             PurgePartition { part: 0 },
@@ -1706,10 +1783,10 @@ mod findings {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C2, pick: 0 },
-            Inject { part: 0, dir: Segments, op: RemoveFile, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Segments, op: RemoveFile, errno: Io, skip: 0, when: Before },
             PurgePartition { part: 0 },
             Send { part: 0, n: 1 },
-            Inject { part: 0, dir: Consumers, op: SyncFile, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Consumers, op: SyncFile, errno: Io, skip: 0, when: Before },
             Store { part: 0, who: C2, pick: 0 },
         ] });
     }
@@ -1731,7 +1808,7 @@ mod findings {
     fn finding_c_unlink_of_an_empty_segment_at_recovery_reaches_applied_with_a_dead_segment_on_disk() {
         replay(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 1, n: 1 },
-            Inject { part: 1, dir: Segments, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 1, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
             CrashRestart(PowerLossPartial { seed: 1 }),
             CrashRestart(Process),
             PurgePartition { part: 1 },
@@ -1754,11 +1831,11 @@ mod findings {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
-            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
             PurgePartition { part: 0 },
-            Inject { part: 0, dir: Consumers, op: RemoveFile, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Consumers, op: RemoveFile, errno: Io, skip: 0, when: Before },
             Tick { advance_ms: 100_000 },
-            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
             Tick { advance_ms: 100_000 },
         ] });
     }
@@ -1774,7 +1851,7 @@ mod findings {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
-            Inject { part: 0, dir: Consumers, op: RemoveFile, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Consumers, op: RemoveFile, errno: Io, skip: 0, when: Before },
             Delete { part: 0, who: C1 },
             Delete { part: 0, who: C1 },
             CrashRestart(Process),
@@ -1796,9 +1873,9 @@ mod findings {
     #[rustfmt::skip]
     fn finding_f_obligation_name_left_by_an_earlier_process_is_never_made_durable() {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
-            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0 },
-            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0 },
-            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
+            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
+            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 1 },
             PurgePartition { part: 0 },
             CrashRestart(Process),
@@ -1822,8 +1899,8 @@ mod findings {
     #[rustfmt::skip]
     fn finding_h_recovery_redoes_only_the_newest_segment_name() {
         replay(Case { policy: Persisted, semantics: Linux, segments: Tiny, probe_seed: 0, steps: vec![
-            Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0 },
-            Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
+            Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 3 },
             Send { part: 0, n: 1 },
             CrashRestart(Process),
@@ -1845,7 +1922,7 @@ mod findings {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
-            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
             Delete { part: 0, who: C1 },
             Delete { part: 0, who: C1 },
             CrashRestart(PowerLoss),
@@ -1863,7 +1940,7 @@ mod findings {
     fn regression_offset_name_recovered_from_an_earlier_process_is_redone() {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
-            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
             Store { part: 0, who: C1, pick: 0 },
             CrashRestart(Process),
             Store { part: 0, who: C1, pick: 0 },
@@ -1882,7 +1959,7 @@ mod findings {
     fn regression_j_batch_whose_sync_failed_is_not_recovered_under_a_later_acknowledged_send() {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
-            Inject { part: 0, dir: Segments, op: SyncFile, errno: Io, skip: 0 },
+            Inject { part: 0, dir: Segments, op: SyncFile, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 1 },
             CrashRestart(Process),
             Send { part: 0, n: 1 },
@@ -1907,9 +1984,9 @@ mod findings {
     fn finding_g_metadata_loaded_from_the_page_cache_is_served_before_it_is_durable() {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
-            InjectMetadata { op: SyncDir, errno: Io, skip: 0 },
-            InjectMetadata { op: RemoveFile, errno: Io, skip: 1 },
-            InjectMetadata { op: RemoveFile, errno: Io, skip: 1 },
+            InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
+            InjectMetadata { op: RemoveFile, errno: Io, skip: 1, when: Before },
+            InjectMetadata { op: RemoveFile, errno: Io, skip: 1, when: Before },
             PurgePartition { part: 0 },
             CrashRestart(Process),
             Send { part: 0, n: 1 },
@@ -1925,8 +2002,8 @@ mod findings {
     #[rustfmt::skip]
     fn regression_k_start_up_that_cannot_save_the_loaded_metadata_refuses_service_until_it_can() {
         replay_with_probes(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
-            InjectMetadata { op: SyncDir, errno: Io, skip: 0 },
-            InjectMetadata { op: SyncDir, errno: Io, skip: 0 },
+            InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
+            InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 1 },
             Send { part: 0, n: 1 },
         ] });
@@ -1946,7 +2023,7 @@ mod findings {
             Send { part: 0, n: 1 },
             PollNext { part: 0, who: C1, count: 1 },
             CrashRestart(Process),
-            Inject { part: 0, dir: Consumers, op: Rename, errno: Io, skip: 1 },
+            Inject { part: 0, dir: Consumers, op: Rename, errno: Io, skip: 1, when: Before },
             Store { part: 0, who: C1, pick: 0 },
             PurgePartition { part: 0 },
             Settle,
@@ -1968,7 +2045,7 @@ mod findings {
                 Send { part: 0, n: 1 },
                 Store { part: 0, who: C1, pick: 0 },
                 CrashRestart(Process),
-                Inject { part: 0, dir: Consumers, op: Rename, errno: Io, skip: 1 },
+                Inject { part: 0, dir: Consumers, op: Rename, errno: Io, skip: 1, when: Before },
                 Store { part: 0, who: C1, pick: 0 },
             ] });
         }
@@ -1986,7 +2063,7 @@ mod findings {
     fn regression_l1_failed_purge_commit_does_not_lose_later_acknowledged_writes() {
         replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
             Send { part: 0, n: 1 },
-            InjectMetadata { op: SyncDir, errno: Io, skip: 0 },
+            InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             PurgePartition { part: 0 },
             Send { part: 0, n: 1 },
             CrashRestart(Process),

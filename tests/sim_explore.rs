@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_server::PurgeMode;
-use sluice_sim::explore::{Bounds, explore};
+use sluice_sim::explore::{Bounds, TwoFaults, explore};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
@@ -18,11 +18,29 @@ fn ci_bounds(mode: PurgeMode) -> Bounds {
         second_crash_points: 3,
         second_stride: 6,
         purge_mode: mode,
+        two_faults: Some(CI_TWO_FAULTS),
+        stop_at_first: false,
     }
 }
 
+/// CI's share of the two-fault phase: every 9th first fault, the second one
+/// (or a crash) at every 3rd of the next 12 operations.
+const CI_TWO_FAULTS: TwoFaults = TwoFaults {
+    first_stride: 9,
+    window: 12,
+    second_stride: 3,
+};
+
 fn assert_clean(workload: Workload) {
     let report = explore(workload, &ci_bounds(PurgeMode::Obligation), |_| {}).unwrap();
+    // The figures docs/simulation.md quotes (`-- --nocapture` shows them).
+    println!(
+        "{}: {} states, {:?}, {} violations",
+        workload.name(),
+        report.states_explored,
+        report.by_phase,
+        report.violations.len()
+    );
     assert!(
         report.states_explored > 500,
         "{} explored only {}",
@@ -69,6 +87,11 @@ fn append_workload_has_no_violation_at_any_explored_crash_point() {
 }
 
 #[test]
+fn offset_slots_workload_has_no_violation_at_any_explored_crash_point() {
+    assert_clean(Workload::OffsetSlots);
+}
+
+#[test]
 fn the_explorer_finds_the_iggy_bug_in_the_naive_purge() {
     // Given: the purge workload on Apache Iggy's purge order.
     let bounds = Bounds {
@@ -76,6 +99,8 @@ fn the_explorer_finds_the_iggy_bug_in_the_naive_purge() {
         second_crash_points: 0,
         second_stride: 1,
         purge_mode: PurgeMode::NaiveIggyOrder,
+        two_faults: None,
+        stop_at_first: false,
     };
     // When: every crash point is explored.
     let report = explore(Workload::Purge, &bounds, |_| {}).unwrap();
@@ -116,6 +141,21 @@ fn the_same_seed_gives_the_same_trace_hash() {
     assert_eq!(a.trace_hash, b.trace_hash);
     assert_eq!(a.operations, b.operations);
     assert_ne!(a.trace_hash, c.trace_hash);
+}
+
+/// Seeds the `--seeds 1..=4000 --steps 2000` sweep reported with an oracle
+/// that accepted ADR 0010's jump only after a power loss and only before an
+/// acknowledged send (`Next skipped: position 0 holds offset 1`).
+#[test]
+fn seeds_the_long_sweep_reported_pass_with_the_adr_0010_rule() {
+    for seed in [1522u64, 1902, 1984] {
+        let r = run(seed, 2000, Rates::default()).unwrap();
+        assert!(
+            r.violations.is_empty(),
+            "seed {seed}: {:?}\n  reproduce: sluice sim run --seed {seed} --steps 2000",
+            r.violations.first()
+        );
+    }
 }
 
 #[test]

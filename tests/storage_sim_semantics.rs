@@ -213,6 +213,95 @@ fn linux_failed_file_sync_then_successful_retry_loses_the_bytes() {
 }
 
 #[test]
+fn failed_sync_with_eviction_reads_back_the_old_bytes() {
+    // Given: a durable file, an overwrite and an extension in the page cache,
+    // and eviction after every failed writeback.
+    let sim = sim_with_dirs(SyncFailureSemantics::Linux);
+    durable_file(&sim, "/a/f", b"old");
+    sim.set_eviction_after_failed_sync(1_000_000);
+    let f = sim.open(p("/a/f"), OpenMode::ReadWrite).unwrap();
+    f.write_at(1, b"NEWER").unwrap();
+    // When: the file sync fails.
+    sim.fail_at(sim.op_count(), FaultMode::Before);
+    f.sync().unwrap_err();
+    // Then: the pages were evicted: reads return the disk's bytes, zeros past
+    // its end (the length is kept), and a retried sync persists nothing new.
+    assert_eq!(sim.read_file(p("/a/f")).unwrap(), b"old\0\0\0");
+    f.sync().unwrap();
+    assert_eq!(durable_contents(&sim, "/a/f").unwrap(), b"old");
+}
+
+#[test]
+fn failed_sync_without_eviction_keeps_the_new_bytes_cached() {
+    // Given: eviction modelled, but at rate 0 (the default).
+    let sim = sim_with_dirs(SyncFailureSemantics::Linux);
+    durable_file(&sim, "/a/f", b"old");
+    sim.set_eviction_after_failed_sync(0);
+    let f = sim.open(p("/a/f"), OpenMode::ReadWrite).unwrap();
+    f.write_at(0, b"new").unwrap();
+    // When: the file sync fails.
+    sim.fail_at(sim.op_count(), FaultMode::TornWrite);
+    f.sync().unwrap_err();
+    // Then: the page cache still serves the unpersisted bytes.
+    assert_eq!(sim.read_file(p("/a/f")).unwrap(), b"new");
+    assert_eq!(durable_contents(&sim, "/a/f").unwrap(), b"old");
+}
+
+#[test]
+fn eviction_is_a_seeded_choice_and_forgiving_semantics_never_evict() {
+    // Given: eviction at one half; the same seed twice.
+    let outcome = |semantics: SyncFailureSemantics, seed: u64| {
+        let sim = SimStorage::new(SimConfig {
+            seed,
+            sync_failure: semantics,
+            capacity: None,
+        });
+        sim.create_dir_all(p("/a")).unwrap();
+        durable_file(&sim, "/a/f", b"0");
+        sim.set_eviction_after_failed_sync(500_000);
+        let f = sim.open(p("/a/f"), OpenMode::ReadWrite).unwrap();
+        // When: ten rounds of a write whose sync fails.
+        (0..10u8)
+            .map(|i| {
+                f.write_at(0, &[b'a' + i]).unwrap();
+                sim.fail_at(sim.op_count(), FaultMode::Before);
+                f.sync().unwrap_err();
+                sim.read_file(p("/a/f")).unwrap()[0] == b'0'
+            })
+            .collect::<Vec<bool>>()
+    };
+    let a = outcome(SyncFailureSemantics::Linux, 5);
+    // Then: the same seed evicts the same rounds, some rounds evict and some
+    // do not, and a forgiving kernel (which keeps the dirty pages) never does.
+    assert_eq!(a, outcome(SyncFailureSemantics::Linux, 5));
+    assert!(a.contains(&true) && a.contains(&false), "{a:?}");
+    assert!(!outcome(SyncFailureSemantics::Forgiving, 5).contains(&true));
+}
+
+#[test]
+fn a_mixed_fault_plan_draws_every_listed_mode() {
+    // Given: a plan failing every append, its mode drawn from all three.
+    let sim = sim_with_dirs(SyncFailureSemantics::Linux);
+    sim.set_fault_plan(Some(FaultPlan {
+        seed: 3,
+        rates_ppm: vec![(OpKind::Append, 1_000_000)],
+        fault: Fault::io(FaultMode::Before),
+        modes: FaultMode::ALL.to_vec(),
+    }));
+    let f = sim.open(p("/a/f"), OpenMode::CreateNew).unwrap();
+    // When: thirty appends.
+    for _ in 0..30 {
+        f.append(b"0123456789").unwrap_err();
+    }
+    // Then: the trace holds faults of every mode, and only the after and torn
+    // ones left bytes behind.
+    let modes: std::collections::BTreeSet<FaultMode> =
+        sim.trace().iter().filter_map(|e| e.fault).collect();
+    assert_eq!(modes.len(), 3, "{modes:?}");
+    assert!(f.len().unwrap() > 0);
+}
+
+#[test]
 fn forgiving_failed_sync_is_persisted_by_the_retry() {
     let sim = sim_with_dirs(SyncFailureSemantics::Forgiving);
     durable_file(&sim, "/a/c1", b"7");
@@ -300,6 +389,7 @@ fn planned_workload(seed: u64) -> SimStorage {
         seed,
         rates_ppm: vec![(OpKind::Append, 300_000), (OpKind::SyncDir, 300_000)],
         fault: Fault::io(FaultMode::TornWrite),
+        modes: Vec::new(),
     }));
     let _ = sim.create_dir_all(p("/d"));
     for i in 0..20 {

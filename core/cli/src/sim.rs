@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use sluice_sim::explore::{Bounds, Case, explore, run_case};
+use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
@@ -27,6 +27,17 @@ pub enum SimCommand {
         /// Second-crash points per first crash (0 turns second crashes off).
         #[arg(long, default_value_t = 64)]
         second_crash_points: u64,
+        /// Two faults per case: the second fault (or a crash) at every index
+        /// up to this many operations after the first (0 = to the end of the
+        /// window).
+        #[arg(long, default_value_t = TwoFaults::full().window)]
+        two_fault_window: u64,
+        /// Explore only every Nth first-fault index of the two-fault phase.
+        #[arg(long, default_value_t = 1)]
+        two_fault_stride: u64,
+        /// Skip the two-fault phase.
+        #[arg(long)]
+        no_two_faults: bool,
     },
     /// Run a random workload (sends, polls, offsets, purges, faults, crashes)
     /// from a seed, checking the oracle after every step.
@@ -43,8 +54,50 @@ pub enum SimCommand {
         /// Print JSON lines (one object per seed).
         #[arg(long)]
         json: bool,
+        /// Run this many seeds at once on separate threads. Each seed is still
+        /// a pure function of itself, and the output is printed in seed order,
+        /// so it is the same for every value.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
     },
 }
+
+/// Runs seeds `a..b` on `jobs` threads; the reports in seed order.
+fn run_seeds(
+    a: u64,
+    b: u64,
+    steps: u32,
+    jobs: usize,
+) -> Vec<(u64, Result<sluice_sim::run::RunReport, String>)> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let next = AtomicU64::new(a);
+    let done = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let s = next.fetch_add(1, Ordering::Relaxed);
+                    if s >= b {
+                        break;
+                    }
+                    let r = run(s, steps, Rates::default());
+                    done.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((s, r));
+                }
+            });
+        }
+    });
+    let mut out = done
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    out.sort_by_key(|(s, _)| *s);
+    out
+}
+
+/// Violations printed per failing seed (the JSON output has all).
+const SHOWN_VIOLATIONS: usize = 8;
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
     let (a, b, inclusive) = if let Some((a, b)) = s.split_once("..=") {
@@ -71,6 +124,9 @@ pub fn main(cmd: SimCommand) -> ExitCode {
             case,
             stride,
             second_crash_points,
+            two_fault_window,
+            two_fault_stride,
+            no_two_faults,
         } => {
             let Some(w) = Workload::parse(&workload) else {
                 let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
@@ -88,6 +144,12 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                 second_crash_points,
                 second_stride: 1,
                 purge_mode: Default::default(),
+                two_faults: (!no_two_faults).then_some(TwoFaults {
+                    first_stride: two_fault_stride,
+                    window: two_fault_window,
+                    second_stride: 1,
+                }),
+                stop_at_first: false,
             };
             let started = std::time::Instant::now();
             let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -144,6 +206,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
             seeds,
             steps,
             json,
+            jobs,
         } => {
             let (a, b) = match (seed, seeds) {
                 (Some(s), _) => (s, s.saturating_add(1)),
@@ -160,8 +223,8 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                 }
             };
             let mut failed = Vec::new();
-            for s in a..b {
-                match run(s, steps, Rates::default()) {
+            for (s, result) in run_seeds(a, b, steps, jobs) {
+                match result {
                     Ok(r) => {
                         if json {
                             if let Ok(line) = serde_json::to_string(&r) {
@@ -169,8 +232,9 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                             }
                         } else if b - a == 1 || !r.violations.is_empty() {
                             println!(
-                                "seed {s}: {} {} steps={} operations={} crashes={} trace_hash={} violations={}",
+                                "seed {s}: messages={} offsets={} {} steps={} operations={} crashes={} trace_hash={} violations={}",
                                 r.policy,
+                                r.offsets_policy,
                                 r.semantics,
                                 r.steps,
                                 r.operations,
@@ -178,10 +242,17 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                                 r.trace_hash,
                                 r.violations.len()
                             );
-                            for (step, v) in &r.violations {
+                            // The first few: once state is wrong, every later step repeats it.
+                            for (step, v) in r.violations.iter().take(SHOWN_VIOLATIONS) {
                                 println!(
                                     "  step {step}: ({}) [{}] {}",
                                     v.property, v.partition, v.detail
+                                );
+                            }
+                            if r.violations.len() > SHOWN_VIOLATIONS {
+                                println!(
+                                    "  ... {} more (--json prints all)",
+                                    r.violations.len() - SHOWN_VIOLATIONS
                                 );
                             }
                         }

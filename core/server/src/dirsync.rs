@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 
+use crate::teeth::{self, Mechanism::RedoDroppedRemovals};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameChange {
     Created,
@@ -76,6 +78,9 @@ impl DirTracker {
     pub fn sync(&mut self, storage: &dyn DurableStorage) -> Result<(), StorageError> {
         if self.redirty {
             for (name, change) in &self.unconfirmed {
+                if *change == NameChange::Removed && !teeth::enabled(RedoDroppedRemovals) {
+                    continue;
+                }
                 redo(storage, &self.dir, name, *change)?;
             }
         }

@@ -33,6 +33,7 @@ use crate::partition::offsets::OffsetKind;
 use crate::partition::purge::PurgeState;
 use crate::partition::reconciler::{FailureSite, Reconciler, ReconcilerConfig};
 use crate::partition::{Consumer, Partition, PartitionRecovery, Polled, PollingStrategy};
+use crate::teeth::Mechanism;
 use sluice_storage::sim::SimRng;
 
 /// Ids assigned by the server start here, as in Iggy 0.11: the first stream,
@@ -281,6 +282,7 @@ impl Engine {
         for key in self.meta.partition_keys() {
             let (options, generation) = self.partition_settings(key)?;
             let floor = match self.config.purge_mode {
+                PurgeMode::Obligation if !crate::teeth::enabled(Mechanism::GenerationFilter) => 0,
                 PurgeMode::Obligation => generation,
                 #[cfg(feature = "naive-purge")]
                 PurgeMode::NaiveIggyOrder => 0,

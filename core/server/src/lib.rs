@@ -23,6 +23,7 @@ pub mod server;
 pub mod slots;
 pub mod stats;
 pub mod tcp;
+pub mod teeth;
 
 pub use engine::{Engine, EngineConfig, Partitioning, PurgeMode, RecoveryReport, Sent};
 pub use error::{EngineError, Result};

@@ -43,6 +43,8 @@ pub struct Case {
     pub continue_ops: u64,
     /// A second crash at this trace index during recovery or the first reconciler pass.
     pub second: Option<u64>,
+    /// A second fault in the window, at this trace index (after `index`).
+    pub second_fault: Option<(u64, FaultMode)>,
 }
 
 fn crash_name(c: Crash) -> String {
@@ -69,6 +71,9 @@ impl fmt::Display for Case {
         if let Some(s) = self.second {
             write!(f, ":{s}")?;
         }
+        if let Some((j, m)) = self.second_fault {
+            write!(f, ":f{j}-{m}")?;
+        }
         Ok(())
     }
 }
@@ -77,9 +82,9 @@ impl Case {
     /// Parses the `Display` form (the `--case` argument of a reproducer).
     pub fn parse(s: &str) -> Result<Case, String> {
         let parts: Vec<&str> = s.split(':').collect();
-        if parts.len() != 6 && parts.len() != 7 {
+        if parts.len() < 6 || parts.len() > 8 {
             return Err(format!(
-                "case '{s}': expected policy:semantics:index:fault:crash:continue[:second]"
+                "case '{s}': expected policy:semantics:index:fault:crash:continue[:second][:f<index>-<fault>]"
             ));
         }
         let policy = match parts[0] {
@@ -93,13 +98,27 @@ impl Case {
             other => return Err(format!("unknown semantics '{other}'")),
         };
         let num = |x: &str, what: &str| x.parse::<u64>().map_err(|_| format!("bad {what} '{x}'"));
-        let fault = match parts[3] {
-            "none" => None,
-            "before" => Some(FaultMode::Before),
-            "after" => Some(FaultMode::After),
-            "torn" => Some(FaultMode::TornWrite),
-            other => return Err(format!("unknown fault '{other}'")),
+        let mode = |x: &str| match x {
+            "none" => Ok(None),
+            "before" => Ok(Some(FaultMode::Before)),
+            "after" => Ok(Some(FaultMode::After)),
+            "torn" => Ok(Some(FaultMode::TornWrite)),
+            other => Err(format!("unknown fault '{other}'")),
         };
+        let fault = mode(parts[3])?;
+        let mut second = None;
+        let mut second_fault = None;
+        for extra in &parts[6..] {
+            if let Some(rest) = extra.strip_prefix('f') {
+                let (j, m) = rest
+                    .split_once('-')
+                    .ok_or_else(|| format!("bad second fault '{extra}'"))?;
+                let m = mode(m)?.ok_or_else(|| format!("bad second fault '{extra}'"))?;
+                second_fault = Some((num(j, "second fault index")?, m));
+            } else {
+                second = Some(num(extra, "second")?);
+            }
+        }
         let crash = match parts[4] {
             "process" => Crash::Process,
             "power" => Crash::PowerLoss,
@@ -115,7 +134,8 @@ impl Case {
             fault,
             crash,
             continue_ops: num(parts[5], "continue")?,
-            second: parts.get(6).map(|x| num(x, "second")).transpose()?,
+            second,
+            second_fault,
         })
     }
 }
@@ -149,6 +169,37 @@ pub struct Bounds {
     pub second_stride: u64,
     /// The purge under test (the naive one only exists for teeth tests).
     pub purge_mode: PurgeMode,
+    /// Two faults per case (`None`: one at most).
+    pub two_faults: Option<TwoFaults>,
+    /// Stop at the first operation index that found a violation (teeth
+    /// tests only need one; `states_explored` then counts what ran).
+    pub stop_at_first: bool,
+}
+
+/// The two-fault phase: a first fault (every mode, or none) at every
+/// `first_stride`-th index of the window, then at every `second_stride`-th
+/// later index `j` up to `window` operations after it (0: to the end of the
+/// window), either a second fault (every mode; the workload then finishes and
+/// the process crashes or the power is cut) or a crash right after `j`
+/// (process or power). And: the first fault (or none) with a process crash
+/// right after it, then a second fault (every mode) at each of the first
+/// `window` operations of recovery and the first reconciler pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TwoFaults {
+    pub first_stride: u64,
+    pub window: u64,
+    pub second_stride: u64,
+}
+
+impl TwoFaults {
+    /// What `sluice sim explore` runs by default.
+    pub const fn full() -> Self {
+        TwoFaults {
+            first_stride: 1,
+            window: 16,
+            second_stride: 1,
+        }
+    }
 }
 
 impl Bounds {
@@ -158,6 +209,8 @@ impl Bounds {
             second_crash_points: 64,
             second_stride: 1,
             purge_mode: PurgeMode::default(),
+            two_faults: Some(TwoFaults::full()),
+            stop_at_first: false,
         }
     }
 }
@@ -203,6 +256,9 @@ pub fn run_case(
     if let Some(mode) = case.fault {
         world.sim.fail_at(case.index, mode);
     }
+    if let Some((j, mode)) = case.second_fault {
+        world.sim.fail_at(j, mode);
+    }
     world.sim.halt_after(Some(case.index + case.continue_ops));
     for step in workload.window() {
         world.step(&step);
@@ -211,6 +267,13 @@ pub fn run_case(
     world.crash(case.crash);
     world.sim.clear_faults();
     let recovery_start = world.sim.op_count();
+    // A second fault past the crash strikes during recovery or the first
+    // reconciler pass (trace indices go on counting across the crash).
+    if let Some((j, mode)) = case.second_fault
+        && j >= recovery_start
+    {
+        world.sim.fail_at(j, mode);
+    }
     if let Some(second) = case.second {
         world.sim.halt_after(Some(second));
     }
@@ -235,6 +298,16 @@ pub fn run_case(
             return Ok((violations, (recovery_start, recovery_end)));
         }
     } else {
+        let fault_in_recovery = case.second_fault.is_some_and(|(j, _)| j >= recovery_start);
+        let opened = match opened {
+            // Recovery hit the injected fault: start again, as an operator
+            // would (the fault is used up).
+            Err(_) if fault_in_recovery => {
+                world.crash(Crash::Process);
+                world.open()
+            }
+            other => other,
+        };
         if let Err(e) = opened {
             violations.push(Violation {
                 property: 'f',
@@ -299,6 +372,9 @@ pub fn explore(
             let (first, end) = window_range(workload, policy, semantics, bounds.purge_mode)?;
             let mut index = first;
             while index < end {
+                if bounds.stop_at_first && !report.violations.is_empty() {
+                    return Ok(report);
+                }
                 for fault in [
                     None,
                     Some(FaultMode::Before),
@@ -315,6 +391,7 @@ pub fn explore(
                                 crash,
                                 continue_ops,
                                 second: None,
+                                second_fault: None,
                             };
                             let (vs, (r0, r1)) = run_case(workload, &case, bounds.purge_mode)?;
                             let phase = match continue_ops {
@@ -348,7 +425,119 @@ pub fn explore(
                 progress(report.states_explored);
                 index += bounds.stride.max(1);
             }
+            if let Some(two) = bounds.two_faults {
+                let mut index = first;
+                while index < end {
+                    if bounds.stop_at_first && !report.violations.is_empty() {
+                        return Ok(report);
+                    }
+                    two_fault_cases(
+                        workload,
+                        bounds,
+                        &two,
+                        policy,
+                        semantics,
+                        index,
+                        end,
+                        |p, c, v| record(&mut report, p, c, v),
+                    )?;
+                    progress(report.states_explored);
+                    index += two.first_stride.max(1);
+                }
+            }
         }
     }
     Ok(report)
+}
+
+/// The two-fault cases whose first fault is at `index` (see [`TwoFaults`]).
+#[allow(clippy::too_many_arguments)]
+fn two_fault_cases(
+    workload: Workload,
+    bounds: &Bounds,
+    two: &TwoFaults,
+    policy: Durability,
+    semantics: SyncFailureSemantics,
+    index: u64,
+    end: u64,
+    mut record: impl FnMut(&str, &Case, Vec<Violation>),
+) -> Result<(), String> {
+    let last = if two.window == 0 {
+        end
+    } else {
+        end.min(index + 1 + two.window)
+    };
+    // A crash right after `index`, then a fault in recovery.
+    for first in [
+        None,
+        Some(FaultMode::Before),
+        Some(FaultMode::After),
+        Some(FaultMode::TornWrite),
+    ] {
+        let base = Case {
+            policy,
+            semantics,
+            index,
+            fault: first,
+            crash: Crash::Process,
+            continue_ops: 0,
+            second: None,
+            second_fault: None,
+        };
+        let (_, (r0, r1)) = run_case(workload, &base, bounds.purge_mode)?;
+        let stop = if two.window == 0 {
+            r1
+        } else {
+            r1.min(r0 + two.window)
+        };
+        let mut j = r0;
+        while j < stop {
+            for second in FaultMode::ALL {
+                let case = Case {
+                    second_fault: Some((j, second)),
+                    ..base
+                };
+                let (vs, _) = run_case(workload, &case, bounds.purge_mode)?;
+                record("fault_in_recovery", &case, vs);
+            }
+            j += two.second_stride.max(1);
+        }
+    }
+    for first in FaultMode::ALL {
+        let mut j = index + 1;
+        while j < last {
+            let base = Case {
+                policy,
+                semantics,
+                index,
+                fault: Some(first),
+                crash: Crash::PowerLoss,
+                continue_ops: TO_END,
+                second: None,
+                second_fault: None,
+            };
+            for second in FaultMode::ALL {
+                for crash in [Crash::Process, Crash::PowerLoss] {
+                    let case = Case {
+                        crash,
+                        second_fault: Some((j, second)),
+                        ..base
+                    };
+                    let (vs, _) = run_case(workload, &case, bounds.purge_mode)?;
+                    record("two_faults", &case, vs);
+                }
+            }
+            for crash in [Crash::Process, Crash::PowerLoss] {
+                let case = Case {
+                    crash,
+                    continue_ops: j - index,
+                    ..base
+                };
+                let (vs, _) = run_case(workload, &case, bounds.purge_mode)?;
+                record("fault_then_crash", &case, vs);
+            }
+            j += two.second_stride.max(1);
+        }
+    }
+    Ok(())
 }

@@ -8,6 +8,8 @@
 //! - Faults stop before the final check: the reconciler must then bring every
 //!   obligation to `Applied` within a bounded number of passes.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 use sluice_server::metadata::Durability;
 use sluice_storage::sim::SimRng;
@@ -19,11 +21,22 @@ use crate::oracle::Violation;
 use crate::world::{Shape, Step, World};
 
 /// Fault rates of a run, in parts per million per operation of that kind.
+/// Every injected fault's mode (before, after or torn) is drawn per fault,
+/// so one schedule mixes all three on every operation kind.
 #[derive(Debug, Clone, Copy)]
 pub struct Rates {
+    /// File and directory syncs.
     pub sync_ppm: u32,
+    /// Positioned writes and appends.
     pub write_ppm: u32,
+    /// Unlinks.
     pub unlink_ppm: u32,
+    /// Truncates.
+    pub truncate_ppm: u32,
+    /// Renames.
+    pub rename_ppm: u32,
+    /// Opens (including creating ones).
+    pub open_ppm: u32,
     /// Chance per step of a crash, in parts per million.
     pub crash_ppm: u32,
 }
@@ -34,7 +47,35 @@ impl Default for Rates {
             sync_ppm: 20_000,
             write_ppm: 5_000,
             unlink_ppm: 20_000,
+            truncate_ppm: 20_000,
+            rename_ppm: 10_000,
+            open_ppm: 3_000,
             crash_ppm: 60_000,
+        }
+    }
+}
+
+impl Rates {
+    /// The seeded plan of a run: every mutating operation kind (and open), each
+    /// fault's mode drawn from before, after and torn.
+    pub fn plan(&self, seed: u64) -> FaultPlan {
+        FaultPlan {
+            seed,
+            rates_ppm: vec![
+                (OpKind::SyncDir, self.sync_ppm),
+                (OpKind::SyncFile, self.sync_ppm),
+                (OpKind::Write, self.write_ppm),
+                (OpKind::Append, self.write_ppm),
+                (OpKind::RemoveFile, self.unlink_ppm),
+                (OpKind::Truncate, self.truncate_ppm),
+                (OpKind::Rename, self.rename_ppm),
+                (OpKind::Open, self.open_ppm),
+            ],
+            fault: Fault {
+                mode: FaultMode::Before,
+                error: InjectedError::Io,
+            },
+            modes: FaultMode::ALL.to_vec(),
         }
     }
 }
@@ -43,7 +84,10 @@ impl Default for Rates {
 pub struct RunReport {
     pub seed: u64,
     pub steps: u32,
+    /// The messages' durability policy.
     pub policy: String,
+    /// The consumer offsets' durability policy.
+    pub offsets_policy: String,
     pub semantics: String,
     pub trace_hash: String,
     pub operations: u64,
@@ -62,6 +106,13 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     } else {
         Durability::Buffered
     };
+    // Offsets get their own policy: buffered messages with persisted offsets
+    // is where a stored offset can outlive the messages it points past.
+    let offsets_policy = if rng.coin() {
+        Durability::Persisted
+    } else {
+        Durability::Buffered
+    };
     let semantics = if rng.coin() {
         SyncFailureSemantics::Linux
     } else {
@@ -70,28 +121,16 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     let shape = Shape {
         partitions: PARTITIONS,
         messages: policy,
-        offsets: policy,
+        offsets: offsets_policy,
         segment_size: 512,
     };
     let mut world = World::new(semantics, shape, seed)?;
-    world.sim.set_fault_plan(Some(FaultPlan {
-        seed,
-        rates_ppm: vec![
-            (OpKind::SyncDir, rates.sync_ppm),
-            (OpKind::SyncFile, rates.sync_ppm),
-            (OpKind::Write, rates.write_ppm),
-            (OpKind::Append, rates.write_ppm),
-            (OpKind::RemoveFile, rates.unlink_ppm),
-        ],
-        fault: Fault {
-            mode: FaultMode::Before,
-            error: InjectedError::Io,
-        },
-    }));
+    world.sim.set_fault_plan(Some(rates.plan(seed)));
     let mut report = RunReport {
         seed,
         steps,
         policy: policy.as_str().into(),
+        offsets_policy: offsets_policy.as_str().into(),
         semantics: semantics.as_str().into(),
         trace_hash: String::new(),
         operations: 0,
@@ -100,6 +139,7 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     };
     let mut sent = 0u64;
     let mut generation_tag = 0u64;
+    let mut values = OffsetValues::new(PARTITIONS);
     for n in 0..steps {
         if rng.chance_ppm(rates.crash_ppm) {
             let crash = match rng.below(3) {
@@ -143,14 +183,24 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                 4 | 5 => {
                     // Group 0 is the topic's only group; consumers 1 and 2.
                     let group = rng.coin();
-                    Step::Store {
-                        partition,
-                        group,
-                        id: if group { 0 } else { 1 + rng.below(2) as u32 },
-                        // Unique per generation (see the oracle): tag in the high bits is not
-                        // possible for real offsets, so values stay small and the oracle
-                        // tells generations apart through its own bookkeeping.
-                        offset: rng.below(4),
+                    let id = if group { 0 } else { 1 + rng.below(2) as u32 };
+                    let last = world.last_offset(partition);
+                    match values.draw(&mut rng, partition, last) {
+                        Some(offset) => Step::Store {
+                            partition,
+                            group,
+                            id,
+                            offset,
+                        },
+                        // Every served offset was a value of a recent generation:
+                        // grow the log instead.
+                        None => {
+                            sent += 1;
+                            Step::Send {
+                                partition,
+                                payloads: vec![format!("g{generation_tag}-s{sent}-0")],
+                            }
+                        }
                     }
                 }
                 6 => {
@@ -163,10 +213,14 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                 }
                 7 => {
                     generation_tag += 1;
+                    values.purged(partition);
                     Step::PurgePartition { partition }
                 }
                 8 => {
                     generation_tag += 1;
+                    for p in 1..=PARTITIONS {
+                        values.purged(p);
+                    }
                     Step::PurgeTopic
                 }
                 _ => Step::Reconcile,
@@ -200,6 +254,56 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     report.trace_hash = format!("{:016x}", world.sim.trace_hash());
     report.operations = world.sim.op_count();
     Ok(report)
+}
+
+/// Offset values a run stores, kept apart between generations: a value used
+/// in one of a partition's last `KEPT` generations (the current one excluded)
+/// is never drawn again, so an old offset that comes back differs from every
+/// value the oracle accepts for the current generation. Values must be served
+/// offsets (`store_offset` refuses others) and a generation's log is short, so
+/// older generations' values are released again: a resurrection from further
+/// back could pass unseen if it matched, which the explorer's workloads (fully
+/// unique values) cover instead.
+struct OffsetValues {
+    /// Per partition (index `p - 1`): values of the current generation, then
+    /// of the previous ones, newest first.
+    generations: Vec<Vec<BTreeSet<u64>>>,
+}
+
+const KEPT: usize = 3;
+
+impl OffsetValues {
+    fn new(partitions: u32) -> Self {
+        OffsetValues {
+            generations: (0..partitions).map(|_| vec![BTreeSet::new()]).collect(),
+        }
+    }
+
+    /// A value in `0..=last` that no earlier kept generation of `partition`
+    /// used (preferring none in particular), or `None` if there is none.
+    fn draw(&mut self, rng: &mut SimRng, partition: u32, last: Option<u64>) -> Option<u64> {
+        let gens = self.generations.get_mut(partition as usize - 1)?;
+        let last = last?;
+        let taken: BTreeSet<u64> = gens.iter().skip(1).flatten().copied().collect();
+        let free: Vec<u64> = (0..=last.min(4_096))
+            .filter(|v| !taken.contains(v))
+            .collect();
+        if free.is_empty() {
+            return None;
+        }
+        let v = free[rng.below(free.len() as u64) as usize];
+        gens[0].insert(v);
+        Some(v)
+    }
+
+    /// A purge of `partition` was attempted: its current values become a past
+    /// generation's (even if the purge failed: it may have landed).
+    fn purged(&mut self, partition: u32) {
+        if let Some(gens) = self.generations.get_mut(partition as usize - 1) {
+            gens.insert(0, BTreeSet::new());
+            gens.truncate(KEPT + 1);
+        }
+    }
 }
 
 /// `SLUICE_SIM_VERBOSE=1` prints every step of a run on stderr (for reproducers).

@@ -14,14 +14,18 @@ pub enum Workload {
     TopicPurge,
     Offsets,
     Append,
+    /// One consumer storing five offsets in a row: with two faults per case,
+    /// a failed store followed by a torn one (issue 12 defect 1).
+    OffsetSlots,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 4] = [
+    pub const ALL: [Workload; 5] = [
         Workload::Purge,
         Workload::TopicPurge,
         Workload::Offsets,
         Workload::Append,
+        Workload::OffsetSlots,
     ];
 
     pub fn name(self) -> &'static str {
@@ -30,6 +34,7 @@ impl Workload {
             Workload::TopicPurge => "topic-purge",
             Workload::Offsets => "offsets",
             Workload::Append => "append",
+            Workload::OffsetSlots => "offset-slots",
         }
     }
 
@@ -114,6 +119,7 @@ impl Workload {
                 },
             ],
             Workload::Append => vec![Self::send(0, "seed", 4)],
+            Workload::OffsetSlots => vec![Self::send(0, "m", 8)],
         }
     }
 
@@ -188,6 +194,15 @@ impl Workload {
                 Self::send(0, "b", 5),
                 Self::send(0, "c", 2),
             ],
+            // No purge: only the two-slot records of one id under faults.
+            Workload::OffsetSlots => (1..=5)
+                .map(|offset| Step::Store {
+                    partition: 0,
+                    group: false,
+                    id: 1,
+                    offset,
+                })
+                .collect(),
         }
     }
 }

@@ -21,6 +21,8 @@ use crate::oracle::{Observed, Oracle, Violation};
 pub const DATA_DIR: &str = "/data";
 pub const STREAM: &str = "s";
 pub const TOPIC: &str = "t";
+/// Chance that a failed file sync evicts the pages it failed to write.
+pub const EVICTION_PPM: u32 = 500_000;
 /// The consumer id used to observe `Next` from the start (never stores).
 const OBSERVER: u32 = 9_999;
 
@@ -106,6 +108,10 @@ impl World {
             sync_failure: semantics,
             capacity: None,
         });
+        // Linux may evict the pages of a failed writeback: half the failed
+        // file syncs do (ADR 0002 §2.4), so reads back through the cache after
+        // a failure see either the new bytes or the disk's.
+        sim.set_eviction_after_failed_sync(EVICTION_PPM);
         let mut world = World {
             sim,
             engine: None,
@@ -265,10 +271,13 @@ impl World {
         }
     }
 
-    /// (d): if the disk says a purge is Applied, no file it had to remove is durable.
+    /// (d): if the disk says a purge is Applied, no file it had to remove is
+    /// durable. Judged on the durable view alone: what the page cache shows
+    /// under the same name does not matter, since a power loss now would bring
+    /// back exactly the durable bytes (a dead record under a name the cache
+    /// shows as current is ADR 0008's finding B, not a fresh write).
     pub fn check_applied_means_removed(&self) -> Vec<Violation> {
         let view = self.sim.durable_view();
-        let cached = self.sim.cached_view();
         let mut out = Vec::new();
         for p in 0..self.shape.partitions {
             let root = format!("{DATA_DIR}/streams/0/topics/0/partitions/{p}");
@@ -287,14 +296,6 @@ impl World {
                 .filter(|(path, node)| {
                     path.starts_with(&format!("{root}/")) && is_dead(path, node, ob.generation())
                 })
-                // A name the page cache still holds with a current record is a
-                // fresh write whose bytes are not durable yet (buffered), not a
-                // removal the purge skipped.
-                .filter(|(path, _)| {
-                    cached
-                        .get(*path)
-                        .is_none_or(|c| is_dead(path, c, ob.generation()))
-                })
                 .map(|(path, _)| path)
                 .collect();
             if !dead.is_empty() {
@@ -309,6 +310,15 @@ impl World {
             }
         }
         out
+    }
+
+    /// The last offset the engine's log of `partition` holds (in memory, no I/O).
+    pub fn last_offset(&self, partition: u32) -> Option<u64> {
+        self.engine
+            .as_ref()?
+            .partition(key(partition))?
+            .log()
+            .last_offset()
     }
 
     /// What the engine serves now, per partition.
@@ -349,6 +359,7 @@ impl World {
                 .map(|m| (m.offset, String::from_utf8_lossy(&m.payload).into_owned()))
                 .collect();
             let mut offsets = BTreeMap::new();
+            let mut next = BTreeMap::new();
             for &(group, id) in consumers.get(&p).map(Vec::as_slice).unwrap_or_default() {
                 let c = if group {
                     Consumer::group(id)
@@ -358,7 +369,19 @@ impl World {
                 let got = engine.get_offset(&s(), &t(), p, c).map_err(|e| {
                     violation('f', &k.to_string(), format!("offset lookup failed: {e}"))
                 })?;
-                offsets.insert((group, id), got.map(|(_, o)| o));
+                let stored = got.map(|(_, o)| o);
+                offsets.insert((group, id), stored);
+                if stored.is_some() && !next.contains_key(&(group, id)) {
+                    let polled = engine
+                        .poll(&s(), &t(), p, c, PollingStrategy::Next, 100_000, false)
+                        .map_err(|e| {
+                            violation('f', &k.to_string(), format!("Next poll failed: {e}"))
+                        })?;
+                    next.insert(
+                        (group, id),
+                        polled.messages.iter().map(|m| m.offset).collect(),
+                    );
+                }
             }
             out.insert(
                 k,
@@ -366,6 +389,7 @@ impl World {
                     generation,
                     history,
                     offsets,
+                    next,
                 },
             );
         }

@@ -242,7 +242,9 @@ impl Partition {
             generation,
             floor,
         )?;
-        if options.durability.is_persisted() {
+        if options.durability.is_persisted()
+            && crate::teeth::enabled(crate::teeth::Mechanism::RedirtyRecoveredTail)
+        {
             // Bytes recovered from the page cache may be missing on disk with
             // nothing left dirty to carry them (see `Segment::redirty_tail`).
             log.redirty_tail()?;

@@ -44,6 +44,10 @@ use crate::dirsync::{DirTracker, NameChange, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
 use crate::frame::Magic;
 use crate::slots::{SlotLayout, SlotRead};
+use crate::teeth::{
+    self,
+    Mechanism::{OffsetSlotSequence, ReplaceDeadOffsetFile},
+};
 
 pub const OFFSET_LAYOUT: SlotLayout = SlotLayout {
     magic: Magic::OFFSET,
@@ -420,6 +424,11 @@ impl OffsetStore {
                     self.names.note(&name, NameChange::Created);
                     return Ok(Entry::unsynced(value.offset, seq, file));
                 }
+                // Writing into it instead is ADR 0008's finding B.
+                SlotRead::Valid { seq, .. } if !teeth::enabled(ReplaceDeadOffsetFile) => {
+                    self.names.note(&name, NameChange::Created);
+                    return Ok(Entry::unsynced(None, seq, file));
+                }
                 SlotRead::Valid { .. } | SlotRead::Invalid { .. } => {
                     drop(file);
                     self.replace_with_empty(&name)?
@@ -464,6 +473,13 @@ impl OffsetStore {
     ) {
         match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref()) {
             Ok(SlotRead::Valid { seq, value, .. }) if value.generation == self.generation => {
+                // Keeping the failed write's number instead would aim the next
+                // write at the slot holding the newest acknowledged record.
+                let seq = if teeth::enabled(OffsetSlotSequence) {
+                    seq
+                } else {
+                    base_seq + 1
+                };
                 self.offsets
                     .insert(id, Entry::unsynced(value.offset, seq, file));
             }

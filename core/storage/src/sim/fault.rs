@@ -130,7 +130,12 @@ impl OpMatcher {
 pub struct FaultPlan {
     pub seed: u64,
     pub rates_ppm: Vec<(OpKind, u32)>,
+    /// The error every injected fault reports, and its mode when `modes` is empty.
     pub fault: Fault,
+    /// When not empty, each injected fault's mode is drawn uniformly from it (by
+    /// the plan's own seeded generator), so one schedule mixes failures before,
+    /// after and torn across every listed operation kind.
+    pub modes: Vec<FaultMode>,
 }
 
 #[derive(Debug, Clone)]
@@ -195,7 +200,12 @@ impl Faults {
                 .find(|(k, _)| *k == kind)
                 .map_or(0, |(_, r)| *r);
             if rate > 0 && rng.chance_ppm(rate) {
-                return Some(plan.fault);
+                let mut fault = plan.fault;
+                if !plan.modes.is_empty() {
+                    let pick = rng.below(plan.modes.len() as u64) as usize;
+                    fault.mode = plan.modes[pick];
+                }
+                return Some(fault);
             }
         }
         None

@@ -143,6 +143,20 @@ impl FileNode {
         self.dirty.clear();
         self.len_dirty = false;
     }
+
+    /// Drops the dirty state and, like Linux evicting the pages of a failed
+    /// writeback, makes every byte that was dirty read back as the disk holds
+    /// it: the durable bytes where the disk has them, zeros past its end. The
+    /// length stays (it is inode state, not page content).
+    pub fn evict_dirty(&mut self) {
+        for &(a, b) in &self.dirty {
+            let (a, b) = (a as usize, (b as usize).min(self.cached.len()));
+            for i in a..b {
+                self.cached[i] = self.durable.get(i).copied().unwrap_or(0);
+            }
+        }
+        self.drop_dirty();
+    }
 }
 
 impl DirNode {
@@ -484,6 +498,19 @@ mod tests {
         assert_eq!(r, vec![(0, 25)]);
         add_range(&mut r, 30, 31);
         assert_eq!(r, vec![(0, 25), (30, 31)]);
+    }
+
+    #[test]
+    fn eviction_after_a_failed_writeback_reads_back_the_disk_bytes() {
+        let mut f = FileNode::default();
+        f.write(0, b"abcd").unwrap();
+        f.flush();
+        f.write(2, b"XYZW").unwrap();
+        f.evict_dirty();
+        // Bytes 2..4 were on disk ("cd"), 4..6 never were (zeros).
+        assert_eq!(f.cached, b"abcd\0\0");
+        assert!(!f.is_dirty());
+        assert_eq!(f.durable, b"abcd");
     }
 
     #[test]

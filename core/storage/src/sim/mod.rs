@@ -123,6 +123,10 @@ struct SimState {
     crashes: u64,
     /// Calls with a trace index above this never happen (see `halt_after`).
     halt_after: Option<u64>,
+    /// Chance (parts per million) that a failed file sync under Linux
+    /// semantics also evicts the pages it failed to write back (see
+    /// [`SimStorage::set_eviction_after_failed_sync`]).
+    evict_ppm: u32,
 }
 
 /// The simulator. Cloning shares the same file system (like two handles on one
@@ -240,6 +244,7 @@ impl SimStorage {
                 rng: SimRng::new(config.seed),
                 crashes: 0,
                 halt_after: None,
+                evict_ppm: 0,
             })),
         }
     }
@@ -274,6 +279,7 @@ impl SimStorage {
                 rng: st.rng.clone(),
                 crashes: st.crashes,
                 halt_after: st.halt_after,
+                evict_ppm: st.evict_ppm,
             })),
         }
     }
@@ -284,6 +290,17 @@ impl SimStorage {
 
     pub fn set_sync_failure(&self, semantics: SyncFailureSemantics) {
         self.lock().config.sync_failure = semantics;
+    }
+
+    /// Models Linux page-cache eviction after a failed writeback: under Linux
+    /// semantics, each failed file sync (`before` or `torn`) also evicts the
+    /// pages it failed to write, with this chance (parts per million, drawn
+    /// from the simulator's seeded generator), so later reads of those bytes
+    /// return what the disk holds (the old bytes, zeros past its end) instead
+    /// of what was written. 0, the default, keeps the written bytes in the
+    /// cache (the pages were not evicted yet). ADR 0002 §2.3.
+    pub fn set_eviction_after_failed_sync(&self, ppm: u32) {
+        self.lock().evict_ppm = ppm;
     }
 
     /// Sets (or removes) the simulated disk size.
@@ -572,19 +589,26 @@ impl DurableFile for SimFile {
         let ino = self.ino;
         self.file_op(OpKind::SyncFile, |st, fault| {
             let linux = st.linux();
+            let failed = matches!(
+                fault.map(|f| f.mode),
+                Some(FaultMode::Before | FaultMode::TornWrite)
+            );
+            // Drawn only when eviction is modelled, so traces without it are unchanged.
+            let evict = failed && linux && st.evict_ppm > 0 && {
+                let ppm = st.evict_ppm;
+                st.rng.chance_ppm(ppm)
+            };
             let file = st.fs.file_mut(ino)?;
-            match fault.map(|f| f.mode) {
-                None | Some(FaultMode::After) => {
-                    file.flush();
-                    Ok(())
-                }
-                Some(FaultMode::Before | FaultMode::TornWrite) => {
-                    if linux {
-                        file.drop_dirty();
-                    }
-                    Err(fault.map_or(ErrorKind::Io, |f| f.error.kind()))
-                }
+            if !failed {
+                file.flush();
+                return Ok(());
             }
+            if evict {
+                file.evict_dirty();
+            } else if linux {
+                file.drop_dirty();
+            }
+            Err(fault.map_or(ErrorKind::Io, |f| f.error.kind()))
         })
     }
 }

@@ -292,7 +292,9 @@ impl Partition {
             // leaves every removed name recorded.
             self.ob_mut()?.plan_removals(&round).map_err(transition)?;
             debug_assert!(self.ob()?.removed_with(&BTreeMap::new()) <= MAX_NAMES_PER_ROUND);
-            self.persist_obligation()?;
+            if crate::teeth::enabled(crate::teeth::Mechanism::PersistPlanBeforeUnlink) {
+                self.persist_obligation()?;
+            }
             for (dir, names) in &round {
                 let path = self.dir_path(*dir).to_path_buf();
                 for name in names {

@@ -1,0 +1,113 @@
+//! Test-only switches that turn one safety mechanism off, so a test can show
+//! that the simulator's checks catch its absence ("teeth", docs/simulation.md).
+//!
+//! Invariants:
+//! - Without the `teeth` cargo feature, [`enabled`] is a constant `true`: every
+//!   call site compiles to its production path and no switch exists. Only the
+//!   root test package enables the feature (like `naive-purge`, ADR 0007), so
+//!   the shipped binary cannot turn a mechanism off.
+//! - Each mechanism has exactly one call site: turning it off changes that one
+//!   decision and nothing else.
+//! - Switches are per thread: the simulator runs the engine on the calling
+//!   thread, so tests running in parallel do not see each other's switches.
+
+/// A safety mechanism that a teeth test may turn off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mechanism {
+    /// `DirTracker::sync` redoes a removal a failed directory sync may have
+    /// dropped before the next sync confirms it (ADR 0002 §2.4, ADR 0003 P3).
+    RedoDroppedRemovals,
+    /// Recovery ignores segments and offset records of a generation below
+    /// the committed one (ADR 0003 §2).
+    GenerationFilter,
+    /// Cleanup persists the names it will remove before unlinking them
+    /// (`plan_removals`, ADR 0003 §4).
+    PersistPlanBeforeUnlink,
+    /// The first store into an offset file of an older generation replaces
+    /// the file whole instead of writing into it (ADR 0008 finding B).
+    ReplaceDeadOffsetFile,
+    /// Recovery re-dirties the newest segment's recovered tail, so a later
+    /// sync really persists it (ADR 0003, the recovered-tail gap).
+    RedirtyRecoveredTail,
+    /// After a failed offset write the next write targets the slot that does
+    /// not hold the newest acknowledged record (`slots.rs`, issue 12 defect 1).
+    OffsetSlotSequence,
+}
+
+impl Mechanism {
+    pub const ALL: [Mechanism; 6] = [
+        Mechanism::RedoDroppedRemovals,
+        Mechanism::GenerationFilter,
+        Mechanism::PersistPlanBeforeUnlink,
+        Mechanism::ReplaceDeadOffsetFile,
+        Mechanism::RedirtyRecoveredTail,
+        Mechanism::OffsetSlotSequence,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mechanism::RedoDroppedRemovals => "redo-dropped-removals",
+            Mechanism::GenerationFilter => "generation-filter",
+            Mechanism::PersistPlanBeforeUnlink => "persist-plan-before-unlink",
+            Mechanism::ReplaceDeadOffsetFile => "replace-dead-offset-file",
+            Mechanism::RedirtyRecoveredTail => "redirty-recovered-tail",
+            Mechanism::OffsetSlotSequence => "offset-slot-sequence",
+        }
+    }
+
+    #[cfg(feature = "teeth")]
+    fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+#[cfg(feature = "teeth")]
+thread_local! {
+    static DISABLED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether `mechanism` is on (always, without the `teeth` feature).
+#[cfg(not(feature = "teeth"))]
+#[inline(always)]
+pub const fn enabled(_mechanism: Mechanism) -> bool {
+    true
+}
+
+/// Whether `mechanism` is on for this thread.
+#[cfg(feature = "teeth")]
+pub fn enabled(mechanism: Mechanism) -> bool {
+    DISABLED.with(|d| d.get() & mechanism.bit() == 0)
+}
+
+/// Turns `mechanism` off on this thread until the guard is dropped.
+#[cfg(feature = "teeth")]
+pub fn disable(mechanism: Mechanism) -> Disabled {
+    let before = DISABLED.with(|d| {
+        let before = d.get();
+        d.set(before | mechanism.bit());
+        before
+    });
+    Disabled { before }
+}
+
+/// Turns every mechanism on on this thread until the guard is dropped (a
+/// control run in the middle of a teeth test).
+#[cfg(feature = "teeth")]
+pub fn enable_all() -> Disabled {
+    let before = DISABLED.with(|d| d.replace(0));
+    Disabled { before }
+}
+
+/// Restores the switches as they were when dropped.
+#[cfg(feature = "teeth")]
+#[derive(Debug)]
+pub struct Disabled {
+    before: u32,
+}
+
+#[cfg(feature = "teeth")]
+impl Drop for Disabled {
+    fn drop(&mut self) {
+        DISABLED.with(|d| d.set(self.before));
+    }
+}

@@ -1,0 +1,260 @@
+//! Teeth, measured: each safety mechanism of the purge and of recovery is
+//! turned off in turn (`sluice_server::teeth`, a test-only cargo feature), and
+//! the simulator's bounded checks must then report a violation. A mechanism
+//! whose absence no check notices is a mechanism the checks do not test.
+//!
+//! Each test names the check that catches its mechanism (a bounded explorer
+//! sweep or a few seeded random runs, the same code `sluice sim explore` and
+//! `sluice sim run` run) and prints the first violation with its reproducer;
+//! docs/simulation.md tabulates them. Switches are per thread, so these tests
+//! run in parallel with each other and with every other test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use sluice_server::PurgeMode;
+use sluice_server::teeth::{self, Mechanism};
+use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
+use sluice_sim::run::{Rates, run};
+use sluice_sim::workload::Workload;
+
+/// Where a mechanism's absence is looked for.
+#[derive(Debug, Clone, Copy)]
+enum Catcher {
+    /// The explorer on one workload, at the given stride, with or without the
+    /// two-fault phase, stopping at the first violation.
+    Explore {
+        workload: Workload,
+        stride: u64,
+        two_faults: Option<TwoFaults>,
+    },
+    /// `sluice sim run` on seeds `first..=last` with `steps` steps, at the
+    /// default fault rates (`harsh: false`) or at [`harsh`] ones, stopping at
+    /// the first seed with a violation.
+    Runs {
+        first: u64,
+        last: u64,
+        steps: u32,
+        /// 0: default rates; 1, 2: [`harsh`] ones.
+        harsh: u32,
+    },
+}
+
+/// Fault rates several times the defaults: more faults per schedule, so a
+/// mechanism that only matters after two or three faults meets them sooner.
+fn harsh(level: u32) -> Rates {
+    if level >= 2 {
+        // Syncs and truncates fail often, crashes are frequent: the
+        // recovered-tail gap needs a failed sync, a failed clean-up
+        // truncate, a crash, another failed sync and a power loss.
+        return Rates {
+            sync_ppm: 200_000,
+            write_ppm: 20_000,
+            unlink_ppm: 20_000,
+            truncate_ppm: 400_000,
+            rename_ppm: 10_000,
+            open_ppm: 2_000,
+            crash_ppm: 150_000,
+        };
+    }
+    Rates {
+        sync_ppm: 80_000,
+        write_ppm: 40_000,
+        unlink_ppm: 60_000,
+        truncate_ppm: 100_000,
+        rename_ppm: 30_000,
+        open_ppm: 5_000,
+        crash_ppm: 80_000,
+    }
+}
+
+/// Runs `catcher` with `mechanism` off; the first violation, as a printable
+/// line with its reproducer, after checking that the same case or seed has
+/// no violation with the mechanism on (so the violation is the switch's).
+fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
+    let off = teeth::disable(mechanism);
+    match catcher {
+        Catcher::Explore {
+            workload,
+            stride,
+            two_faults,
+        } => {
+            let bounds = Bounds {
+                stride,
+                second_crash_points: 0,
+                second_stride: 1,
+                purge_mode: PurgeMode::Obligation,
+                two_faults,
+                stop_at_first: true,
+            };
+            let report = explore(workload, &bounds, |_| {}).unwrap();
+            drop(off);
+            report.violations.first().map(|v| {
+                let case = Case::parse(&v.case).unwrap();
+                let (control, _) = run_case(workload, &case, PurgeMode::Obligation).unwrap();
+                assert!(
+                    control.is_empty(),
+                    "case {} fails with {} on too: {control:?}",
+                    v.case,
+                    mechanism.as_str()
+                );
+                format!(
+                    "({}) {} [{}]: {} ({} violations in {} states)\n  reproduce: {}",
+                    v.property,
+                    v.case,
+                    v.partition,
+                    v.detail,
+                    report.violations.len(),
+                    report.states_explored,
+                    v.reproduce
+                )
+            })
+        }
+        Catcher::Runs {
+            first,
+            last,
+            steps,
+            harsh: h,
+        } => (first..=last).find_map(|seed| {
+            let rates = if h > 0 { harsh(h) } else { Rates::default() };
+            let r = run(seed, steps, rates).unwrap();
+            r.violations.first().map(|(step, v)| {
+                let on = {
+                    let _on = teeth::enable_all();
+                    run(seed, steps, rates).unwrap()
+                };
+                assert!(
+                    on.violations.is_empty(),
+                    "seed {seed} fails with {} on too: {:?}",
+                    mechanism.as_str(),
+                    on.violations.first()
+                );
+                format!(
+                    "seed {seed} step {step} ({} violations): ({}) [{}] {}",
+                    r.violations.len(),
+                    v.property,
+                    v.partition,
+                    v.detail
+                )
+            })
+        }),
+    }
+}
+
+/// Tries each catcher in turn until one reports a violation.
+fn assert_caught(mechanism: Mechanism, catchers: &[Catcher]) {
+    // Given: the mechanism off (this thread only). When: the catchers run.
+    for catcher in catchers {
+        if let Some(line) = first_violation(mechanism, *catcher) {
+            // Then: one of them reports a violation.
+            println!(
+                "{} off -> caught by {catcher:?}:\n{line}",
+                mechanism.as_str()
+            );
+            return;
+        }
+        println!("{} off -> not caught by {catcher:?}", mechanism.as_str());
+    }
+    panic!(
+        "{} turned off, but no check reports a violation ({catchers:?}): the checks have no teeth for it",
+        mechanism.as_str()
+    );
+}
+
+/// The random-run catcher: the first failing seed of a bounded range.
+const RUNS: Catcher = Catcher::Runs {
+    first: 1,
+    last: 200,
+    steps: 300,
+    harsh: 1,
+};
+
+/// The explorer's two-fault phase on one workload, the main phase reduced to
+/// its first operation.
+const fn two_faults(workload: Workload) -> Catcher {
+    Catcher::Explore {
+        workload,
+        stride: 1_000,
+        two_faults: Some(TwoFaults {
+            first_stride: 1,
+            window: 12,
+            second_stride: 1,
+        }),
+    }
+}
+
+#[test]
+fn without_the_redo_of_dropped_removals_a_check_fails() {
+    assert_caught(
+        Mechanism::RedoDroppedRemovals,
+        &[Catcher::Explore {
+            workload: Workload::Purge,
+            stride: 1,
+            two_faults: None,
+        }],
+    );
+}
+
+#[test]
+fn without_generation_filtering_at_recovery_a_check_fails() {
+    assert_caught(
+        Mechanism::GenerationFilter,
+        &[Catcher::Explore {
+            workload: Workload::Purge,
+            stride: 5,
+            two_faults: None,
+        }],
+    );
+}
+
+/// Not caught yet (docs/simulation.md, "Teeth"): the gap is a crash between
+/// an unlink and the next obligation write, then a failed directory sync
+/// before cleanup confirms it; the fault-in-recovery phase only reaches the
+/// first 12 operations of recovery, and 200 harsh runs (which crash only
+/// between steps) never meet it. Ignored: counts as no coverage.
+#[test]
+#[ignore = "not caught yet: see docs/simulation.md"]
+fn without_persisting_the_plan_before_unlinking_a_check_fails() {
+    assert_caught(
+        Mechanism::PersistPlanBeforeUnlink,
+        &[two_faults(Workload::Purge), RUNS],
+    );
+}
+
+#[test]
+fn without_replacing_dead_offset_files_a_check_fails() {
+    assert_caught(Mechanism::ReplaceDeadOffsetFile, &[RUNS]);
+}
+
+/// Not caught yet (docs/simulation.md, "Teeth"): the gap needs a failed sync,
+/// a failed clean-up truncate, a crash, a failed sync after recovery and a
+/// power loss; the explorer runs no workload after recovery, and 200 random
+/// runs at the first harsh rates never meet it. The harsher rates find a
+/// violation that the engine shows with the mechanism on too (seed 60, in
+/// /work/coord/NOTES.md), so this stays out of CI until that is understood.
+#[test]
+#[ignore = "not caught yet: see docs/simulation.md"]
+fn without_re_dirtying_the_recovered_tail_a_check_fails() {
+    assert_caught(
+        Mechanism::RedirtyRecoveredTail,
+        &[
+            RUNS,
+            Catcher::Runs {
+                first: 1,
+                last: 300,
+                steps: 300,
+                harsh: 2,
+            },
+        ],
+    );
+}
+
+/// Not caught yet (docs/simulation.md, "Teeth"): the `offset-slots` two-fault
+/// sweep and 200 harsh random runs report nothing with the rule off. Kept
+/// out of CI (ignored) so it counts as no coverage.
+#[test]
+#[ignore = "not caught yet: see docs/simulation.md"]
+fn without_the_offset_slot_sequence_rule_a_check_fails() {
+    assert_caught(
+        Mechanism::OffsetSlotSequence,
+        &[two_faults(Workload::OffsetSlots), RUNS],
+    );
+}
