@@ -67,6 +67,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod powercut;
+
 const STREAM: &str = "soak";
 const TOPIC: &str = "events";
 /// Longest the quiet period may take before an obligation not yet `applied`
@@ -98,6 +100,47 @@ pub struct SoakArgs {
     /// in the system's temporary directory, removed after a clean run.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Keep the server's data directory on the power-cut FUSE file system
+    /// (`sluice-powercut`, needs /dev/fuse and root) and cut the power after
+    /// every kill: unsynced changes are lost (issue 14).
+    #[arg(long)]
+    powercut: bool,
+    /// With --powercut: percent of cuts that first let a seeded subset of
+    /// the unsynced changes reach the disk (partial writeback).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=100))]
+    partial_percent: u64,
+    /// With --powercut: percent of purges before which an fsync of one
+    /// partition's consumers/, groups/ or segments/ directory is set to fail.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=100))]
+    fail_sync_percent: u64,
+    /// Start the server with a test-only fault, to prove the soak catches it
+    /// (a build whose sluice-server has `naive-purge` and sluice-storage
+    /// `test-faults`, as `cargo test` builds it; a release build refuses).
+    #[arg(long, value_enum)]
+    test_fault: Option<TestFault>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum TestFault {
+    /// Apache Iggy's purge order (SLUICE_TEST_NAIVE_PURGE=1).
+    NaivePurge,
+    /// Directory syncs that persist nothing (SLUICE_TEST_NOOP_DIR_SYNC=1).
+    NoopDirSync,
+}
+
+impl TestFault {
+    fn env(self) -> &'static str {
+        match self {
+            TestFault::NaivePurge => "SLUICE_TEST_NAIVE_PURGE",
+            TestFault::NoopDirSync => "SLUICE_TEST_NOOP_DIR_SYNC",
+        }
+    }
+}
+
+/// Where the server runs: its data directory and any test-fault switch.
+struct Target {
+    data: PathBuf,
+    fault: Option<TestFault>,
 }
 
 pub fn main(args: SoakArgs) -> ExitCode {
@@ -356,6 +399,7 @@ struct Counts {
     in_doubt: u64,
     kills_in_purge: u64,
     kills_at_start: u64,
+    cuts: u64,
 }
 
 impl Counts {
@@ -485,7 +529,7 @@ struct Server {
     base: String,
 }
 
-fn spawn_server(work: &Path, cycle: u64) -> Result<Server, String> {
+fn spawn_server(work: &Path, target: &Target, cycle: u64) -> Result<Server, String> {
     let log_path = work.join("server.log");
     let mut log = OpenOptions::new()
         .create(true)
@@ -497,9 +541,13 @@ fn spawn_server(work: &Path, cycle: u64) -> Result<Server, String> {
         "===== sluice soak: server start for cycle {cycle} ====="
     );
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(fault) = target.fault {
+        command.env(fault.env(), "1");
+    }
+    let mut child = command
         .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
-        .arg(work.join("data"))
+        .arg(&target.data)
         .arg("--with-default-root-credentials")
         .env_remove("SLUICE_ROOT_USERNAME")
         .env_remove("SLUICE_ROOT_PASSWORD")
@@ -604,6 +652,10 @@ struct Ctx {
     purge_in_flight: AtomicBool,
     killed: AtomicBool,
     purge_gate: tokio::sync::Mutex<()>,
+    powercut: Option<Arc<powercut::PowerCut>>,
+    /// Failing fsyncs fired before this cycle's load began.
+    injected_at_start: u64,
+    purges_started: AtomicU64,
 }
 
 impl Ctx {
@@ -1186,6 +1238,17 @@ fn classify(
         {
             Outcome::Refused
         }
+        // A failing fsync armed by --powercut may fail the request that hit
+        // it: its effect is then in doubt, as at a kill.
+        Reply::Answer { status, .. }
+            if *status >= 500
+                && ctx
+                    .powercut
+                    .as_ref()
+                    .is_some_and(|p| p.injected() > ctx.injected_at_start) =>
+        {
+            Outcome::InDoubt
+        }
         Reply::Answer { .. } => {
             ctx.violation(format!("{what}: unexpected answer {}", reply.describe()));
             Outcome::InDoubt
@@ -1475,6 +1538,9 @@ async fn delete(ctx: &Ctx, key: OffKey) -> Step {
 }
 
 async fn purge(ctx: &Ctx) -> Step {
+    if let Some(pc) = &ctx.powercut {
+        pc.before_purge(ctx.cycle, ctx.purges_started.fetch_add(1, Ordering::SeqCst));
+    }
     ctx.purge_in_flight.store(true, Ordering::SeqCst);
     let start = ctx.tick();
     let index = {
@@ -1523,6 +1589,7 @@ struct Report {
     cycles: u64,
     counts: Counts,
     violations: Vec<String>,
+    powercut: Option<(powercut::CutCounts, sluice_powercut::Stats)>,
 }
 
 impl Report {
@@ -1552,6 +1619,24 @@ impl Report {
             c.refused,
             c.in_doubt
         );
+        if let Some((cuts, fs)) = &self.powercut {
+            let _ = writeln!(
+                out,
+                "power cuts: {} ({} full, {} partial writeback); failing fsyncs armed before purges {}, fired {}; unsynced changes dropped {}, written back by partial cuts {}; fsyncs served: {} file, {} directory",
+                self.counts.cuts,
+                cuts.full,
+                cuts.partial,
+                cuts.armed,
+                fs.injected_sync_failures,
+                fs.dropped_changes,
+                fs.written_back,
+                fs.file_syncs,
+                fs.dir_syncs
+            );
+        }
+        if let Some(f) = args.test_fault {
+            let _ = writeln!(out, "test fault in the server: {f:?}");
+        }
         let _ = writeln!(out, "violations: {}", self.violations.len());
         for v in &self.violations {
             let _ = writeln!(out, "  - {v}");
@@ -1560,9 +1645,24 @@ impl Report {
         if !self.violations.is_empty() {
             let _ = writeln!(out, "server log: {}", work.join("server.log").display());
         }
+        let mut extra = String::new();
+        if args.powercut {
+            let _ = write!(
+                extra,
+                " --powercut --partial-percent {} --fail-sync-percent {}",
+                args.partial_percent, args.fail_sync_percent
+            );
+        }
+        if let Some(f) = args.test_fault {
+            let _ = write!(
+                extra,
+                " --test-fault {}",
+                clap::ValueEnum::to_possible_value(&f).map_or_else(String::new, |v| v.get_name().to_string())
+            );
+        }
         let _ = writeln!(
             out,
-            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {}",
+            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {}{extra}",
             args.seed, args.cycles, args.clients, args.partitions, args.max_ops
         );
         out
@@ -1585,6 +1685,31 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
     };
     let mut clock = 1u64;
     let mut cycles_run = 0u64;
+    let pc = if args.powercut {
+        Some(Arc::new(powercut::PowerCut::start(
+            work,
+            args.seed,
+            args.partial_percent,
+            args.fail_sync_percent,
+        )?))
+    } else {
+        None
+    };
+    let target = Target {
+        data: pc
+            .as_ref()
+            .map_or_else(|| work.join("data"), |p| p.data_dir()),
+        fault: args.test_fault,
+    };
+    // A cut after a kill; a broken file system invariant ends the run.
+    let cut = |cycle: u64, which: u64, oracle: &mut Oracle| -> Result<(), String> {
+        if let Some(p) = &pc {
+            let what = p.cut_after_kill(cycle, which)?;
+            tracing::debug!(cycle, what, "soak: power cut");
+            oracle.counts.cuts += 1;
+        }
+        Ok(())
+    };
     for cycle in 0..=args.cycles {
         let last = cycle == args.cycles;
         // One restart in eight is killed again right after it listens,
@@ -1593,12 +1718,13 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         let mut early = Rng::for_parts(&[args.seed, cycle, u64::MAX - 1]);
         if cycle > 0 && early.below(8) == 0 {
             let jitter = Duration::from_micros(early.below(20_000));
-            match spawn_server(work, cycle) {
+            match spawn_server(work, &target, cycle) {
                 Ok(mut s) => {
                     tokio::time::sleep(jitter).await;
                     let _ = s.child.kill();
                     let _ = s.child.wait();
                     oracle.counts.kills_at_start += 1;
+                    cut(cycle, 1, &mut oracle)?;
                 }
                 Err(e) => {
                     oracle.violation(
@@ -1609,7 +1735,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
                 }
             }
         }
-        let mut server = match spawn_server(work, cycle) {
+        let mut server = match spawn_server(work, &target, cycle) {
             Ok(s) => s,
             Err(e) => {
                 if cycle == 0 {
@@ -1651,6 +1777,9 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
             purge_in_flight: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             purge_gate: tokio::sync::Mutex::new(()),
+            powercut: pc.clone(),
+            injected_at_start: pc.as_ref().map_or(0, |p| p.injected()),
+            purges_started: AtomicU64::new(0),
         });
         if cycle == 0
             && let Err(e) = create_resources(&ctx, args.clients).await
@@ -1719,6 +1848,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         }
         clock = ctx.clock.load(Ordering::SeqCst);
         oracle = take_oracle(ctx)?;
+        cut(cycle, 0, &mut oracle)?;
         cycles_run += 1;
         if args.cycles >= 20 && (cycle + 1) % (args.cycles / 20).max(1) == 0 {
             eprintln!(
@@ -1734,6 +1864,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         cycles: cycles_run,
         counts: oracle.counts,
         violations: oracle.violations,
+        powercut: pc.as_ref().map(|p| p.summary()),
     })
 }
 
