@@ -578,7 +578,14 @@ fn spawn_server(work: &Path, target: &Target, cycle: u64) -> Result<Server, Stri
     });
     match rx.recv_timeout(START_TIMEOUT) {
         Ok(base) => Ok(Server { child, base }),
-        Err(_) => {
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
+            Err(format!(
+                "the server exited ({status}) before listening (log: {})",
+                log_path.display()
+            ))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
             let _ = child.kill();
             let _ = child.wait();
             Err(format!(
