@@ -579,7 +579,9 @@ fn spawn_server(work: &Path, target: &Target, cycle: u64) -> Result<Server, Stri
     match rx.recv_timeout(START_TIMEOUT) {
         Ok(base) => Ok(Server { child, base }),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
+            let status = child
+                .wait()
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
             Err(format!(
                 "the server exited ({status}) before listening (log: {})",
                 log_path.display()
@@ -1664,7 +1666,8 @@ impl Report {
             let _ = write!(
                 extra,
                 " --test-fault {}",
-                clap::ValueEnum::to_possible_value(&f).map_or_else(String::new, |v| v.get_name().to_string())
+                clap::ValueEnum::to_possible_value(&f)
+                    .map_or_else(String::new, |v| v.get_name().to_string())
             );
         }
         let _ = writeln!(

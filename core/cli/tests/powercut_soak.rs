@@ -81,7 +81,11 @@ fn given_a_power_cut_after_every_kill_when_soaking_on_the_fuse_mount_then_nothin
     // Every kill was followed by a cut, and the cuts really dropped changes.
     let cuts = number_after(&s.stdout, "power cuts: ");
     assert!(cuts >= 24, "{}", s.stdout);
-    assert!(s.stdout.contains("unsynced changes dropped "), "{}", s.stdout);
+    assert!(
+        s.stdout.contains("unsynced changes dropped "),
+        "{}",
+        s.stdout
+    );
     assert!(number_after(&s.stdout, "operations acknowledged: ") > 0);
 }
 
@@ -111,7 +115,11 @@ fn given_the_naive_purge_when_soaking_with_power_cuts_and_failing_fsyncs_then_vi
         s.stdout,
         s.stderr
     );
-    assert!(s.stdout.contains("test fault in the server: NaivePurge"), "{}", s.stdout);
+    assert!(
+        s.stdout.contains("test fault in the server: NaivePurge"),
+        "{}",
+        s.stdout
+    );
     assert!(number_after(&s.stdout, "violations: ") > 0, "{}", s.stdout);
 }
 

@@ -17,9 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::control;
@@ -196,7 +195,8 @@ impl Filesystem for PowercutFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        if flags.contains(RenameFlags::RENAME_EXCHANGE) || flags.contains(RenameFlags::RENAME_WHITEOUT)
+        if flags.contains(RenameFlags::RENAME_EXCHANGE)
+            || flags.contains(RenameFlags::RENAME_WHITEOUT)
         {
             reply.error(Errno::EINVAL);
             return;
@@ -386,6 +386,21 @@ impl Filesystem for PowercutFs {
         reply.ok();
     }
 
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
+        Self::no_xattrs(reply);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
+        Self::no_xattrs(reply);
+    }
+
     fn fsyncdir(
         &self,
         _req: &Request,
@@ -401,8 +416,19 @@ impl Filesystem for PowercutFs {
     }
 }
 
+// Extended attributes are not modelled (ADR 0002 §4). `fuser`'s defaults
+// answer ENOSYS too, but log a warning each time; the kernel asks for
+// `security.capability` on every write.
+impl PowercutFs {
+    fn no_xattrs(reply: fuser::ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+}
+
 fn slice_at(bytes: &[u8], offset: u64, size: u32) -> &[u8] {
-    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(bytes.len());
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
     let end = start.saturating_add(size as usize).min(bytes.len());
     &bytes[start..end]
 }

@@ -628,7 +628,11 @@ impl Model {
         let path = self.backing_path(&rel);
         let durable = &self.file(ino)?.durable;
         let r = (|| {
-            let f = OpenOptions::new().write(true).create(true).open(&path)?;
+            let f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)?;
             f.set_len(durable.len() as u64)?;
             for &(s, e) in ranges {
                 let (s, e) = (s as usize, (e as usize).min(durable.len()));
@@ -803,7 +807,8 @@ impl Model {
 
     /// Checks the invariant that the backing directory is the durable view.
     pub fn check_backing(&self) -> Result<(), String> {
-        let on_disk = read_tree(&self.backing).map_err(|e| format!("reading the backing directory: {e}"))?;
+        let on_disk =
+            read_tree(&self.backing).map_err(|e| format!("reading the backing directory: {e}"))?;
         let durable = self.view(true);
         if on_disk == durable {
             return Ok(());
@@ -918,7 +923,10 @@ mod tests {
         m.fsync_dir(ROOT).unwrap();
         m.write(f, 5, b" world").unwrap();
         m.cut(None);
-        assert_eq!(m.view(true).get("/x"), Some(&Entry::File(b"hello".to_vec())));
+        assert_eq!(
+            m.view(true).get("/x"),
+            Some(&Entry::File(b"hello".to_vec()))
+        );
         m.check_backing().unwrap();
     }
 

@@ -171,9 +171,7 @@ fn show(v: &BTreeMap<String, Entry>) -> String {
 
 fn require_fuse() {
     if let Some(reason) = sluice_powercut::fuse_unavailable_reason() {
-        panic!(
-            "the power-cut differential test needs FUSE and it is not available here: {reason}"
-        );
+        panic!("the power-cut differential test needs FUSE and it is not available here: {reason}");
     }
 }
 
@@ -205,7 +203,10 @@ fn run_case(seed: u64) -> Result<usize, String> {
         };
         match op {
             Op::FailSync(p, is_dir, nth) => {
-                if !sim.exists(Path::new("/").join(p).as_path()).unwrap_or(false) {
+                if !sim
+                    .exists(Path::new("/").join(p).as_path())
+                    .unwrap_or(false)
+                {
                     continue;
                 }
                 let kind = if *is_dir {
@@ -248,7 +249,9 @@ fn run_case(seed: u64) -> Result<usize, String> {
                 }
             }
             Op::SyncFile(p) | Op::SyncDir(p)
-                if !sim.exists(Path::new("/").join(p).as_path()).unwrap_or(false) =>
+                if !sim
+                    .exists(Path::new("/").join(p).as_path())
+                    .unwrap_or(false) =>
             {
                 // See the module docs: armed failures count only real syncs.
                 continue;
@@ -270,7 +273,10 @@ fn run_case(seed: u64) -> Result<usize, String> {
             )));
         }
     }
-    mount.handle().check_backing().map_err(|e| format!("seed {seed}: {e}"))?;
+    mount
+        .handle()
+        .check_backing()
+        .map_err(|e| format!("seed {seed}: {e}"))?;
     mount.unmount().map_err(|e| format!("unmount: {e}"))?;
     Ok(cuts)
 }
@@ -309,7 +315,10 @@ fn the_control_file_cuts_and_reports() {
     let mount = sluice_powercut::mount(&backing, &mnt).unwrap();
     // Given a synced file and an unsynced one,
     std::fs::write(mnt.join("kept"), b"k").unwrap();
-    std::fs::File::open(mnt.join("kept")).unwrap().sync_all().unwrap();
+    std::fs::File::open(mnt.join("kept"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
     std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
     std::fs::write(mnt.join("lost"), b"l").unwrap();
     // when `cut` is written to the control file,
@@ -333,7 +342,10 @@ fn the_control_file_cuts_and_reports() {
     assert_eq!(err.raw_os_error(), Some(libc_eio()));
     std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
     std::fs::write(&ctl, b"cut\n").unwrap();
-    assert!(!mnt.join("again").exists(), "the failed sync's name survived");
+    assert!(
+        !mnt.join("again").exists(),
+        "the failed sync's name survived"
+    );
     // enospc refuses growth.
     std::fs::write(&ctl, b"enospc on\n").unwrap();
     let full = std::fs::write(mnt.join("full"), b"x").unwrap_err();

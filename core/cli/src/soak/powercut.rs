@@ -51,8 +51,12 @@ impl PowerCut {
         for dir in [&backing, &mnt] {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        let mount = sluice_powercut::mount(&backing, &mnt)
-            .map_err(|e| format!("cannot mount the power-cut file system on {}: {e}", mnt.display()))?;
+        let mount = sluice_powercut::mount(&backing, &mnt).map_err(|e| {
+            format!(
+                "cannot mount the power-cut file system on {}: {e}",
+                mnt.display()
+            )
+        })?;
         Ok(PowerCut {
             mount,
             seed,
@@ -112,7 +116,7 @@ impl PowerCut {
         }
         let dir = dirs.swap_remove(rng.below(dirs.len() as u64) as usize);
         let nth = 1 + u32::try_from(rng.below(2)).unwrap_or(0);
-        tracing::info!(dir = %dir, nth, "soak: arming a failing fsync before a purge");
+        tracing::debug!(dir = %dir, nth, "soak: arming a failing fsync before a purge");
         self.mount.handle().fail_sync(&dir, nth);
         self.counts().armed += 1;
     }
