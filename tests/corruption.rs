@@ -37,6 +37,12 @@ const P1_CONSUMER: u64 = 5;
 const P1_GROUP: u64 = 3;
 const SEGMENT_BASES: [u64; 3] = [0, 3, 6];
 
+/// "Partition 1" and "partition 2" of the prose: Iggy's first two ids.
+const P1: u32 = 0;
+const P2: u32 = 1;
+/// The group "readers", the topic's first (id 0).
+const GROUP: u32 = 0;
+
 fn p1() -> PartitionKey {
     key()
 }
@@ -83,15 +89,15 @@ fn build(engine: &mut Engine, storage: &dyn DurableStorage, data_dir: &Path) -> 
         .unwrap();
     let paths = paths(data_dir);
     // Generation 0 of partition 1, then its purge.
-    send_to(engine, 1, &["old0".into(), "old1".into(), "old2".into()]);
-    store(engine, 1, Consumer::consumer(7), 2);
+    send_to(engine, P1, &["old0".into(), "old1".into(), "old2".into()]);
+    store(engine, P1, Consumer::consumer(7), 2);
     let dead = DeadFiles {
         segment_log: storage
             .read_file(&paths.segments.join(segment_name(0, 0, "log")))
             .unwrap(),
         consumer_7: storage.read_file(&paths.consumers.join("7")).unwrap(),
     };
-    engine.purge_partition(&stream(), &topic(), 1).unwrap();
+    engine.purge_partition(&stream(), &topic(), P1).unwrap();
     engine.reconcile_until_idle(5);
     assert!(
         engine
@@ -103,17 +109,17 @@ fn build(engine: &mut Engine, storage: &dyn DurableStorage, data_dir: &Path) -> 
     );
     // Generation 1 of partition 1.
     for i in 0..8 {
-        let sent = send_to(engine, 1, &[format!("m{i}")]);
+        let sent = send_to(engine, P1, &[format!("m{i}")]);
         assert_eq!(sent.base_offset, i);
     }
-    store(engine, 1, Consumer::consumer(1), 2);
-    store(engine, 1, Consumer::consumer(1), P1_CONSUMER);
-    store(engine, 1, Consumer::group(1), P1_GROUP);
+    store(engine, P1, Consumer::consumer(1), 2);
+    store(engine, P1, Consumer::consumer(1), P1_CONSUMER);
+    store(engine, P1, Consumer::group(GROUP), P1_GROUP);
     // Partition 2, never purged.
-    send_to(engine, 2, &["p0".into(), "p1".into()]);
-    send_to(engine, 2, &["p2".into(), "p3".into()]);
-    store(engine, 2, Consumer::consumer(1), 3);
-    store(engine, 2, Consumer::group(1), 1);
+    send_to(engine, P2, &["p0".into(), "p1".into()]);
+    send_to(engine, P2, &["p2".into(), "p3".into()]);
+    store(engine, P2, Consumer::consumer(1), 3);
+    store(engine, P2, Consumer::group(GROUP), 1);
     let logs = segment_files(storage, data_dir, "log");
     let expected: Vec<String> = SEGMENT_BASES
         .iter()
@@ -475,11 +481,11 @@ fn cases() -> Vec<Case> {
         // ---- group offset (one record, in slot 1) ----
         Case {
             name: "group offset: its only record damaged → skipped and reported",
-            target: Group(1),
+            target: Group(GROUP),
             damage: Flip(|_| vec![slot_payload(1, OFFSET_SLOT)]),
             expect: Serves(Served {
                 group: None,
-                corrupt: &["groups/1"],
+                corrupt: &["groups/0"],
                 loss: Loss::Reported,
                 ..SERVED_INTACT
             }),
@@ -487,7 +493,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "group offset: its only record cut short → read as a torn first write",
-            target: Group(1),
+            target: Group(GROUP),
             damage: Truncate(|_| OFFSET_SLOT + 10),
             expect: Serves(Served {
                 group: None,
@@ -498,7 +504,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "group offset: deleted → no offset",
-            target: Group(1),
+            target: Group(GROUP),
             damage: Delete,
             expect: Serves(Served {
                 group: None,
@@ -759,25 +765,25 @@ fn stored(engine: &mut Engine, partition: u32, consumer: Consumer) -> Option<u64
 /// Checks every row must pass: the other partition is untouched, and the
 /// purged history of partition 1 never comes back.
 fn common_checks(engine: &mut Engine, ctx: &str) {
-    let p2 = poll_all(engine, 2).unwrap();
+    let p2 = poll_all(engine, P2).unwrap();
     assert_eq!(
         payloads_of(&p2),
         ["p0", "p1", "p2", "p3"],
         "{ctx}: partition 2"
     );
-    assert_eq!(stored(engine, 2, Consumer::consumer(1)), Some(3), "{ctx}");
-    assert_eq!(stored(engine, 2, Consumer::group(1)), Some(1), "{ctx}");
-    let sent = send_to(engine, 2, &["p4".into()]);
+    assert_eq!(stored(engine, P2, Consumer::consumer(1)), Some(3), "{ctx}");
+    assert_eq!(stored(engine, P2, Consumer::group(GROUP)), Some(1), "{ctx}");
+    let sent = send_to(engine, P2, &["p4".into()]);
     assert_eq!(sent.base_offset, 4, "{ctx}: partition 2 takes writes");
     if engine.partition(p1()).unwrap().degraded_reason().is_none() {
-        let p1 = poll_all(engine, 1).unwrap();
+        let p1 = poll_all(engine, P1).unwrap();
         assert!(
             payloads_of(&p1).iter().all(|p| !p.starts_with("old")),
             "{ctx}: a purged message is served: {:?}",
             payloads_of(&p1)
         );
         assert_eq!(
-            stored(engine, 1, Consumer::consumer(7)),
+            stored(engine, P1, Consumer::consumer(7)),
             None,
             "{ctx}: consumer 7's purged offset came back"
         );
@@ -819,23 +825,23 @@ fn check(case: &Case, outcome: Result<(Engine, RecoveryReport), EngineError>, ct
             let row = status
                 .partitions
                 .iter()
-                .find(|r| r.partition_id == 1)
+                .find(|r| r.partition_id == P1)
                 .unwrap();
             assert!(row.degraded, "{ctx}: status row");
             assert_eq!(status.summary.degraded, 1, "{ctx}");
             // ...and in every request to it, which names the file.
-            let err = poll_all(&mut engine, 1).unwrap_err();
+            let err = poll_all(&mut engine, P1).unwrap_err();
             assert!(
                 matches!(err, EngineError::Degraded { .. }) && contains_all(&err.to_string()),
                 "{ctx}: {err}"
             );
-            let err = engine.purge_partition(&stream(), &topic(), 1).unwrap_err();
+            let err = engine.purge_partition(&stream(), &topic(), P1).unwrap_err();
             assert!(matches!(err, EngineError::Degraded { .. }), "{ctx}: {err}");
             let err = engine
                 .send(
                     &stream(),
                     &topic(),
-                    &Partitioning::PartitionId(1),
+                    &Partitioning::PartitionId(P1),
                     batch(0, 1),
                 )
                 .unwrap_err();
@@ -881,17 +887,21 @@ fn check(case: &Case, outcome: Result<(Engine, RecoveryReport), EngineError>, ct
                 "{ctx}: obligation"
             );
             // What partition 1 serves.
-            let messages = poll_all(&mut engine, 1).unwrap();
+            let messages = poll_all(&mut engine, P1).unwrap();
             assert_eq!(offsets_of(&messages), s.messages, "{ctx}: offsets served");
             for m in &messages {
                 assert_eq!(m.payload, format!("m{}", m.offset).into_bytes(), "{ctx}");
             }
             assert_eq!(
-                stored(&mut engine, 1, Consumer::consumer(1)),
+                stored(&mut engine, P1, Consumer::consumer(1)),
                 s.consumer,
                 "{ctx}"
             );
-            assert_eq!(stored(&mut engine, 1, Consumer::group(1)), s.group, "{ctx}");
+            assert_eq!(
+                stored(&mut engine, P1, Consumer::group(GROUP)),
+                s.group,
+                "{ctx}"
+            );
             // The loss column must agree with what was checked above.
             let kept = s.messages == P1_MESSAGES
                 && s.consumer == Some(P1_CONSUMER)
@@ -907,7 +917,7 @@ fn check(case: &Case, outcome: Result<(Engine, RecoveryReport), EngineError>, ct
             engine.reconcile_until_idle(5);
             let ob = engine.partition(p1()).unwrap().obligation().unwrap();
             assert!(ob.is_applied(), "{ctx}: obligation {:?}", ob.state());
-            let sent = send_to(&mut engine, 1, &[format!("m{}", s.next)]);
+            let sent = send_to(&mut engine, P1, &[format!("m{}", s.next)]);
             assert_eq!(sent.base_offset, s.next, "{ctx}: next offset");
             common_checks(&mut engine, ctx);
             // Dead files restored by the row are gone once cleanup applied.

@@ -390,6 +390,7 @@ async fn over_http_a_full_disk_is_507_storage_full_and_requests_resume() {
         ..ServerConfig::default()
     };
     config.http.address = "127.0.0.1:0".parse().unwrap();
+    config.tcp.address = "127.0.0.1:0".parse().unwrap();
     config.reconciler.period = std::time::Duration::from_millis(20);
     let server = start(
         storage,
@@ -415,7 +416,7 @@ async fn over_http_a_full_disk_is_507_storage_full_and_requests_resume() {
             .unwrap()
             .contains("no space left on device")
     );
-    let store = json!({"consumer_id": 9, "partition_id": 1, "offset": 0});
+    let store = json!({"consumer_id": 9, "partition_id": 0, "offset": 0});
     let r = api
         .put(
             "/streams/orders/topics/events/consumer-offsets",

@@ -42,7 +42,7 @@ fn write_acknowledged(engine: &mut Engine) -> Vec<Message> {
     send_each(engine, 3, 6);
     store_offset(engine, Consumer::consumer(1), 2).unwrap();
     store_offset(engine, Consumer::consumer(1), 5).unwrap();
-    store_offset(engine, Consumer::group(1), 7).unwrap();
+    store_offset(engine, Consumer::group(GROUP), 7).unwrap();
     all_messages(engine)
 }
 
@@ -54,7 +54,7 @@ fn assert_acknowledged(engine: &mut Engine, sent: &[Message], crash: Crash) {
         "{crash}"
     );
     assert_eq!(
-        stored_offset(engine, Consumer::group(1)),
+        stored_offset(engine, Consumer::group(GROUP)),
         Some(7),
         "{crash}"
     );
@@ -140,7 +140,7 @@ fn buffered_power_loss_may_lose_data_but_never_alters_it() {
                 for (consumer, offset) in [
                     (Consumer::consumer(1), last),
                     (Consumer::consumer(2 + (b % 2) as u32), sent.base_offset),
-                    (Consumer::group(1), last.saturating_sub(1)),
+                    (Consumer::group(GROUP), last.saturating_sub(1)),
                 ] {
                     store_offset(&mut engine, consumer, offset).unwrap();
                     acked.entry(consumer).or_default().insert(offset);
@@ -607,11 +607,11 @@ fn an_offset_whose_dir_sync_failed_before_a_restart_is_made_durable_later() {
 fn a_failed_dir_sync_while_creating_a_topic_is_redone_by_the_retry() {
     // Every directory create_topic syncs, from the new partition up to the data dir.
     let dirs = [
-        "/partitions/1",
+        "/partitions/0",
         "/partitions",
-        "/topics/1",
+        "/topics/0",
         "/topics",
-        "/streams/1",
+        "/streams/0",
         "/streams",
         "/data",
     ];
@@ -643,7 +643,7 @@ fn a_failed_dir_sync_while_creating_a_topic_is_redone_by_the_retry() {
             let t = engine
                 .create_topic(&stream(), None, TOPIC, 1, persisted(), 0, 0, 1)
                 .unwrap();
-            assert_eq!(t.id, 1, "{case}");
+            assert_eq!(t.id, 0, "{case}");
             send(&mut engine, 0, 1);
             let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
 
@@ -658,13 +658,13 @@ fn a_failed_dir_sync_while_creating_a_topic_is_redone_by_the_retry() {
 
 #[test]
 fn a_recreated_group_never_inherits_a_deleted_groups_offset() {
-    // Given: buffered offsets; group 1 stored offset 4, and background
+    // Given: buffered offsets; group 0 stored offset 4, and background
     // writeback happened to make that record durable.
     let (sim, mut engine) = sim_with(options(Durability::Persisted, Durability::Buffered));
     send(&mut engine, 0, 5);
     with_group(&mut engine);
-    store_offset(&mut engine, Consumer::group(1), 4).unwrap();
-    let group_file = sim_paths().groups.join("1");
+    store_offset(&mut engine, Consumer::group(GROUP), 4).unwrap();
+    let group_file = sim_paths().groups.join(GROUP.to_string());
     sim.open(&group_file, OpenMode::ReadWrite)
         .unwrap()
         .sync()
@@ -672,57 +672,48 @@ fn a_recreated_group_never_inherits_a_deleted_groups_offset() {
     sim.sync_dir(&sim_paths().groups).unwrap();
 
     // When: the group is deleted (its buffered unlink never synced) and a new
-    // group is created, both acknowledged, then power is cut.
+    // group is created, which takes the freed id 0 as Iggy's server would;
+    // both acknowledged, then power is cut.
     engine
         .delete_group(&stream(), &topic(), &"workers".into())
         .unwrap();
     let g = engine
         .create_group(&stream(), &topic(), None, "newcomers")
         .unwrap();
-    // (The server never hands out a deleted group's id again.)
-    assert_eq!(g.id, 2);
-    assert_eq!(stored_offset(&mut engine, Consumer::group(2)), None);
+    assert_eq!(g.id, GROUP, "the lowest free id is reused");
+    assert_eq!(stored_offset(&mut engine, Consumer::group(GROUP)), None);
     let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
 
-    // Then: the new group has no offset it never stored, and the deleted one
-    // stays deleted.
+    // Then: group 0 is the new one, with no offset it never stored, although
+    // the deleted group's file had been durable; `Next` starts at 0.
     assert_eq!(
-        engine.group(&stream(), &topic(), &2.into()).unwrap().name,
+        engine
+            .group(&stream(), &topic(), &GROUP.into())
+            .unwrap()
+            .name,
         "newcomers"
     );
-    assert_eq!(stored_offset(&mut engine, Consumer::group(2)), None);
-    assert!(engine.group(&stream(), &topic(), &1.into()).is_err());
-
-    // When: a client explicitly asks for the deleted group's id 1, while the
-    // power loss has brought its offset file back; then power is cut again.
-    assert!(sim.exists(&group_file).unwrap());
-    let g = engine
-        .create_group(&stream(), &topic(), Some(1), "returning")
-        .unwrap();
-    assert_eq!(g.id, 1);
-    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), None);
-    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
-
-    // Then: group 1 is the new one and has no offset either; `Next` starts at 0.
-    assert_eq!(
-        engine.group(&stream(), &topic(), &1.into()).unwrap().name,
-        "returning"
-    );
-    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), None);
+    assert_eq!(stored_offset(&mut engine, Consumer::group(GROUP)), None);
     assert_eq!(
         offsets_of(&poll(
             &mut engine,
-            Consumer::group(1),
+            Consumer::group(GROUP),
             PollingStrategy::Next,
             1
         )),
         [0]
     );
-    // And: a server-assigned id still moves past every id used.
+
+    // When: a client explicitly asks for an id no group ever had.
+    let g = engine
+        .create_group(&stream(), &topic(), Some(5), "explicit")
+        .unwrap();
+    assert_eq!(g.id, 5);
+    // Then: the next server-assigned id is the lowest free one, not past 5.
     let g = engine
         .create_group(&stream(), &topic(), None, "later")
         .unwrap();
-    assert_eq!(g.id, 3);
+    assert_eq!(g.id, 1);
 }
 
 // ---- the data directory itself -------------------------------------------------
@@ -976,7 +967,7 @@ fn a_deleted_metadata_file_next_to_partition_data_refuses_to_start_empty() {
     match opened {
         Err(EngineError::CorruptFile { path, reason, .. }) => {
             assert_eq!(path, Path::new(DATA_DIR).join("metadata"));
-            assert!(reason.contains("/partitions/1/"), "{reason}");
+            assert!(reason.contains("/partitions/0/"), "{reason}");
         }
         Err(e) => panic!("unexpected error: {e}"),
         Ok((_, report)) => panic!("started empty: {report:?}"),
@@ -1001,4 +992,190 @@ fn empty_partition_directories_left_by_a_crash_before_the_first_commit_do_not_bl
     assert_eq!(report.partitions, 0);
     setup(&mut engine, persisted());
     assert_eq!(send(&mut engine, 0, 1).base_offset, 0);
+}
+
+// ---- multiple faults on one offset file or one segment ------------------------
+
+/// The faults a failed write or sync of one file can take.
+fn write_or_sync_faults() -> Vec<(OpKind, FaultMode)> {
+    vec![
+        (OpKind::Write, FaultMode::Before),
+        (OpKind::Write, FaultMode::After),
+        (OpKind::Write, FaultMode::TornWrite),
+        (OpKind::SyncFile, FaultMode::Before),
+        (OpKind::SyncFile, FaultMode::After),
+    ]
+}
+
+#[test]
+fn a_failed_offset_store_then_a_torn_one_never_loses_the_acknowledged_offset() {
+    // Each simulator seed tears writes at other lengths.
+    for seed in 1..=40 {
+        for first in write_or_sync_faults() {
+            for second in write_or_sync_faults() {
+                for crash in [
+                    Crash::Process,
+                    Crash::PowerLoss,
+                    Crash::PowerLossPartial { seed },
+                ] {
+                    check_two_failed_stores(seed, first, second, crash);
+                }
+            }
+        }
+    }
+}
+
+fn check_two_failed_stores(
+    seed: u64,
+    first: (OpKind, FaultMode),
+    second: (OpKind, FaultMode),
+    crash: Crash,
+) {
+    // Given: offsets 1 and 2 stored and acknowledged (persisted).
+    let (sim, mut engine) = sim_seeded_with(seed, persisted());
+    send(&mut engine, 0, 5);
+    let c = Consumer::consumer(1);
+    store_offset(&mut engine, c, 1).unwrap();
+    store_offset(&mut engine, c, 2).unwrap();
+
+    // When: the store of 3 fails, then the store of 4 fails too (e.g. 3
+    // before its write lands, 4 torn): nothing more is acknowledged.
+    for (value, (kind, mode)) in [(3, first), (4, second)] {
+        sim.fail_when(
+            OpMatcher::kind(kind).path_ends_with("/consumers/1"),
+            Fault::io(mode),
+            0,
+            1,
+        );
+        assert!(
+            store_offset(&mut engine, c, value).is_err(),
+            "seed {seed}, {first:?} {second:?}: store of {value} did not fail"
+        );
+    }
+
+    // Then: the offset served is the acknowledged one or one tried after
+    // it, live and after the crash; never 1, never none.
+    let allowed = [Some(2), Some(3), Some(4)];
+    let live = stored_offset(&mut engine, c);
+    assert!(
+        allowed.contains(&live),
+        "seed {seed}, {first:?} {second:?}: live {live:?}"
+    );
+    let (mut engine, _) = crash_and_reopen(engine, &sim, crash);
+    let after = stored_offset(&mut engine, c);
+    assert!(
+        allowed.contains(&after),
+        "seed {seed}, {first:?} {second:?} {crash:?}: {after:?} after the crash"
+    );
+}
+
+#[test]
+fn a_failed_offset_store_then_an_acknowledged_one_survives_power_loss() {
+    for first in write_or_sync_faults() {
+        for crash in [Crash::PowerLoss].into_iter().chain(partial_seeds()) {
+            // Given: offset 2 acknowledged; the store of 3 fails.
+            let (sim, mut engine) = sim_with(persisted());
+            send(&mut engine, 0, 5);
+            let c = Consumer::consumer(1);
+            store_offset(&mut engine, c, 2).unwrap();
+            sim.fail_when(
+                OpMatcher::kind(first.0).path_ends_with("/consumers/1"),
+                Fault::io(first.1),
+                0,
+                1,
+            );
+            assert!(store_offset(&mut engine, c, 3).is_err());
+
+            // When: 4 is acknowledged, then the power fails.
+            store_offset(&mut engine, c, 4).unwrap();
+            let (mut engine, _) = crash_and_reopen(engine, &sim, crash);
+
+            // Then: 4 is served.
+            assert_eq!(
+                stored_offset(&mut engine, c),
+                Some(4),
+                "{first:?} {crash:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_failed_sync_after_recovering_an_unsynced_batch_does_not_lose_the_next_acknowledged_send() {
+    // Given: m0 and m1 acknowledged under `persisted`; m2's file sync fails
+    // (Linux drops its dirty bytes) and so does the truncate that would cut
+    // it; the process dies, and the next process recovers m2 from the cache.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 2);
+    let log = || OpMatcher::kind(OpKind::SyncFile).path_contains(".log");
+    sim.fail_when(log(), Fault::io(FaultMode::Before), 0, 1);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 2, 1).is_err());
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+
+    // When: m3's file sync fails too, m4 is acknowledged, and power is cut.
+    sim.fail_when(log(), Fault::io(FaultMode::Before), 0, 1);
+    assert!(try_send(&mut engine, 3, 1).is_err());
+    let acked = send(&mut engine, 4, 1).base_offset;
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: m4 survived at its offset, above no hole.
+    assert_eq!(report.tail_cuts, 0);
+    let all = all_messages(&mut engine);
+    let got = all.iter().find(|m| m.offset == acked);
+    assert_eq!(
+        got.map(|m| m.payload.clone()),
+        Some(payload(4)),
+        "{:?}",
+        payloads_of(&all)
+    );
+    assert_eq!(payloads_of(&all), ["m0", "m1", "m2", "m4"]);
+}
+
+#[test]
+fn repeated_failed_syncs_of_a_segment_never_leave_a_hole_under_an_acknowledged_send() {
+    // Given: two acknowledged messages, then, in one process, failed sends
+    // whose syncs fail (and whose cut fails once), each fault on its own.
+    for (sync_fault, cut_fails) in [
+        (FaultMode::Before, false),
+        (FaultMode::Before, true),
+        (FaultMode::After, true),
+    ] {
+        for crash in [Crash::PowerLoss].into_iter().chain(partial_seeds()) {
+            let (sim, mut engine) = sim_with(persisted());
+            send(&mut engine, 0, 2);
+            let log = || OpMatcher::kind(OpKind::SyncFile).path_contains(".log");
+            sim.fail_when(log(), Fault::io(sync_fault), 0, 2);
+            if cut_fails {
+                sim.fail_when(
+                    OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
+                    Fault::io(FaultMode::Before),
+                    0,
+                    1,
+                );
+            }
+            let _ = try_send(&mut engine, 2, 1);
+            let _ = try_send(&mut engine, 3, 1);
+
+            // When: a send is acknowledged, then the power fails.
+            let acked = send(&mut engine, 4, 1).base_offset;
+            let (mut engine, _) = crash_and_reopen(engine, &sim, crash);
+
+            // Then: it is there, and so is everything acknowledged before it.
+            let all = all_messages(&mut engine);
+            let got = all.iter().find(|m| m.offset == acked);
+            assert_eq!(
+                got.map(|m| m.payload.clone()),
+                Some(payload(4)),
+                "{sync_fault:?} cut fails {cut_fails} {crash:?}: {:?}",
+                payloads_of(&all)
+            );
+            assert_eq!(&payloads_of(&all)[..2], ["m0", "m1"]);
+        }
+    }
 }

@@ -386,8 +386,8 @@ fn unknown_resources_are_typed_errors() {
             .poll(&stream(), &topic(), 9, c, PollingStrategy::First, 1, false)
             .unwrap_err(),
         EngineError::PartitionNotFound {
-            stream: 1,
-            topic: 1,
+            stream: 0,
+            topic: 0,
             partition: 9
         }
     );
@@ -427,7 +427,7 @@ fn unknown_resources_are_typed_errors() {
         engine.send(
             &stream(),
             &topic(),
-            &Partitioning::PartitionId(1),
+            &Partitioning::PartitionId(0),
             Vec::new()
         ),
         Err(EngineError::Invalid { .. })
@@ -451,10 +451,10 @@ fn duplicate_names_and_ids_are_refused() {
         }
     );
     assert_eq!(
-        engine.create_stream(Some(1), "other").unwrap_err(),
+        engine.create_stream(Some(0), "other").unwrap_err(),
         EngineError::IdTaken {
             kind: "stream",
-            id: 1
+            id: 0
         }
     );
     assert_eq!(
@@ -468,11 +468,11 @@ fn duplicate_names_and_ids_are_refused() {
     );
     assert_eq!(
         engine
-            .create_topic(&stream(), Some(1), "other", 1, buffered(), 0, 0, 1)
+            .create_topic(&stream(), Some(0), "other", 1, buffered(), 0, 0, 1)
             .unwrap_err(),
         EngineError::IdTaken {
             kind: "topic",
-            id: 1
+            id: 0
         }
     );
     engine.create_group(&stream(), &topic(), None, "g").unwrap();
@@ -487,11 +487,11 @@ fn duplicate_names_and_ids_are_refused() {
     );
     assert_eq!(
         engine
-            .create_group(&stream(), &topic(), Some(1), "h")
+            .create_group(&stream(), &topic(), Some(0), "h")
             .unwrap_err(),
         EngineError::IdTaken {
             kind: "consumer group",
-            id: 1
+            id: 0
         }
     );
     // Renaming onto a taken name is refused; renaming to one's own name is not.
@@ -531,4 +531,89 @@ fn numeric_blank_and_overlong_names_are_refused() {
     engine.create_stream(None, &"y".repeat(255)).unwrap();
     engine.create_stream(None, "123abc").unwrap();
     assert!(engine.stream(&"123abc".into()).is_ok());
+}
+
+// ---- arithmetic at the edges of u32 and u64 ----------------------------------
+
+#[test]
+fn creating_partitions_near_u32_max_is_a_typed_error_and_changes_nothing() {
+    // Given: a topic with one partition.
+    let (_sim, mut engine) = sim_with(buffered());
+    // When: nearly u32::MAX more are asked for (have + count would overflow).
+    for count in [u32::MAX, u32::MAX - 1] {
+        let err = engine
+            .create_partitions(&stream(), &topic(), count)
+            .unwrap_err();
+        // Then: a typed error names the field, and the topic is unchanged.
+        assert!(
+            matches!(
+                err,
+                EngineError::Invalid {
+                    what: "partitions_count",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+    assert_eq!(
+        engine
+            .create_partitions(&stream(), &topic(), 1)
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn next_over_an_offset_file_holding_u64_max_is_a_typed_error_and_sends_stay_safe() {
+    use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
+    // Given: an offset file holding u64::MAX (no store can write it: only
+    // disk contents can), found at recovery.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 2);
+    drop(engine);
+    let record = OffsetRecord {
+        generation: 0,
+        offset: Some(u64::MAX),
+    };
+    let bytes = OFFSET_LAYOUT.encode(1, &record).unwrap();
+    let file = sim
+        .open(&sim_paths().consumers.join("1"), OpenMode::CreateNew)
+        .unwrap();
+    file.write_at(OFFSET_LAYOUT.slot_offset(1), &bytes).unwrap();
+    drop(file);
+    let (mut engine, _) = reopen(&sim);
+
+    // When: consumer 1 polls `Next`. Then: a typed error, no panic, no wrap to 0.
+    let err = try_poll(
+        &mut engine,
+        Consumer::consumer(1),
+        PollingStrategy::Next,
+        10,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EngineError::OffsetOutOfRange {
+                offset: u64::MAX,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // And: a send, which could only get offsets past u64::MAX, is refused
+    // with a typed error, and the stored messages are still served.
+    assert!(
+        matches!(
+            try_send(&mut engine, 2, 1),
+            Err(EngineError::Invalid {
+                what: "messages",
+                ..
+            })
+        ),
+        "a send past u64::MAX was not refused"
+    );
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0", "m1"]);
 }

@@ -4,10 +4,13 @@
 
 mod support;
 
+use sluice_server::frame::{self, Magic};
+use sluice_server::metadata::LEGACY_ONE_BASED_VERSION;
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::slots::SlotRead;
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use support::*;
 
@@ -16,7 +19,7 @@ use support::*;
 /// Streams, topics (both durability policies, odd options), partitions, groups.
 fn build_metadata(engine: &mut Engine) {
     let alpha = engine.create_stream(None, "alpha").unwrap();
-    assert_eq!(alpha.id, 1);
+    assert_eq!(alpha.id, 0, "Iggy 0.11 numbers the first stream 0");
     let beta = engine.create_stream(Some(7), "beta").unwrap();
     assert_eq!(beta.id, 7);
     let buffered_opts = TopicOptions {
@@ -35,7 +38,7 @@ fn build_metadata(engine: &mut Engine) {
             0,
         )
         .unwrap();
-    assert_eq!(t.id, 1);
+    assert_eq!(t.id, 0);
     let t = engine
         .create_topic(
             &"alpha".into(),
@@ -56,7 +59,7 @@ fn build_metadata(engine: &mut Engine) {
     let g = engine
         .create_group(&"alpha".into(), &"buffered".into(), None, "readers")
         .unwrap();
-    assert_eq!(g.id, 1);
+    assert_eq!(g.id, 0);
     let g = engine
         .create_group(&"alpha".into(), &"buffered".into(), Some(9), "auditors")
         .unwrap();
@@ -77,7 +80,7 @@ fn metadata_round_trips(backend: Backend) {
     assert_eq!(report.partitions, 2 + 1 + 3);
     assert!(report.degraded.is_empty());
     let ids: Vec<u32> = engine.streams().map(|s| s.id).collect();
-    assert_eq!(ids, vec![1, 7]);
+    assert_eq!(ids, vec![0, 7]);
     let buffered = engine.topic(&"alpha".into(), &"buffered".into()).unwrap();
     assert_eq!(buffered.options.durability, Durability::Buffered);
     assert_eq!(
@@ -92,15 +95,15 @@ fn metadata_round_trips(backend: Backend) {
     assert_eq!(buffered.replication_factor, 1, "0 is stored as 1");
     assert_eq!(
         buffered.partitions.keys().copied().collect::<Vec<_>>(),
-        vec![1, 2]
+        vec![0, 1]
     );
     let groups: Vec<(u32, &str)> = buffered
         .groups
         .values()
         .map(|g| (g.id, g.name.as_str()))
         .collect();
-    assert_eq!(groups, vec![(1, "readers"), (9, "auditors")]);
-    let persisted = engine.topic(&1.into(), &5.into()).unwrap();
+    assert_eq!(groups, vec![(0, "readers"), (9, "auditors")]);
+    let persisted = engine.topic(&0.into(), &5.into()).unwrap();
     assert_eq!(persisted.name, "persisted");
     assert_eq!(persisted.options.durability, Durability::Persisted);
     assert_eq!(
@@ -146,6 +149,111 @@ fn metadata_survives_power_loss_on_sim() {
     assert_eq!(report.partitions, 6);
 }
 
+#[test]
+fn ids_are_assigned_as_iggy_assigns_them_and_survive_a_restart() {
+    // Given: three streams, the middle one deleted (Iggy 0.11 hands out the
+    // lowest id no live resource holds).
+    let sim = new_sim();
+    let mut engine = sim_engine(&sim);
+    for name in ["a", "b", "c"] {
+        engine.create_stream(None, name).unwrap();
+    }
+    engine.delete_stream(&"b".into()).unwrap();
+
+    // When: the server restarts and a stream, a topic with two partitions,
+    // one more partition and a group are created.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    let d = engine.create_stream(None, "d").unwrap();
+    let t = engine
+        .create_topic(&"d".into(), None, "t", 2, buffered(), 0, 0, 1)
+        .unwrap();
+    let added = engine
+        .create_partitions(&"d".into(), &"t".into(), 1)
+        .unwrap();
+    let g = engine
+        .create_group(&"d".into(), &"t".into(), None, "g")
+        .unwrap();
+
+    // Then: the freed id 1 is reused, and everything else starts at 0.
+    assert_eq!(d.id, 1, "the lowest free stream id");
+    assert_eq!(t.id, 0);
+    assert_eq!(t.partitions.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(added, vec![2], "new partitions continue at the count");
+    assert_eq!(g.id, 0);
+    let ids: Vec<u32> = engine.streams().map(|s| s.id).collect();
+    assert_eq!(ids, vec![0, 1, 2]);
+}
+
+#[test]
+fn a_reused_partition_id_never_adopts_a_deleted_partitions_messages() {
+    // Given: a partition with persisted messages, deleted; its directory
+    // comes back (the removal was never made durable before the power loss).
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 3);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/partitions"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.delete_partitions(&stream(), &topic(), 1).unwrap();
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert!(
+        sim.exists(&sim_paths().segments).unwrap(),
+        "the deleted partition's files came back"
+    );
+
+    // When: a new partition takes the same id 0.
+    let ids = engine.create_partitions(&stream(), &topic(), 1).unwrap();
+
+    // Then: it is empty: the old messages are neither served nor counted.
+    assert_eq!(ids, vec![PARTITION]);
+    assert_eq!(
+        poll_offsets(&mut engine, PollingStrategy::First, 10),
+        Vec::<u64>::new()
+    );
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(
+        poll_offsets(&mut engine, PollingStrategy::First, 10),
+        Vec::<u64>::new()
+    );
+}
+
+#[test]
+fn a_data_directory_with_one_based_ids_is_refused_and_left_untouched() {
+    // Given: a data directory whose metadata is version 1, the pre-release
+    // format that numbered ids from 1.
+    let sim = new_sim();
+    let mut engine = sim_engine(&sim);
+    build_metadata(&mut engine);
+    let legacy =
+        frame::encode(Magic::METADATA, LEGACY_ONE_BASED_VERSION, engine.metadata()).unwrap();
+    drop(engine);
+    let path = Path::new(DATA_DIR).join("metadata");
+    let file = sim.open(&path, OpenMode::ReadWrite).unwrap();
+    file.truncate(0).unwrap();
+    file.write_at(0, &legacy).unwrap();
+    file.sync().unwrap();
+
+    // When: the engine opens it.
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let clock = Arc::new(ManualClock::new(RESTART_MICROS));
+    let err = Engine::open(storage, clock, config(Path::new(DATA_DIR))).unwrap_err();
+
+    // Then: a clear, typed refusal naming the file, and the file is as it was.
+    match &err {
+        EngineError::Incompatible { path: p, reason } => {
+            assert_eq!(p, &path);
+            assert!(
+                reason.contains("from 1") && reason.contains("from 0"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected Incompatible, got {other:?}"),
+    }
+    assert_eq!(sim.read_file(&path).unwrap(), legacy);
+}
+
 // ---- messages ----------------------------------------------------------------
 
 fn headers() -> Headers {
@@ -180,7 +288,10 @@ fn messages_round_trip(backend: Backend) {
     let sent = engine
         .send(&stream(), &topic(), &Partitioning::Balanced, vec![special])
         .unwrap();
-    assert_eq!((sent.partition_id, sent.base_offset, sent.count), (1, 3, 1));
+    assert_eq!(
+        (sent.partition_id, sent.base_offset, sent.count),
+        (PARTITION, 3, 1)
+    );
     send(&mut engine, 4, 2);
     let before = all_messages(&mut engine);
 
@@ -266,13 +377,13 @@ fn offsets_round_trip(backend: Backend) {
     store_offset(&mut engine, Consumer::consumer(1), 3).unwrap();
     store_offset(&mut engine, Consumer::consumer(2), 5).unwrap();
     store_offset(&mut engine, Consumer::consumer(2), 6).unwrap();
-    store_offset(&mut engine, Consumer::group(1), 4).unwrap();
+    store_offset(&mut engine, Consumer::group(GROUP), 4).unwrap();
 
     // Then: each lives in its own store's directory, named by id.
     let p = paths(&backend.data_dir());
     let storage = engine.storage().clone();
     assert_eq!(storage.list_dir(&p.consumers).unwrap(), ["1", "2"]);
-    assert_eq!(storage.list_dir(&p.groups).unwrap(), ["1"]);
+    assert_eq!(storage.list_dir(&p.groups).unwrap(), [GROUP.to_string()]);
 
     // When: the engine restarts.
     let (mut engine, report) = backend.restart(engine);
@@ -282,13 +393,18 @@ fn offsets_round_trip(backend: Backend) {
     assert_eq!(report.group_offsets, 1);
     assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(3));
     assert_eq!(stored_offset(&mut engine, Consumer::consumer(2)), Some(6));
-    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), Some(4));
+    assert_eq!(stored_offset(&mut engine, Consumer::group(GROUP)), Some(4));
     let got = engine
         .get_offset(&stream(), &topic(), PARTITION, Consumer::consumer(2))
         .unwrap();
     assert_eq!(got, Some((9, 6)));
     // And: Next continues after each stored offset.
-    let next = poll(&mut engine, Consumer::group(1), PollingStrategy::Next, 2);
+    let next = poll(
+        &mut engine,
+        Consumer::group(GROUP),
+        PollingStrategy::Next,
+        2,
+    );
     assert_eq!(offsets_of(&next), [5, 6]);
     let next = poll(&mut engine, Consumer::consumer(1), PollingStrategy::Next, 1);
     assert_eq!(offsets_of(&next), [4]);
@@ -313,10 +429,10 @@ fn syncing_the_consumers_dir_does_not_make_group_offsets_durable() {
         .unwrap();
     send(&mut engine, 0, 5);
     store_offset(&mut engine, Consumer::consumer(1), 2).unwrap();
-    store_offset(&mut engine, Consumer::group(1), 3).unwrap();
+    store_offset(&mut engine, Consumer::group(GROUP), 3).unwrap();
     let p = sim_paths();
     let consumer_file = p.consumers.join("1");
-    let group_file = p.groups.join("1");
+    let group_file = p.groups.join(GROUP.to_string());
     assert!(sim.exists(&consumer_file).unwrap() && sim.exists(&group_file).unwrap());
     assert_eq!(durable_file(&sim, &consumer_file), None);
     assert_eq!(durable_file(&sim, &group_file), None);
@@ -332,7 +448,7 @@ fn syncing_the_consumers_dir_does_not_make_group_offsets_durable() {
     assert!(sim.list_dir(&p.groups).unwrap().is_empty());
     // An empty record file is "never written", not corrupt.
     assert_eq!(report.corrupt_offset_records, 0);
-    assert_eq!(stored_offset(&mut engine, Consumer::group(1)), None);
+    assert_eq!(stored_offset(&mut engine, Consumer::group(GROUP)), None);
     assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), None);
     // The persisted messages are all there.
     assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2, 3, 4]);
@@ -430,8 +546,8 @@ fn updates_and_deletes_persist(backend: Backend) {
         .update_topic(&s, &topic(), "events-v2", 5000, 6000)
         .unwrap();
     let t: Identifier = "events-v2".into();
-    assert_eq!(engine.create_partitions(&s, &t, 2).unwrap(), [3, 4]);
-    assert_eq!(engine.delete_partitions(&s, &t, 1).unwrap(), [4]);
+    assert_eq!(engine.create_partitions(&s, &t, 2).unwrap(), [2, 3]);
+    assert_eq!(engine.delete_partitions(&s, &t, 1).unwrap(), [3]);
     engine.delete_group(&s, &t, &"workers".into()).unwrap();
     engine.delete_topic(&s, &"gone".into()).unwrap();
     engine.delete_stream(&"doomed".into()).unwrap();
@@ -443,7 +559,7 @@ fn updates_and_deletes_persist(backend: Backend) {
     // Then: the metadata is what was acknowledged last.
     assert_eq!(engine.metadata(), &before);
     assert_eq!(report.partitions, 3);
-    let topic_meta = engine.topic(&1.into(), &1.into()).unwrap();
+    let topic_meta = engine.topic(&0.into(), &0.into()).unwrap();
     assert_eq!(topic_meta.name, "events-v2");
     assert_eq!(
         (topic_meta.message_expiry, topic_meta.max_topic_size),
@@ -451,10 +567,10 @@ fn updates_and_deletes_persist(backend: Backend) {
     );
     assert_eq!(
         topic_meta.partitions.keys().copied().collect::<Vec<_>>(),
-        [1, 2, 3]
+        [0, 1, 2]
     );
     assert!(topic_meta.groups.is_empty());
-    assert_eq!(engine.stream(&1.into()).unwrap().name, "orders-v2");
+    assert_eq!(engine.stream(&0.into()).unwrap().name, "orders-v2");
     // Old names no longer resolve; deleted resources are gone, files included.
     assert_eq!(
         engine.stream(&stream()).unwrap_err(),
@@ -469,16 +585,16 @@ fn updates_and_deletes_persist(backend: Backend) {
         Err(EngineError::StreamNotFound(_))
     ));
     let storage = engine.storage().clone();
-    assert!(!storage.exists(&data.join("streams/2")).unwrap());
-    assert!(!storage.exists(&data.join("streams/1/topics/2")).unwrap());
+    assert!(!storage.exists(&data.join("streams/1")).unwrap());
+    assert!(!storage.exists(&data.join("streams/0/topics/1")).unwrap());
     assert!(
         !storage
-            .exists(&data.join("streams/1/topics/1/partitions/4"))
+            .exists(&data.join("streams/0/topics/0/partitions/3"))
             .unwrap()
     );
     assert!(
         storage
-            .exists(&data.join("streams/1/topics/1/partitions/3"))
+            .exists(&data.join("streams/0/topics/0/partitions/2"))
             .unwrap()
     );
     // And: the surviving partition still serves its messages under the new names.
@@ -486,7 +602,7 @@ fn updates_and_deletes_persist(backend: Backend) {
         .poll(
             &s,
             &t,
-            1,
+            PARTITION,
             Consumer::consumer(1),
             PollingStrategy::First,
             10,
@@ -528,20 +644,15 @@ fn a_recreated_stream_never_serves_a_deleted_streams_leftover_files() {
     );
     engine.delete_stream(&stream()).unwrap();
     assert!(sim.exists(&sim_paths().segments).unwrap());
+    // The server hands out the freed id 0 again (as Iggy's does), and the new
+    // topic is 0 too, so the new partition's directory is exactly where the
+    // leftover files are.
     let s = engine.create_stream(None, STREAM).unwrap();
-    // Then: the server does not hand out the deleted stream's id again.
-    assert_eq!(s.id, 2);
-    engine.delete_stream(&stream()).unwrap();
-
-    // When: a client explicitly asks for the deleted stream's id 1 and its
-    // topic gets id 1 again, so the new partition's directory is exactly
-    // where the leftover files are.
-    let s = engine.create_stream(Some(1), STREAM).unwrap();
-    assert_eq!(s.id, 1);
+    assert_eq!(s.id, 0);
     let t = engine
         .create_topic(&stream(), None, TOPIC, 1, opts, 0, 0, 1)
         .unwrap();
-    assert_eq!(t.id, 1);
+    assert_eq!(t.id, 0);
     send(&mut engine, 1000, 1);
 
     // Then: the new stream holds only what was sent to it, before and after
@@ -562,7 +673,7 @@ fn a_recreated_stream_never_serves_a_deleted_streams_leftover_files() {
 }
 
 #[test]
-fn ids_of_deleted_resources_are_never_reused_even_after_a_restart() {
+fn ids_are_the_lowest_free_ones_even_after_a_restart() {
     // Given: streams, topics, partitions and groups, some deleted, some with
     // explicit ids.
     let backend = Backend::sim();
@@ -582,7 +693,8 @@ fn ids_of_deleted_resources_are_never_reused_even_after_a_restart() {
         .unwrap();
     assert_eq!(
         engine.delete_partitions(&stream(), &topic(), 2).unwrap(),
-        [3, 2]
+        [2, 1],
+        "the last partitions go"
     );
     let before = engine.metadata().clone();
 
@@ -590,38 +702,40 @@ fn ids_of_deleted_resources_are_never_reused_even_after_a_restart() {
     let (mut engine, _) = backend.restart(engine);
     assert_eq!(engine.metadata(), &before);
 
-    // Then: every new resource gets an id above every id ever used in its scope.
-    assert_eq!(engine.create_stream(None, "third").unwrap().id, 3);
+    // Then: every new resource gets the lowest id free in its scope, as the
+    // running server would have given it (Iggy 0.11's rule).
+    assert_eq!(engine.create_stream(None, "third").unwrap().id, 1);
     let t = engine
         .create_topic(&stream(), None, "eighth", 0, buffered(), 0, 0, 1)
         .unwrap();
-    assert_eq!(t.id, 8);
+    assert_eq!(t.id, 1);
     assert_eq!(
         engine.create_partitions(&stream(), &topic(), 2).unwrap(),
-        [4, 5]
+        [1, 2],
+        "partitions continue at the count"
     );
     let g = engine
         .create_group(&stream(), &topic(), None, "fifth")
         .unwrap();
-    assert_eq!(g.id, 5);
+    assert_eq!(g.id, 0);
     assert_eq!(
         engine.create_partitions(&stream(), &topic(), 1).unwrap(),
-        [6]
+        [3]
     );
     // And: an explicit id still may not collide with a live one.
     assert!(matches!(
-        engine.create_stream(Some(3), "fourth"),
+        engine.create_stream(Some(1), "fourth"),
         Err(EngineError::IdTaken {
             kind: "stream",
-            id: 3
+            id: 1
         })
     ));
-    // And: a new stream's and topic's own id spaces start at 1.
+    // And: a new stream's and topic's own id spaces start at 0.
     let third: Identifier = "third".into();
     let t = engine
         .create_topic(&third, None, "first", 1, buffered(), 0, 0, 1)
         .unwrap();
-    assert_eq!(t.id, 1);
+    assert_eq!(t.id, 0);
     let first: Identifier = "first".into();
     assert_eq!(
         engine
@@ -631,7 +745,7 @@ fn ids_of_deleted_resources_are_never_reused_even_after_a_restart() {
             .keys()
             .copied()
             .collect::<Vec<_>>(),
-        [1]
+        [0]
     );
 }
 
@@ -678,4 +792,96 @@ fn a_disk_data_dir_is_created_on_first_open() {
     assert!(Path::new(&data.join("metadata")).exists());
     let (mut engine, _) = disk_engine(&data);
     assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0"]);
+}
+
+// ---- stored offsets beyond the recovered log (ADR 0010) ------------------------
+
+/// Buffered messages, persisted offsets: a power loss may take messages a
+/// stored offset names.
+fn buffered_messages_persisted_offsets() -> TopicOptions {
+    options(Durability::Buffered, Durability::Persisted)
+}
+
+#[test]
+fn next_never_skips_messages_sent_after_a_power_loss_took_the_ones_a_stored_offset_named() {
+    // Given: m0..m4 sent (buffered) and consumer 1's offset 4 stored (persisted).
+    let (sim, mut engine) = sim_with(buffered_messages_persisted_offsets());
+    send(&mut engine, 0, 5);
+    let c = Consumer::consumer(1);
+    store_offset(&mut engine, c, 4).unwrap();
+
+    // When: power is cut (the messages are lost, the offset is not), and
+    // five new messages are sent.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(stored_offset(&mut engine, c), Some(4));
+    let sent = send(&mut engine, 5, 5);
+
+    // Then: they get offsets after the stored one (offsets are never
+    // reused), and `Next` returns every one of them.
+    assert_eq!(sent.base_offset, 5);
+    let next = poll(&mut engine, c, PollingStrategy::Next, 100);
+    assert_eq!(payloads_of(&next), ["m5", "m6", "m7", "m8", "m9"]);
+    assert_eq!(offsets_of(&next), [5, 6, 7, 8, 9]);
+    // And: a consumer with no offset reads them from the start.
+    let fresh = poll(
+        &mut engine,
+        Consumer::consumer(2),
+        PollingStrategy::Next,
+        100,
+    );
+    assert_eq!(payloads_of(&fresh), ["m5", "m6", "m7", "m8", "m9"]);
+}
+
+#[test]
+fn next_never_skips_for_a_group_whose_stored_offset_outlived_the_messages() {
+    // Given: a group's offset 2 stored (persisted) over m0..m2 (buffered).
+    let (sim, mut engine) = sim_with(buffered_messages_persisted_offsets());
+    let group = engine
+        .create_group(&stream(), &topic(), None, "billing")
+        .unwrap()
+        .id;
+    send(&mut engine, 0, 3);
+    let g = Consumer::group(group);
+    store_offset(&mut engine, g, 2).unwrap();
+
+    // When: power is cut and two messages are sent.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    send(&mut engine, 3, 2);
+
+    // Then: the group's `Next` returns both.
+    let next = poll(&mut engine, g, PollingStrategy::Next, 100);
+    assert_eq!(payloads_of(&next), ["m3", "m4"]);
+}
+
+#[test]
+fn a_log_that_kept_part_of_its_messages_continues_after_the_highest_stored_offset() {
+    // Given: m0..m2 made durable, m3 and m4 buffered only, offset 4 stored.
+    let (sim, mut engine) = sim_with(buffered_messages_persisted_offsets());
+    send(&mut engine, 0, 3);
+    engine.sync_all().unwrap();
+    send(&mut engine, 3, 2);
+    let c = Consumer::consumer(1);
+    store_offset(&mut engine, c, 4).unwrap();
+
+    // When: power is cut, then m5 and m6 are sent.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2]);
+    send(&mut engine, 5, 2);
+
+    // Then: `Next` returns both, the log shows the gap where m3 and m4 were,
+    // and a restart keeps it that way.
+    assert_eq!(
+        payloads_of(&poll(&mut engine, c, PollingStrategy::Next, 100)),
+        ["m5", "m6"]
+    );
+    assert_eq!(offsets_of(&all_messages(&mut engine)), [0, 1, 2, 5, 6]);
+    engine.sync_all().unwrap();
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    let all = all_messages(&mut engine);
+    assert_eq!(offsets_of(&all), [0, 1, 2, 5, 6]);
+    assert_eq!(payloads_of(&all), ["m0", "m1", "m2", "m5", "m6"]);
+    assert_eq!(
+        payloads_of(&poll(&mut engine, c, PollingStrategy::Next, 100)),
+        ["m5", "m6"]
+    );
 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use sluice_server::frame::{self, FrameError, HEADER_LEN, Header, MAX_PAYLOAD, Magic};
-use sluice_server::metadata::{MetadataStore, StreamMeta, TopicMeta};
+use sluice_server::metadata::{METADATA_VERSION, MetadataStore, StreamMeta, TopicMeta};
 use sluice_server::partition::log::{BatchRecord, IndexEntry, Log, MAX_BATCH_BYTES, Message};
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::{DirKind, OBLIGATION_LAYOUT, Obligation};
@@ -567,7 +567,7 @@ proptest! {
         garbage in prop::option::of(prop::collection::vec(any::<u8>(), 0..300)),
     ) {
         let meta = sample_metadata();
-        let mut bytes = garbage.unwrap_or_else(|| frame::encode(Magic::METADATA, 1, &meta).unwrap());
+        let mut bytes = garbage.unwrap_or_else(|| frame::encode(Magic::METADATA, METADATA_VERSION, &meta).unwrap());
         mutate(&mut bytes, &mutations);
         let sim = SimStorage::with_seed(1);
         sim.create_dir_all(Path::new("/data")).unwrap();

@@ -86,7 +86,7 @@ async fn given_no_valid_token_when_calling_the_api_then_every_route_but_ping_ans
     // When it calls /ping it gets pong; everything else is 401 with Iggy's body.
     let ping = anonymous.get("/ping").await;
     assert_eq!((ping.status, ping.text.as_str()), (200, "pong"));
-    for path in ["/streams", "/status/purge", "/metrics", "/streams/1/topics"] {
+    for path in ["/streams", "/status/purge", "/metrics", "/streams/0/topics"] {
         let r = anonymous.get(path).await;
         assert_eq!(r.status, 401, "{path}: {}", r.text);
         assert_eq!(r.error_code(), "unauthenticated");
@@ -165,21 +165,21 @@ async fn given_malformed_requests_when_sent_then_each_gets_a_4xx_iggy_error_and_
         ),
         (
             "negative count",
-            api.get(&format!("{messages}?partition_id=1&kind=first&count=-1"))
+            api.get(&format!("{messages}?partition_id=0&kind=first&count=-1"))
                 .await,
             400,
         ),
         (
             "huge count",
             api.get(&format!(
-                "{messages}?partition_id=1&kind=first&count=99999999999"
+                "{messages}?partition_id=0&kind=first&count=99999999999"
             ))
             .await,
             400,
         ),
         (
             "unknown polling kind",
-            api.get(&format!("{messages}?partition_id=1&kind=sideways"))
+            api.get(&format!("{messages}?partition_id=0&kind=sideways"))
                 .await,
             400,
         ),
@@ -249,7 +249,7 @@ async fn given_malformed_requests_when_sent_then_each_gets_a_4xx_iggy_error_and_
             "offset beyond the partition",
             api.put(
                 "/streams/orders/topics/events/consumer-offsets",
-                json!({"consumer_id": 1, "partition_id": 1, "offset": 5}),
+                json!({"consumer_id": 1, "partition_id": 0, "offset": 5}),
             )
             .await,
             400,
@@ -309,14 +309,14 @@ async fn given_consumer_group_offsets_when_using_the_extension_then_both_offset_
     let r = api
         .put(
             &format!("{offsets}?consumer_kind=consumer_group"),
-            json!({"consumer_id": "billing", "partition_id": 1, "offset": 1}),
+            json!({"consumer_id": "billing", "partition_id": 0, "offset": 1}),
         )
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
     let r = api
         .put(
             offsets,
-            json!({"consumer_id": 1, "partition_id": 1, "offset": 2}),
+            json!({"consumer_id": 1, "partition_id": 0, "offset": 2}),
         )
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
@@ -324,12 +324,12 @@ async fn given_consumer_group_offsets_when_using_the_extension_then_both_offset_
     // Then each kind reads back its own offset and polls `next` from it.
     let group = api
         .get(&format!(
-            "{offsets}?consumer_kind=consumer_group&consumer_id={gid}&partition_id=1"
+            "{offsets}?consumer_kind=consumer_group&consumer_id={gid}&partition_id=0"
         ))
         .await;
     assert_eq!(group.json()["stored_offset"], 1);
     let consumer = api
-        .get(&format!("{offsets}?consumer_id=1&partition_id=1"))
+        .get(&format!("{offsets}?consumer_id=1&partition_id=0"))
         .await;
     assert_eq!(consumer.json()["stored_offset"], 2);
     assert_eq!(consumer.json()["current_offset"], 3);
@@ -344,19 +344,19 @@ async fn given_consumer_group_offsets_when_using_the_extension_then_both_offset_
 
     // And deleting the consumer's offset leaves the group's alone.
     assert_eq!(
-        api.delete(&format!("{offsets}/1?partition_id=1"))
+        api.delete(&format!("{offsets}/1?partition_id=0"))
             .await
             .status,
         204
     );
     let gone = api
-        .get(&format!("{offsets}?consumer_id=1&partition_id=1"))
+        .get(&format!("{offsets}?consumer_id=1&partition_id=0"))
         .await;
     assert_eq!(gone.status, 404);
     assert_eq!(gone.error_code(), "consumer_offset_not_found");
     let missing_group = api
         .get(&format!(
-            "{offsets}?consumer_kind=consumer_group&consumer_id=nobody&partition_id=1"
+            "{offsets}?consumer_kind=consumer_group&consumer_id=nobody&partition_id=0"
         ))
         .await;
     assert_eq!(missing_group.status, 404);
@@ -378,7 +378,7 @@ async fn given_a_graceful_restart_when_reopened_then_acknowledged_data_purges_an
     assert_eq!(api.delete("/streams/audit/purge").await.status, 204);
     api.put(
         "/streams/orders/topics/events/consumer-offsets",
-        json!({"consumer_id": 3, "partition_id": 1, "offset": 0}),
+        json!({"consumer_id": 3, "partition_id": 0, "offset": 0}),
     )
     .await;
     server.shutdown().await.unwrap();
@@ -459,7 +459,7 @@ async fn given_a_failing_directory_sync_when_a_topic_is_purged_then_status_and_m
             .status,
         204
     );
-    let status = api.wait_until_applied("stream_id=1").await;
+    let status = api.wait_until_applied("stream_id=0").await;
 
     // Then the status endpoint counts the failure against `consumers` and the
     // attempts per directory kind...
@@ -481,5 +481,96 @@ async fn given_a_failing_directory_sync_when_a_topic_is_purged_then_status_and_m
     ] {
         assert!(metrics.contains(line), "missing {line:?} in:\n{metrics}");
     }
+    server.shutdown().await.unwrap();
+}
+
+/// Every file under `dir` whose path ends with `suffix` (a test-only walk).
+fn files_ending_with(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.to_string_lossy().ends_with(suffix) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_partitions_count_near_u32_max_when_creating_partitions_then_a_400_iggy_error() {
+    // Given a topic with one partition.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+
+    // When partitions are added with counts whose sum with 1 overflows u32.
+    for count in [u32::MAX, u32::MAX - 1] {
+        let reply = api
+            .post(
+                "/streams/orders/topics/events/partitions",
+                json!({"partitions_count": count}),
+            )
+            .await;
+        // Then each is a 400 with Iggy's error body, and nothing changed.
+        assert_eq!(reply.status, 400, "{count}: {}", reply.text);
+        assert_eq!(reply.error_code(), "invalid_partitions_count");
+    }
+    let topic = api.get("/streams/orders/topics/events").await.json();
+    assert_eq!(topic["partitions_count"], 1, "{topic}");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_offset_file_holding_u64_max_when_polling_next_then_a_400_iggy_error() {
+    use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
+    // Given a stored offset whose file is then made to hold u64::MAX.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 1).await;
+    assert_eq!(api.send_to("orders", "events", &["keep"]).await.status, 201);
+    let partition = api
+        .poll("orders", "events", "consumer_id=3&kind=first&count=1")
+        .await;
+    assert_eq!(partition.len(), 1);
+    let r = api
+        .put(
+            "/streams/orders/topics/events/consumer-offsets",
+            json!({"consumer_id": 3, "partition_id": 0, "offset": 0}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    server.shutdown().await.unwrap();
+    let files = files_ending_with(dir.path(), "/consumers/3");
+    assert_eq!(files.len(), 1, "{files:?}");
+    let mut bytes = vec![0u8; OFFSET_LAYOUT.slot_offset(1) as usize];
+    let record = OffsetRecord {
+        generation: 0,
+        offset: Some(u64::MAX),
+    };
+    bytes.extend(OFFSET_LAYOUT.encode(1, &record).unwrap());
+    std::fs::write(&files[0], bytes).unwrap();
+
+    // When the server starts again and consumer 3 polls `next`.
+    let server = start_server(dir.path()).await;
+    let api = Api::login(&server).await;
+    let reply = api
+        .get("/streams/orders/topics/events/messages?partition_id=0&consumer_id=3&kind=next&count=10")
+        .await;
+
+    // Then a 400 with Iggy's error body, and the server still serves.
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.error_code(), "invalid_offset");
+    assert_eq!(
+        api.poll("orders", "events", "consumer_id=1&kind=first&count=10")
+            .await,
+        vec![(0, "keep".to_string())]
+    );
     server.shutdown().await.unwrap();
 }

@@ -1,14 +1,20 @@
-//! Compatibility with the official Apache Iggy Rust SDK (`iggy = "=0.11.0"`,
-//! `HttpClient`): an unmodified Iggy client drives sluice end to end.
+//! Compatibility with the official Apache Iggy Rust SDK (`iggy = "=0.11.0"`):
+//! an unmodified Iggy client drives sluice end to end, through its
+//! `HttpClient` and its `TcpClient`, the same steps for both, with Iggy's ids
+//! (the first stream, topic, partition and group are 0, the root user is 0).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod http_support;
+mod tcp_support;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use http_support::start_server;
 use iggy::prelude::*;
+
+/// Iggy 0.11's first partition.
+const P0: u32 = 1;
 
 fn message(payload: &str) -> IggyMessage {
     IggyMessage::builder()
@@ -29,19 +35,47 @@ fn payloads(polled: &PolledMessages) -> Vec<String> {
         .collect()
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Http,
+    Tcp,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
-    // Given a running sluice and the SDK's HTTP client, logged in as root.
+async fn given_the_official_sdk_over_http_when_it_drives_sluice_then_every_call_works() {
+    scenario(Transport::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_official_sdk_over_tcp_when_it_drives_sluice_then_every_call_works() {
+    scenario(Transport::Tcp).await;
+}
+
+async fn scenario(transport: Transport) {
+    // Given a running sluice and the SDK's client for the transport, logged in as root.
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(dir.path()).await;
-    let client = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    let client: Box<dyn Client> = match transport {
+        Transport::Http => {
+            Box::new(HttpClient::new(&format!("http://{}", server.local_addr)).unwrap())
+        }
+        Transport::Tcp => Box::new(tcp_support::sdk_client(&server).await),
+    };
+    let client = client.as_ref();
     client.ping().await.unwrap();
     let identity = client.login_user("iggy", "iggy").await.unwrap();
-    assert!(identity.access_token.is_some());
+    assert_eq!(identity.user_id, 0);
+    // HTTP hands out a bearer token; over TCP the connection is the session.
+    assert_eq!(
+        identity.access_token.is_some(),
+        transport == Transport::Http
+    );
+    http.login_user("iggy", "iggy").await.unwrap();
 
     // When it creates a stream and a topic (offsets persisted, messages default).
     let stream = client.create_stream("sdk-stream").await.unwrap();
-    assert_eq!(stream.name, "sdk-stream");
+    assert_eq!((stream.id, stream.name.as_str()), (0, "sdk-stream"));
     let s = Identifier::named("sdk-stream").unwrap();
     let t = Identifier::named("events").unwrap();
     let topic = client
@@ -56,10 +90,12 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
         )
         .await
         .unwrap();
+    assert_eq!(topic.id, 0);
     assert_eq!(topic.partitions_count, 2);
-    assert_eq!(topic.partitions.len(), 2);
+    let ids: Vec<u32> = topic.partitions.iter().map(|p| p.id).collect();
+    assert_eq!(ids, [0, 1]);
 
-    // Then it sends, with user headers, and learns the write's guarantee.
+    // Then it sends, with user headers, to partition 0.
     let header_key = HeaderKey::try_from("trace-id").unwrap();
     let header_value = HeaderValue::from_str("trace-42").unwrap();
     let mut batch: Vec<IggyMessage> = vec![
@@ -71,26 +107,32 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
         message("m1"),
         message("m2"),
     ];
-    let (sent, durability) = client
-        .send_messages_with_durability(&s, &t, &Partitioning::partition_id(1), &mut batch)
+    let sent = client
+        .send_messages(&s, &t, &Partitioning::partition_id(P0), &mut batch)
+        .await
+        .unwrap();
+    assert_eq!(sent.confirmations.len(), 1);
+    assert_eq!(sent.confirmations[0].partition_id, P0);
+    assert_eq!(sent.confirmations[0].base_offset, 0);
+    // And learns the write's guarantee (an HTTP answer header).
+    let (_, durability) = http
+        .send_messages_with_durability(&s, &t, &Partitioning::partition_id(1), &mut [message("p1")])
         .await
         .unwrap();
     assert_eq!(durability, Some(Durability::Replicated));
-    assert_eq!(sent.confirmations.len(), 1);
-    assert_eq!(sent.confirmations[0].base_offset, 0);
     let mut more = vec![message("m3"), message("m4")];
     client
-        .send_messages(&s, &t, &Partitioning::partition_id(1), &mut more)
+        .send_messages(&s, &t, &Partitioning::partition_id(P0), &mut more)
         .await
         .unwrap();
 
     // And polls with every strategy.
     let consumer = Consumer::new(Identifier::numeric(1).unwrap());
     let poll = |strategy: PollingStrategy, count: u32, auto_commit: bool| {
-        let (client, s, t, consumer) = (&client, &s, &t, &consumer);
+        let (s, t, consumer) = (&s, &t, &consumer);
         async move {
             client
-                .poll_messages(s, t, Some(1), consumer, &strategy, count, auto_commit)
+                .poll_messages(s, t, Some(P0), consumer, &strategy, count, auto_commit)
                 .await
                 .unwrap()
         }
@@ -122,22 +164,22 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
     // And stores, reads and deletes consumer offsets.
     let other = Consumer::new(Identifier::numeric(7).unwrap());
     client
-        .store_consumer_offset(&other, &s, &t, Some(1), 3)
+        .store_consumer_offset(&other, &s, &t, Some(P0), 3)
         .await
         .unwrap();
     let stored = client
-        .get_consumer_offset(&other, &s, &t, Some(1))
+        .get_consumer_offset(&other, &s, &t, Some(P0))
         .await
         .unwrap()
         .unwrap();
     assert_eq!((stored.stored_offset, stored.current_offset), (3, 4));
     client
-        .delete_consumer_offset(&other, &s, &t, Some(1))
+        .delete_consumer_offset(&other, &s, &t, Some(P0))
         .await
         .unwrap();
     assert!(
         client
-            .get_consumer_offset(&other, &s, &t, Some(1))
+            .get_consumer_offset(&other, &s, &t, Some(P0))
             .await
             .unwrap()
             .is_none()
@@ -165,7 +207,7 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
         .create_consumer_group(&s, &t, "billing")
         .await
         .unwrap();
-    assert_eq!(group.name, "billing");
+    assert_eq!((group.id, group.name.as_str()), (0, "billing"));
     let g = Identifier::named("billing").unwrap();
     assert!(
         client
@@ -175,6 +217,20 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
             .is_some()
     );
     assert_eq!(client.get_consumer_groups(&s, &t).await.unwrap().len(), 1);
+    if transport == Transport::Tcp {
+        // The binary protocol names the consumer kind: a group's own offset.
+        let billing = Consumer::group(Identifier::numeric(0).unwrap());
+        client
+            .store_consumer_offset(&billing, &s, &t, Some(P0), 2)
+            .await
+            .unwrap();
+        let got = client
+            .get_consumer_offset(&billing, &s, &t, Some(P0))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.stored_offset, 2);
+    }
     client.delete_consumer_group(&s, &t, &g).await.unwrap();
     assert!(
         client
@@ -191,9 +247,9 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
     // And reads details back, durability options included.
     let details = client.get_topic(&s, &t).await.unwrap().unwrap();
     assert_eq!(details.partitions_count, 2);
-    assert_eq!(details.messages_count, 7);
+    assert_eq!(details.messages_count, 8);
     let stream = client.get_stream(&s).await.unwrap().unwrap();
-    assert_eq!((stream.topics_count, stream.messages_count), (1, 7));
+    assert_eq!((stream.topics_count, stream.messages_count), (1, 8));
     assert_eq!(client.get_streams().await.unwrap().len(), 1);
     assert_eq!(client.get_topics(&s).await.unwrap().len(), 1);
 
@@ -207,7 +263,7 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
     );
     let mut fresh = vec![message("fresh")];
     client
-        .send_messages(&s, &t, &Partitioning::partition_id(1), &mut fresh)
+        .send_messages(&s, &t, &Partitioning::partition_id(P0), &mut fresh)
         .await
         .unwrap();
     let next = poll(PollingStrategy::next(), 10, true).await;
@@ -225,6 +281,20 @@ async fn given_the_official_sdk_when_it_drives_sluice_then_every_call_works() {
         .await
         .unwrap();
     let renamed = Identifier::named("sdk-renamed").unwrap();
+
+    // And reads the server's stats and cluster metadata, as iggy-bench does.
+    let stats = client.get_stats().await.unwrap();
+    assert_eq!(
+        (
+            stats.streams_count,
+            stats.topics_count,
+            stats.partitions_count
+        ),
+        (1, 1, 2)
+    );
+    assert_eq!(stats.process_id, std::process::id());
+    let cluster = client.get_cluster_metadata().await.unwrap();
+    assert_eq!(cluster.nodes.len(), 1);
     client.delete_topic(&renamed, &t).await.unwrap();
     client.delete_stream(&renamed).await.unwrap();
     assert!(client.get_stream(&renamed).await.unwrap().is_none());

@@ -6,7 +6,7 @@
 //! it against an oracle of what was acknowledged. Nothing of purge is
 //! re-implemented here.
 //!
-//! Subject: stream `orders`, topic `events` with 2 partitions, group 1. Per
+//! Subject: stream `orders`, topic `events` with 2 partitions, group 0. Per
 //! case: one durability policy for messages and offsets (buffered or
 //! persisted), one sync-failure semantics (Linux or forgiving), one segment
 //! size (the default, so one segment per generation, or a tiny one, so every
@@ -141,7 +141,7 @@ const DATA: &str = "/data";
 const STREAM: &str = "orders";
 const TOPIC: &str = "events";
 const GROUP: &str = "billing";
-const PARTITIONS: [u32; 2] = [1, 2];
+const PARTITIONS: [u32; 2] = [0, 1];
 /// A consumer that never stores an offset: its `Next` is the whole history.
 const OBSERVER: u32 = 9;
 /// Tiny segments: one or two batches each.
@@ -163,21 +163,21 @@ fn t() -> Identifier {
 
 fn key(partition: u32) -> PartitionKey {
     PartitionKey {
-        stream: 1,
-        topic: 1,
+        stream: 0,
+        topic: 0,
         partition,
     }
 }
 
 fn partition_dir(partition: u32) -> String {
-    format!("{DATA}/streams/1/topics/1/partitions/{partition}")
+    format!("{DATA}/streams/0/topics/0/partitions/{partition}")
 }
 
 // ---------------------------------------------------------------------------
 // Schedules
 // ---------------------------------------------------------------------------
 
-/// Who stores offsets: consumers 1..=3 or group 1.
+/// Who stores offsets: consumers 1..=3 or group 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Who {
     C1,
@@ -194,7 +194,7 @@ impl Who {
             Who::C1 => Consumer::consumer(1),
             Who::C2 => Consumer::consumer(2),
             Who::C3 => Consumer::consumer(3),
-            Who::G1 => Consumer::group(1),
+            Who::G1 => Consumer::group(0),
         }
     }
 
@@ -204,7 +204,7 @@ impl Who {
             Who::C1 => "consumers/1",
             Who::C2 => "consumers/2",
             Who::C3 => "consumers/3",
-            Who::G1 => "groups/1",
+            Who::G1 => "groups/0",
         }
     }
 }
@@ -510,11 +510,17 @@ struct PartModel {
     offsets: BTreeMap<Who, OffModel>,
     /// Payload counter (unique across generations).
     sent: u64,
+    /// ADR 0010: after a recovery, the log continues after the highest
+    /// stored offset (offsets a stored offset names are never reused).
+    floor: u64,
 }
 
 impl PartModel {
     fn next_offset(&self) -> u64 {
-        self.entries.last().map_or(0, |e| e.offset + 1)
+        self.entries
+            .last()
+            .map_or(0, |e| e.offset + 1)
+            .max(self.floor)
     }
 
     fn reset(&mut self, generation: u64) {
@@ -524,6 +530,7 @@ impl PartModel {
         self.entries.clear();
         self.unserved.clear();
         self.offsets.clear();
+        self.floor = 0;
     }
 
     fn off(&mut self, who: Who) -> &mut OffModel {
@@ -646,7 +653,7 @@ impl World {
         let g = e
             .create_group(&s(), &t(), None, GROUP)
             .map_err(|e| e.to_string())?;
-        assert_eq!(g.id, 1);
+        assert_eq!(g.id, 0);
         Ok(world)
     }
 
@@ -1277,6 +1284,14 @@ impl World {
                 }
                 self.check_offset_file(p, who, got)?;
             }
+            // Derived from what this recovery found, as the engine does.
+            let m = &mut self.model[p];
+            m.floor = m
+                .offsets
+                .values()
+                .filter_map(|o| o.observed)
+                .max()
+                .map_or(0, |h| h + 1);
         }
         self.check_obligations()
     }
@@ -1634,7 +1649,7 @@ mod findings {
     /// (Linux drops the dirty unlink) is not durable; a purge then makes the
     /// file dead, but cleanup never sees it (it is gone from the page cache)
     /// and used to sync only the directories it removed names from, so
-    /// `Applied` was reached with `groups/1` of generation 0 durable.
+    /// `Applied` was reached with `groups/0` of generation 0 durable.
     #[test]
     #[rustfmt::skip]
     fn regression_a_failed_delete_sync_then_purge_reaches_applied_with_no_dead_offset_file_on_disk() {
@@ -1650,7 +1665,7 @@ mod findings {
     /// As in `regression_a`, but the process dies between the failed delete
     /// and the purge: no tracker remembers the unlink, and a plain directory
     /// sync persists nothing (the failed sync dropped the dirty entry), so
-    /// `Applied` is reached with `groups/1` of generation 0 durable. This is
+    /// `Applied` is reached with `groups/0` of generation 0 durable. This is
     /// ADR 0003's G1 ("unlinks recorded nowhere") for offset deletes, listed
     /// there under "Known limits" with no committed test until this one.
     /// Fix: an unlink outside the obligation protocol must be recorded

@@ -29,10 +29,12 @@ const DATA: &str = "/data";
 const STREAM: &str = "orders";
 const TOPIC: &str = "events";
 const KEY: PartitionKey = PartitionKey {
-    stream: 1,
-    topic: 1,
-    partition: 1,
+    stream: 0,
+    topic: 0,
+    partition: 0,
 };
+/// The group "billing", the topic's first (id 0, as Iggy numbers it).
+const GROUP: u32 = 0;
 
 #[derive(Debug, Clone, Copy)]
 enum FailedDir {
@@ -90,7 +92,7 @@ fn send(engine: &mut Engine, payloads: &[&str]) {
         .map(|p| NewMessage::new(p.as_bytes().to_vec()))
         .collect();
     engine
-        .send(&s(), &t(), &Partitioning::PartitionId(1), batch)
+        .send(&s(), &t(), &Partitioning::PartitionId(0), batch)
         .unwrap();
 }
 
@@ -107,7 +109,15 @@ fn send_one(engine: &mut Engine, partition: u32, payload: &str) {
 
 fn poll_next(engine: &mut Engine, consumer: Consumer) -> Vec<(u64, String)> {
     engine
-        .poll(&s(), &t(), 1, consumer, PollingStrategy::Next, 1000, false)
+        .poll(
+            &s(),
+            &t(),
+            KEY.partition,
+            consumer,
+            PollingStrategy::Next,
+            1000,
+            false,
+        )
         .unwrap()
         .messages
         .into_iter()
@@ -183,13 +193,13 @@ fn scenario(
         ],
     );
     engine
-        .store_offset(&s(), &t(), 1, Consumer::consumer(1), 5)
+        .store_offset(&s(), &t(), KEY.partition, Consumer::consumer(1), 5)
         .unwrap();
     engine
-        .store_offset(&s(), &t(), 1, Consumer::consumer(2), 7)
+        .store_offset(&s(), &t(), KEY.partition, Consumer::consumer(2), 7)
         .unwrap();
     engine
-        .store_offset(&s(), &t(), 1, Consumer::group(1), 6)
+        .store_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP), 6)
         .unwrap();
     make_everything_durable(&sim);
 
@@ -212,7 +222,7 @@ fn scenario(
     // Fresh acknowledged writes of the new history.
     send(&mut engine, &["new-0", "new-1"]);
     engine
-        .store_offset(&s(), &t(), 1, Consumer::consumer(1), 0)
+        .store_offset(&s(), &t(), KEY.partition, Consumer::consumer(1), 0)
         .unwrap();
     if retry_before_power_loss {
         engine.reconcile_until_idle(10);
@@ -232,7 +242,7 @@ fn scenario(
         }
         send(&mut engine, &["new-2"]);
         engine
-            .store_offset(&s(), &t(), 1, Consumer::group(1), 2)
+            .store_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP), 2)
             .unwrap();
     }
     // Power is cut; sluice restarts, recovers and finishes cleanup.
@@ -278,7 +288,8 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
         // that stored nothing fresh have no offset, and Next starts at 0.
         let e = &mut o.recovered;
         assert_eq!(
-            e.get_offset(&s(), &t(), 1, Consumer::consumer(2)).unwrap(),
+            e.get_offset(&s(), &t(), KEY.partition, Consumer::consumer(2))
+                .unwrap(),
             None,
             "{ctx}"
         );
@@ -295,7 +306,7 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                     .collect();
                 assert_eq!(fresh, want, "{ctx}");
                 assert_eq!(
-                    e.get_offset(&s(), &t(), 1, Consumer::consumer(1))
+                    e.get_offset(&s(), &t(), KEY.partition, Consumer::consumer(1))
                         .unwrap()
                         .map(|x| x.1),
                     Some(0),
@@ -303,7 +314,7 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                 );
                 if retry {
                     assert_eq!(
-                        e.get_offset(&s(), &t(), 1, Consumer::group(1))
+                        e.get_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP))
                             .unwrap()
                             .map(|x| x.1),
                         Some(2),
@@ -311,7 +322,8 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                     );
                 } else {
                     assert_eq!(
-                        e.get_offset(&s(), &t(), 1, Consumer::group(1)).unwrap(),
+                        e.get_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP))
+                            .unwrap(),
                         None,
                         "{ctx}"
                     );
@@ -325,7 +337,7 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                     assert!(payload.starts_with("new-"), "{ctx}: {payload}");
                 }
                 let c1 = e
-                    .get_offset(&s(), &t(), 1, Consumer::consumer(1))
+                    .get_offset(&s(), &t(), KEY.partition, Consumer::consumer(1))
                     .unwrap()
                     .map(|x| x.1);
                 assert!(
@@ -333,7 +345,7 @@ fn check(failed: FailedDir, policy: Durability, semantics: SyncFailureSemantics)
                     "{ctx}: consumer 1 offset {c1:?}"
                 );
                 let g1 = e
-                    .get_offset(&s(), &t(), 1, Consumer::group(1))
+                    .get_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP))
                     .unwrap()
                     .map(|x| x.1);
                 assert!(g1.is_none() || g1 == Some(2), "{ctx}: group offset {g1:?}");
@@ -380,12 +392,12 @@ fn naive_shows_the_bug(failed: FailedDir, policy: Durability) -> bool {
     let mut o = scenario(failed, policy, Linux, false, PurgeMode::NaiveIggyOrder);
     let e = &mut o.recovered;
     let old_consumer = e
-        .get_offset(&s(), &t(), 1, Consumer::consumer(2))
+        .get_offset(&s(), &t(), KEY.partition, Consumer::consumer(2))
         .unwrap()
         .map(|x| x.1)
         == Some(7);
     let old_group = e
-        .get_offset(&s(), &t(), 1, Consumer::group(1))
+        .get_offset(&s(), &t(), KEY.partition, Consumer::group(GROUP))
         .unwrap()
         .map(|x| x.1)
         == Some(6);
@@ -492,7 +504,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
     engine
         .create_topic(&s(), None, TOPIC, 12, persisted, 0, 0, 1)
         .unwrap();
-    for partition in 1..=12 {
+    for partition in 0..12 {
         send_one(&mut engine, partition, "old");
         engine
             .store_offset(&s(), &t(), partition, Consumer::consumer(1), 0)
@@ -518,12 +530,12 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
         };
         engine.partition(key).unwrap().obligation().unwrap().state()
     };
-    for p in (1..=12).filter(|p| *p != 7) {
+    for p in (0..12).filter(|p| *p != 7) {
         assert_eq!(state(&engine, p), PurgeState::Applied, "partition {p}");
     }
     assert_ne!(state(&engine, 7), PurgeState::Applied);
     // ...fresh writes land meanwhile, and the retry applies partition 7.
-    for partition in 1..=12 {
+    for partition in 0..12 {
         send_one(&mut engine, partition, "new");
     }
     engine.reconcile_until_idle(5);
@@ -533,7 +545,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
     drop(engine);
     sim.crash(Crash::PowerLoss);
     let mut engine = open(&sim, PurgeMode::Obligation);
-    for partition in 1..=12 {
+    for partition in 0..12 {
         let polled = engine
             .poll(
                 &s(),
@@ -548,4 +560,129 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
         let payloads: Vec<&[u8]> = polled.messages.iter().map(|m| &m.payload[..]).collect();
         assert_eq!(payloads, [b"new"], "partition {partition}");
     }
+}
+
+fn linux_sim(seed: u64) -> SimStorage {
+    SimStorage::new(SimConfig {
+        seed,
+        sync_failure: SyncFailureSemantics::Linux,
+        capacity: None,
+    })
+}
+
+/// An unlink can take effect and still report an error. The removal must be
+/// redone like any other after a failed directory sync, even when the tracker
+/// held an older change to the name: here recovery noted the offset file as
+/// created, and redoing that (a rename of a name now gone) does nothing.
+#[test]
+fn an_unlink_that_took_effect_but_failed_then_a_failed_sync_never_lets_applied_claim_it_durable() {
+    // Given: a durable persisted offset over an old history, then a restart
+    // (recovery notes every loaded offset file as created).
+    let sim = linux_sim(11);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+    engine.create_stream(None, STREAM).unwrap();
+    let options = TopicOptions {
+        durability: Durability::Persisted,
+        consumer_offset_durability: Durability::Persisted,
+        ..TopicOptions::default()
+    };
+    engine
+        .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
+        .unwrap();
+    send(&mut engine, &["old-0", "old-1", "old-2"]);
+    engine
+        .store_offset(&s(), &t(), 0, Consumer::consumer(1), 1)
+        .unwrap();
+    make_everything_durable(&sim);
+    drop(engine);
+    sim.crash(Crash::Process);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+
+    // When: the purge's unlink of the offset file takes effect but returns
+    // an error, and then the sync of `consumers/` fails (Linux drops the
+    // unlink); cleanup retries until it is done.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::RemoveFile).path_ends_with("/consumers/1"),
+        Fault::io(FaultMode::After),
+        0,
+        1,
+    );
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/consumers"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile_until_idle(10);
+
+    // Then: `Applied`, and no dead file is durable.
+    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    assert!(ob.is_applied(), "{ob:?}");
+    assert_eq!(
+        durable_dead_files(&sim),
+        Vec::<String>::new(),
+        "Applied while a removal was not durable"
+    );
+    // And: after a power loss the old offset is not back, and the fresh
+    // history is read from its start.
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    let mut recovered = open(&sim, PurgeMode::Obligation);
+    recovered.reconcile_until_idle(10);
+    send(&mut recovered, &["new-0"]);
+    assert_eq!(
+        poll_next(&mut recovered, Consumer::consumer(1)),
+        vec![(0, "new-0".to_string())]
+    );
+}
+
+/// Issue 15: names carried from attempts whose intermediate directory sync
+/// failed stay in `removed`; if each such attempt added a round of up to 512
+/// names, a few failures would outgrow the obligation's 64 KiB slot and every
+/// later write of it would fail, so cleanup would never finish.
+#[test]
+fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
+    // Given: 1,000 dead segments (2,000 names, four rounds), all durable.
+    let sim = linux_sim(13);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+    engine.create_stream(None, STREAM).unwrap();
+    let options = TopicOptions {
+        durability: Durability::Buffered,
+        consumer_offset_durability: Durability::Buffered,
+        segment_size: 1,
+    };
+    engine
+        .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
+        .unwrap();
+    for i in 0..1000 {
+        send_one(&mut engine, 0, &format!("old-{i}"));
+    }
+    make_everything_durable(&sim);
+
+    // When: the purge's first two intermediate syncs of `segments/` fail,
+    // then every operation succeeds and cleanup retries until it is done.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        2,
+    );
+    engine.purge_topic(&s(), &t()).unwrap();
+    let mut largest = 0;
+    for _ in 0..20 {
+        engine.reconcile_until_idle(1);
+        let ob = engine.partition(KEY).unwrap().obligation().unwrap();
+        largest = largest.max(ob.removed().values().map(|n| n.len()).sum::<usize>());
+        if ob.is_applied() {
+            break;
+        }
+    }
+
+    // Then: cleanup reached `Applied` with every dead file's removal durable,
+    // and the recorded names never exceeded one round.
+    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    assert!(ob.is_applied(), "stuck: {:?}", ob.last_error());
+    assert!(largest <= 512, "removed held {largest} names");
+    assert_eq!(durable_dead_files(&sim), Vec::<String>::new());
 }

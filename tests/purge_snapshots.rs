@@ -22,7 +22,7 @@ use support::*;
 /// `p1 remove_file consumers/2`.
 fn normalise(path: &str) -> String {
     let rest = path
-        .strip_prefix("/data/streams/1/topics/1/partitions/")
+        .strip_prefix("/data/streams/0/topics/0/partitions/")
         .unwrap_or(path);
     match rest.split_once('/') {
         Some((p, tail)) if p.parse::<u32>().is_ok() => format!("p{p} {tail}"),
@@ -56,7 +56,7 @@ fn io_since(sim: &SimStorage, from: u64) -> String {
 
 /// The obligation as the disk holds it now (what a power loss would leave).
 fn durable_obligation(sim: &SimStorage, partition: u32) -> String {
-    let path = format!("/data/streams/1/topics/1/partitions/{partition}/purge.obligation");
+    let path = format!("/data/streams/0/topics/0/partitions/{partition}/purge.obligation");
     match sim.durable_view().get(&path) {
         Some(NodeView::File(bytes)) => match OBLIGATION_LAYOUT.decode::<Obligation>(bytes) {
             SlotRead::Valid { value, seq, .. } => format!(
@@ -94,7 +94,7 @@ fn given(semantics: SyncFailureSemantics, partitions: u32) -> (SimStorage, Engin
     engine
         .create_group(&stream(), &topic(), None, "billing")
         .unwrap();
-    for p in 1..=partitions {
+    for p in 0..partitions {
         let batch = (0..3)
             .map(|i| NewMessage::new(format!("old-{i}")))
             .collect();
@@ -105,7 +105,7 @@ fn given(semantics: SyncFailureSemantics, partitions: u32) -> (SimStorage, Engin
             .store_offset(&stream(), &topic(), p, Consumer::consumer(1), 1)
             .unwrap();
         engine
-            .store_offset(&stream(), &topic(), p, Consumer::group(1), 2)
+            .store_offset(&stream(), &topic(), p, Consumer::group(0), 2)
             .unwrap();
     }
     (sim, engine)
@@ -126,9 +126,15 @@ fn sim_engine_on(sim: &SimStorage) -> Engine {
 fn clean_purge_of_one_partition() {
     let (sim, mut engine) = given(SyncFailureSemantics::Linux, 1);
     let from = sim.op_count();
-    engine.purge_partition(&stream(), &topic(), 1).unwrap();
+    engine
+        .purge_partition(&stream(), &topic(), PARTITION)
+        .unwrap();
     let mut out = io_since(&sim, from);
-    let _ = writeln!(out, "durable obligation: {}", durable_obligation(&sim, 1));
+    let _ = writeln!(
+        out,
+        "durable obligation: {}",
+        durable_obligation(&sim, PARTITION)
+    );
     insta::assert_snapshot!(out);
 }
 
@@ -144,18 +150,28 @@ fn each_failed_directory_sync_then_retries() {
             1,
         );
         let from = sim.op_count();
-        engine.purge_partition(&stream(), &topic(), 1).unwrap();
+        engine
+            .purge_partition(&stream(), &topic(), PARTITION)
+            .unwrap();
         let _ = writeln!(
             out,
             "== sync of {dir} fails once (Linux semantics)\n-- first attempt"
         );
         out.push_str(&io_since(&sim, from));
-        let _ = writeln!(out, "durable obligation: {}", durable_obligation(&sim, 1));
+        let _ = writeln!(
+            out,
+            "durable obligation: {}",
+            durable_obligation(&sim, PARTITION)
+        );
         let from = sim.op_count();
         let passes = engine.reconcile_until_idle(5);
         let _ = writeln!(out, "-- retry ({passes} pass)");
         out.push_str(&io_since(&sim, from));
-        let _ = writeln!(out, "durable obligation: {}", durable_obligation(&sim, 1));
+        let _ = writeln!(
+            out,
+            "durable obligation: {}",
+            durable_obligation(&sim, PARTITION)
+        );
     }
     insta::assert_snapshot!(out);
 }
@@ -173,8 +189,10 @@ fn power_loss_at_each_persisted_obligation_state_then_recovery() {
             k,
             u32::MAX,
         );
-        engine.purge_partition(&stream(), &topic(), 1).unwrap();
-        let before = durable_obligation(&sim, 1);
+        engine
+            .purge_partition(&stream(), &topic(), PARTITION)
+            .unwrap();
+        let before = durable_obligation(&sim, PARTITION);
         drop(engine);
         sim.crash(Crash::PowerLoss);
         sim.clear_faults();
@@ -192,7 +210,7 @@ fn power_loss_at_each_persisted_obligation_state_then_recovery() {
             .poll(
                 &stream(),
                 &topic(),
-                1,
+                PARTITION,
                 Consumer::consumer(1),
                 PollingStrategy::Next,
                 10,
@@ -205,7 +223,7 @@ fn power_loss_at_each_persisted_obligation_state_then_recovery() {
             out,
             "{k} obligation syncs succeed | on disk: {before} | recovered: {recovered} | after reconcile: {after} | consumer 1 offset: {:?} | next returns {polled} old messages",
             engine
-                .get_offset(&stream(), &topic(), 1, Consumer::consumer(1))
+                .get_offset(&stream(), &topic(), PARTITION, Consumer::consumer(1))
                 .unwrap(),
         );
     }
@@ -234,7 +252,7 @@ fn topic_purge_over_three_partitions_is_one_commit() {
         .unwrap();
     assert!(commit < first_cleanup, "{trace}");
     let mut out = trace;
-    for p in 1..=3 {
+    for p in 0..3 {
         let _ = writeln!(
             out,
             "p{p} durable obligation: {}",

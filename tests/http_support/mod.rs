@@ -41,6 +41,7 @@ pub async fn start_server_on(
         ..ServerConfig::default()
     };
     config.http.address = "127.0.0.1:0".parse().unwrap();
+    config.tcp.address = "127.0.0.1:0".parse().unwrap();
     config.reconciler.period = Duration::from_millis(20);
     config.auth.failed_login_delay = Duration::from_millis(20);
     adjust(&mut config);
@@ -197,7 +198,7 @@ impl Api {
             serde_json::json!({
                 "partitioning": {
                     "kind": "partition_id",
-                    "value": base64::engine::general_purpose::STANDARD.encode(1u32.to_le_bytes()),
+                    "value": base64::engine::general_purpose::STANDARD.encode(0u32.to_le_bytes()),
                 },
                 "messages": messages,
             }),
@@ -210,7 +211,7 @@ impl Api {
         use base64::Engine as _;
         let r = self
             .get(&format!(
-                "/streams/{s}/topics/{t}/messages?partition_id=1&{query}"
+                "/streams/{s}/topics/{t}/messages?partition_id=0&{query}"
             ))
             .await;
         assert_eq!(r.status, 200, "poll {query}: {}", r.text);

@@ -38,12 +38,16 @@ pub fn topic() -> Identifier {
 }
 
 /// The default subject's only partition.
-pub const PARTITION: u32 = 1;
+pub const PARTITION: u32 = 0;
+
+/// The id of the first consumer group a test creates without asking for one
+/// (Iggy 0.11 numbers it 0).
+pub const GROUP: u32 = 0;
 
 pub fn key() -> PartitionKey {
     PartitionKey {
-        stream: 1,
-        topic: 1,
+        stream: 0,
+        topic: 0,
         partition: PARTITION,
     }
 }
@@ -68,7 +72,12 @@ pub fn sim_paths() -> PartitionPaths {
 /// depend on how the engine creates a missing data directory (that has its
 /// own tests: `engine_durability::a_data_dir_the_engine_created_*`).
 pub fn new_sim() -> SimStorage {
-    let sim = SimStorage::with_seed(7);
+    new_sim_seeded(7)
+}
+
+/// As `new_sim`, with another seed for the simulator's torn-write lengths.
+pub fn new_sim_seeded(seed: u64) -> SimStorage {
+    let sim = SimStorage::with_seed(seed);
     sim.create_dir_all(Path::new(DATA_DIR)).unwrap();
     sim.sync_dir(Path::new("/")).unwrap();
     sim
@@ -175,23 +184,29 @@ pub fn buffered() -> TopicOptions {
     options(Durability::Buffered, Durability::Buffered)
 }
 
-/// Creates stream `orders` (id 1) and topic `events` (id 1) with one partition.
+/// Creates stream `orders` (id 0) and topic `events` (id 0) with one partition
+/// (id 0), numbered as Iggy 0.11 numbers them.
 pub fn setup(engine: &mut Engine, options: TopicOptions) {
     setup_partitions(engine, options, 1);
 }
 
 pub fn setup_partitions(engine: &mut Engine, options: TopicOptions, partitions: u32) {
     let s = engine.create_stream(None, STREAM).unwrap();
-    assert_eq!(s.id, 1);
+    assert_eq!(s.id, key().stream);
     let t = engine
         .create_topic(&stream(), None, TOPIC, partitions, options, 0, 0, 1)
         .unwrap();
-    assert_eq!(t.id, 1);
+    assert_eq!(t.id, key().topic);
 }
 
 /// A simulator with the default subject created under `options`.
 pub fn sim_with(options: TopicOptions) -> (SimStorage, Engine) {
-    let sim = new_sim();
+    sim_seeded_with(7, options)
+}
+
+/// As `sim_with`, on a simulator seeded with `seed`.
+pub fn sim_seeded_with(seed: u64, options: TopicOptions) -> (SimStorage, Engine) {
+    let sim = new_sim_seeded(seed);
     let mut engine = sim_engine(&sim);
     setup(&mut engine, options);
     (sim, engine)
@@ -331,4 +346,21 @@ pub fn segment_files(storage: &dyn DurableStorage, data_dir: &Path, ext: &str) -
         .into_iter()
         .filter(|n| n.ends_with(&suffix))
         .collect()
+}
+
+/// Syncs every file and directory the simulator caches, so what was written
+/// so far is durable whatever the policy (an old history that must come back
+/// after a power cut).
+pub fn make_everything_durable(sim: &SimStorage) {
+    for (path, node) in sim.cached_view() {
+        match node {
+            NodeView::File(_) => sim
+                .open(Path::new(&path), OpenMode::Read)
+                .unwrap()
+                .sync()
+                .unwrap(),
+            NodeView::Dir => sim.sync_dir(Path::new(&path)).unwrap(),
+        }
+    }
+    sim.sync_dir(Path::new("/")).unwrap();
 }

@@ -23,6 +23,7 @@ mod status;
 use clap::{Parser, Subcommand};
 use sluice_server::clock::{Clock, SystemClock};
 use sluice_server::config::{FlagOverrides, ServerConfig};
+use sluice_server::engine::FIRST_ID;
 use sluice_server::http::auth::RootSource;
 use sluice_server::metadata::{Durability, TopicOptions};
 use sluice_server::partition::log::NewMessage;
@@ -88,7 +89,8 @@ enum Command {
 #[derive(clap::Args, Debug)]
 struct ServerArgs {
     /// TOML configuration file (keys: data_dir; [http] address, max_body_bytes,
-    /// max_poll_count; [reconciler] period_ms; [auth] token_expiry_secs,
+    /// max_poll_count; [tcp] enabled, address, max_frame_bytes,
+    /// max_connections, idle_timeout_secs; [reconciler] period_ms; [auth] token_expiry_secs,
     /// failed_login_delay_ms).
     #[arg(long, value_name = "FILE", env = "SLUICE_CONFIG")]
     config: Option<PathBuf>,
@@ -98,6 +100,10 @@ struct ServerArgs {
     /// HTTP listen address [default: 127.0.0.1:3000].
     #[arg(long, value_name = "IP:PORT")]
     http_addr: Option<String>,
+    /// Iggy TCP protocol listen address [default: 127.0.0.1:8090]
+    /// (`[tcp] enabled = false` in the config file turns it off).
+    #[arg(long, value_name = "IP:PORT")]
+    tcp_addr: Option<String>,
     /// Use Iggy's default root credentials iggy/iggy (unless the root
     /// credential environment variables are set). For development only.
     #[arg(long)]
@@ -155,6 +161,7 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     let flags = FlagOverrides {
         data_dir: args.data_dir,
         http_address: args.http_addr,
+        tcp_address: args.tcp_addr,
     };
     let config = ServerConfig::load(storage.as_ref(), args.config.as_deref(), &env, &flags)?;
     let root = RootSource::from_env(&env, args.with_default_root_credentials)?;
@@ -241,7 +248,7 @@ fn self_check(data_dir: PathBuf) -> Result<String, Box<dyn std::error::Error>> {
             .map(|i| NewMessage::new(format!("message {i}")))
             .collect();
         engine.send(&stream, &topic.into(), &Partitioning::Balanced, batch)?;
-        engine.store_offset(&stream, &topic.into(), 1, Consumer::consumer(1), 41)?;
+        engine.store_offset(&stream, &topic.into(), FIRST_ID, Consumer::consumer(1), 41)?;
         sent += 100;
     }
     drop(engine);
@@ -250,7 +257,7 @@ fn self_check(data_dir: PathBuf) -> Result<String, Box<dyn std::error::Error>> {
         let polled = engine.poll(
             &stream,
             &topic.into(),
-            1,
+            FIRST_ID,
             Consumer::consumer(1),
             PollingStrategy::Next,
             1000,

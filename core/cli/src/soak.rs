@@ -546,7 +546,14 @@ fn spawn_server(work: &Path, target: &Target, cycle: u64) -> Result<Server, Stri
         command.env(fault.env(), "1");
     }
     let mut child = command
-        .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "server",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--tcp-addr",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(&target.data)
         .arg("--with-default-root-credentials")
         .env_remove("SLUICE_ROOT_USERNAME")
@@ -928,7 +935,7 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
 
     // 2. Every partition's log.
     let mut lengths = Vec::new();
-    for partition in 1..=ctx.partitions {
+    for partition in 0..ctx.partitions {
         let log = read_partition(ctx, partition).await?;
         lengths.push(log.len() as u64);
         let mut o = ctx.oracle();
@@ -938,7 +945,7 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
     // 3. Every offset.
     let mut keys = Vec::new();
     for client in 1..=clients {
-        for partition in 1..=ctx.partitions {
+        for partition in 0..ctx.partitions {
             for kind in [Kind::Consumer, Kind::Group] {
                 keys.push(OffKey {
                     kind,
@@ -950,10 +957,7 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
     }
     for key in keys {
         let observed = read_offset(ctx, key).await?;
-        let len = lengths
-            .get(key.partition as usize - 1)
-            .copied()
-            .unwrap_or(0);
+        let len = lengths.get(key.partition as usize).copied().unwrap_or(0);
         {
             let mut o = ctx.oracle();
             let since = o.base_tick;
@@ -1166,7 +1170,7 @@ async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: Rng) {
             return;
         }
         ctx.started_ops.fetch_add(1, Ordering::SeqCst);
-        let partition = 1 + u32::try_from(rng.below(partitions)).unwrap_or(0);
+        let partition = u32::try_from(rng.below(partitions)).unwrap_or(0);
         let kind = if rng.below(2) == 0 {
             Kind::Consumer
         } else {
@@ -1178,7 +1182,7 @@ async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: Rng) {
             partition,
         };
         let roll = rng.below(100);
-        let known = current.get(partition as usize - 1).copied().flatten();
+        let known = current.get(partition as usize).copied().flatten();
         let step = match roll {
             0..40 => {
                 let n = rng.range(1, 3);
@@ -1198,12 +1202,10 @@ async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: Rng) {
                 }
                 None => match scan(&ctx, client, partition, &mut current).await {
                     Step::Stop => Step::Stop,
-                    Step::Continue => {
-                        match current.get(partition as usize - 1).copied().flatten() {
-                            Some(last) => store(&ctx, key, rng.range(0, last)).await,
-                            None => Step::Continue,
-                        }
-                    }
+                    Step::Continue => match current.get(partition as usize).copied().flatten() {
+                        Some(last) => store(&ctx, key, rng.range(0, last)).await,
+                        None => Step::Continue,
+                    },
                 },
             },
             82..95 => delete(&ctx, key).await,
@@ -1381,7 +1383,7 @@ async fn poll_next(
     if let (Outcome::Acked(_), Reply::Answer { body, .. }) = (&outcome, &reply) {
         match parse_polled(body) {
             Ok((cur, polled)) => {
-                if let Some(slot) = current.get_mut(key.partition as usize - 1) {
+                if let Some(slot) = current.get_mut(key.partition as usize) {
                     *slot = (cur > 0 || !polled.is_empty()).then_some(cur);
                 }
                 effect = Some(polled.last().map(|(o, _)| *o));
@@ -1430,7 +1432,7 @@ async fn scan(ctx: &Ctx, client: u32, partition: u32, current: &mut [Option<u64>
     if let (Outcome::Acked(_), Reply::Answer { body, .. }) = (&outcome, &reply) {
         match parse_polled(body) {
             Ok((cur, polled)) => {
-                if let Some(slot) = current.get_mut(partition as usize - 1) {
+                if let Some(slot) = current.get_mut(partition as usize) {
                     *slot = (cur > 0 || !polled.is_empty()).then_some(cur);
                 }
                 if polled.first().is_some_and(|(o, _)| *o != 0) {

@@ -670,15 +670,15 @@ mod tests {
                                "last_pass_duration_ms": 0.25, "period_ms": 1000}
             },
             "partitions": [
-                {"stream_id": 1, "topic_id": 1, "partition_id": 1, "committed_generation": 1,
+                {"stream_id": 0, "topic_id": 0, "partition_id": 0, "committed_generation": 1,
                  "degraded": false,
                  "obligation": {"generation": 1, "state": "applied", "attempts": 1,
                                 "last_error": null, "next_attempt_in_ms": null,
                                 "stuck": false, "degraded": false}},
-                {"stream_id": 1, "topic_id": 1, "partition_id": 2, "committed_generation": 2,
+                {"stream_id": 0, "topic_id": 0, "partition_id": 1, "committed_generation": 2,
                  "degraded": false,
                  "obligation": {"generation": 2, "state": "requested", "attempts": 2,
-                                "last_error": "remove_file /data/streams/1/topics/1/partitions/2/00000000000000000000.log: EIO, injected fault",
+                                "last_error": "remove_file /data/streams/0/topics/0/partitions/1/00000000000000000000.log: EIO, injected fault",
                                 "next_attempt_in_ms": 400, "stuck": true, "degraded": false}}
             ]
         });
@@ -701,16 +701,16 @@ mod tests {
         assert_eq!(
             applied,
             [
-                "1", "1", "1", "1", "1", "applied", "1", "-", "no", "no", "-"
+                "0", "0", "0", "1", "1", "applied", "1", "-", "no", "no", "-"
             ]
         );
         let requested: Vec<&str> = lines[7].split_whitespace().collect();
         assert_eq!(
             &requested[..10],
             [
+                "0",
+                "0",
                 "1",
-                "1",
-                "2",
                 "2",
                 "2",
                 "requested",

@@ -30,6 +30,7 @@ async fn start_server(dir: &Path, token_expiry: Duration) -> RunningServer {
         ..ServerConfig::default()
     };
     config.http.address = "127.0.0.1:0".parse().unwrap();
+    config.tcp.address = "127.0.0.1:0".parse().unwrap();
     config.reconciler.period = Duration::from_millis(20);
     config.auth.failed_login_delay = Duration::from_millis(1);
     config.auth.token_expiry = token_expiry;
@@ -74,7 +75,7 @@ fn request(
     template: &str,
 ) -> reqwest::RequestBuilder {
     let url = format!(
-        "{base}{}?partition_id=1&partitions_count=1&consumer_id=1",
+        "{base}{}?partition_id=0&partitions_count=1&consumer_id=1",
         concrete(template)
     );
     let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
@@ -82,7 +83,7 @@ fn request(
         "name": "intruder",
         "partitions_count": 1,
         "consumer_id": 1,
-        "partition_id": 1,
+        "partition_id": 0,
         "offset": 0,
         "token": "x",
         "partitioning": {"kind": "balanced", "value": ""},
@@ -253,7 +254,7 @@ async fn given_missing_forged_revoked_or_misplaced_tokens_when_calling_any_authe
     assert_eq!(names, ["s"]);
     let polled: Value = client
         .get(format!(
-            "{base}/streams/s/topics/t/messages?consumer_id=1&partition_id=1&kind=offset&value=0&count=10"
+            "{base}/streams/s/topics/t/messages?consumer_id=1&partition_id=0&kind=offset&value=0&count=10"
         ))
         .bearer_auth(&token)
         .send()
@@ -346,7 +347,14 @@ const DELAY_MS: u64 = 200;
 fn spawn_binary(dir: &Path, log: &Path) -> (Child, String) {
     let log = std::fs::File::create(log).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "server",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--tcp-addr",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(dir)
         .env("SLUICE_ROOT_USERNAME", ROOT_USER)
         .env("SLUICE_ROOT_PASSWORD", ROOT_PASSWORD)

@@ -21,7 +21,14 @@ struct Running {
 /// Starts `sluice server` and waits for its "listening" line.
 fn spawn(data_dir: &Path) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["server", "--http-addr", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "server",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--tcp-addr",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .arg("--with-default-root-credentials")
         .env_remove("SLUICE_ROOT_USERNAME")
@@ -116,7 +123,7 @@ async fn given_acknowledged_writes_when_the_binary_is_sigkilled_and_restarted_th
             .put(format!(
                 "{base}/streams/orders/topics/events/consumer-offsets"
             ))
-            .json(&json!({"consumer_id": 1, "partition_id": 1, "offset": 0})),
+            .json(&json!({"consumer_id": 1, "partition_id": 0, "offset": 0})),
         &token,
     )
     .await;
@@ -132,7 +139,7 @@ async fn given_acknowledged_writes_when_the_binary_is_sigkilled_and_restarted_th
     // Then the acknowledged messages and offset are back.
     let (status, polled) = call(
         client.get(format!(
-            "{base}/streams/orders/topics/events/messages?consumer_id=1&partition_id=1&kind=next&count=10"
+            "{base}/streams/orders/topics/events/messages?consumer_id=1&partition_id=0&kind=next&count=10"
         )),
         &token,
     )
@@ -166,4 +173,38 @@ async fn given_acknowledged_writes_when_the_binary_is_sigkilled_and_restarted_th
         panic!("sluice did not exit within 5 s of SIGTERM");
     });
     assert!(status.success(), "exit status {status:?}");
+}
+
+#[test]
+fn given_an_empty_data_directory_when_running_self_check_then_it_passes_and_leaves_no_stream() {
+    // Given: an empty data directory.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+
+    // When: `sluice self-check` writes, restarts and reads back on the disk.
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["self-check", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+
+    // Then: it passes, and a second run in the same directory does too (the
+    // first one's stream was deleted, so its id is free again).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("self-check passed"), "{stdout}");
+    let again = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["self-check", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
 }

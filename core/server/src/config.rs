@@ -34,12 +34,22 @@ const MAX_RECONCILER_CONCURRENCY: u64 = 256;
 pub const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
 pub const DEFAULT_FAILED_LOGIN_DELAY_MS: u64 = 500;
 pub const DEFAULT_MAX_POLL_COUNT: u32 = 10_000;
+/// Embedded default TCP (Iggy binary protocol) listen address, Iggy's.
+pub const DEFAULT_TCP_ADDRESS: &str = "127.0.0.1:8090";
+/// Largest TCP frame (header + body) accepted; a larger declared size closes
+/// the connection before the body is read.
+pub const DEFAULT_TCP_MAX_FRAME_BYTES: usize = 64 << 20;
+pub const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
+/// A connection that sends nothing for this long is closed (the SDK pings
+/// every 5 s by default).
+pub const DEFAULT_TCP_IDLE_TIMEOUT_SECS: u64 = 300;
 
 /// The whole server configuration, after every layer was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub data_dir: PathBuf,
     pub http: HttpConfig,
+    pub tcp: TcpConfig,
     pub reconciler: ReconcilerSettings,
     pub auth: AuthConfig,
 }
@@ -51,6 +61,20 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Largest `count` a poll may ask for; larger is a 400.
     pub max_poll_count: u32,
+}
+
+/// The Iggy TCP binary protocol listener (`crate::tcp`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// `false` serves HTTP only.
+    pub enabled: bool,
+    pub address: SocketAddr,
+    /// Frames declaring a larger size close the connection unread.
+    pub max_frame_bytes: usize,
+    /// Connections beyond this are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// A connection silent this long (no complete frame) is closed.
+    pub idle_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +102,13 @@ impl Default for ServerConfig {
                 address: SocketAddr::from(([127, 0, 0, 1], 3000)),
                 max_body_bytes: DEFAULT_MAX_BODY_BYTES,
                 max_poll_count: DEFAULT_MAX_POLL_COUNT,
+            },
+            tcp: TcpConfig {
+                enabled: true,
+                address: SocketAddr::from(([127, 0, 0, 1], 8090)),
+                max_frame_bytes: DEFAULT_TCP_MAX_FRAME_BYTES,
+                max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
+                idle_timeout: Duration::from_secs(DEFAULT_TCP_IDLE_TIMEOUT_SECS),
             },
             reconciler: ReconcilerSettings {
                 period: Duration::from_millis(DEFAULT_RECONCILER_PERIOD_MS),
@@ -116,6 +147,8 @@ struct FileConfig {
     #[serde(default)]
     http: FileHttp,
     #[serde(default)]
+    tcp: FileTcp,
+    #[serde(default)]
     reconciler: FileReconciler,
     #[serde(default)]
     auth: FileAuth,
@@ -127,6 +160,16 @@ struct FileHttp {
     address: Option<String>,
     max_body_bytes: Option<u64>,
     max_poll_count: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTcp {
+    enabled: Option<bool>,
+    address: Option<String>,
+    max_frame_bytes: Option<u64>,
+    max_connections: Option<u64>,
+    idle_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -148,6 +191,7 @@ struct FileAuth {
 pub struct FlagOverrides {
     pub data_dir: Option<PathBuf>,
     pub http_address: Option<String>,
+    pub tcp_address: Option<String>,
 }
 
 /// The environment variables read, with the TOML key each one overrides.
@@ -156,6 +200,11 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("SLUICE_HTTP_ADDRESS", "http.address"),
     ("SLUICE_HTTP_MAX_BODY_BYTES", "http.max_body_bytes"),
     ("SLUICE_HTTP_MAX_POLL_COUNT", "http.max_poll_count"),
+    ("SLUICE_TCP_ENABLED", "tcp.enabled"),
+    ("SLUICE_TCP_ADDRESS", "tcp.address"),
+    ("SLUICE_TCP_MAX_FRAME_BYTES", "tcp.max_frame_bytes"),
+    ("SLUICE_TCP_MAX_CONNECTIONS", "tcp.max_connections"),
+    ("SLUICE_TCP_IDLE_TIMEOUT_SECS", "tcp.idle_timeout_secs"),
     ("SLUICE_RECONCILER_PERIOD_MS", "reconciler.period_ms"),
     ("SLUICE_RECONCILER_CONCURRENCY", "reconciler.concurrency"),
     ("SLUICE_AUTH_TOKEN_EXPIRY_SECS", "auth.token_expiry_secs"),
@@ -207,6 +256,7 @@ const MAX_POLL_COUNT_LIMIT: u64 = 1_000_000;
 const MAX_PERIOD_MS: u64 = 24 * 3600 * 1000;
 const MAX_TOKEN_EXPIRY_SECS: u64 = 365 * 24 * 3600;
 const MAX_LOGIN_DELAY_MS: u64 = 60_000;
+const MAX_TCP_CONNECTIONS: u64 = 1_000_000;
 
 impl ServerConfig {
     /// Builds the configuration from the four layers. `config_file` is read
@@ -255,6 +305,13 @@ impl ServerConfig {
                 value: address.clone(),
             })?;
         }
+        if let Some(address) = &flags.tcp_address {
+            config.apply(&Sourced {
+                source_name: "flag --tcp-addr",
+                key: "tcp.address",
+                value: address.clone(),
+            })?;
+        }
         Ok(config)
     }
 
@@ -265,6 +322,9 @@ impl ServerConfig {
         let numbers = [
             ("http.max_body_bytes", file.http.max_body_bytes),
             ("http.max_poll_count", file.http.max_poll_count),
+            ("tcp.max_frame_bytes", file.tcp.max_frame_bytes),
+            ("tcp.max_connections", file.tcp.max_connections),
+            ("tcp.idle_timeout_secs", file.tcp.idle_timeout_secs),
             ("reconciler.period_ms", file.reconciler.period_ms),
             ("reconciler.concurrency", file.reconciler.concurrency),
             ("auth.token_expiry_secs", file.auth.token_expiry_secs),
@@ -278,6 +338,20 @@ impl ServerConfig {
                 source_name: name,
                 key: "http.address",
                 value: address,
+            })?;
+        }
+        if let Some(address) = file.tcp.address {
+            self.apply(&Sourced {
+                source_name: name,
+                key: "tcp.address",
+                value: address,
+            })?;
+        }
+        if let Some(enabled) = file.tcp.enabled {
+            self.apply(&Sourced {
+                source_name: name,
+                key: "tcp.enabled",
+                value: enabled.to_string(),
             })?;
         }
         for (key, value) in numbers {
@@ -309,6 +383,26 @@ impl ServerConfig {
             "http.max_poll_count" => {
                 self.http.max_poll_count = u32::try_from(v.number(1, MAX_POLL_COUNT_LIMIT)?)
                     .map_err(|_| v.invalid("too large"))?;
+            }
+            "tcp.enabled" => {
+                self.tcp.enabled = match v.value.trim() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err(v.invalid("expected true or false")),
+                };
+            }
+            "tcp.address" => self.tcp.address = v.address()?,
+            "tcp.max_frame_bytes" => {
+                // Bounded by MAX_BODY_BYTES_LIMIT (1 GiB), so it fits usize.
+                self.tcp.max_frame_bytes = usize::try_from(v.number(4096, MAX_BODY_BYTES_LIMIT)?)
+                    .map_err(|_| v.invalid("too large for this platform"))?;
+            }
+            "tcp.max_connections" => {
+                self.tcp.max_connections = usize::try_from(v.number(1, MAX_TCP_CONNECTIONS)?)
+                    .map_err(|_| v.invalid("too large for this platform"))?;
+            }
+            "tcp.idle_timeout_secs" => {
+                self.tcp.idle_timeout = Duration::from_secs(v.number(1, MAX_TOKEN_EXPIRY_SECS)?);
             }
             "reconciler.period_ms" => {
                 self.reconciler.period = Duration::from_millis(v.number(10, MAX_PERIOD_MS)?);
@@ -362,6 +456,36 @@ mod tests {
         assert_eq!(config, ServerConfig::default());
         assert_eq!(config.data_dir, PathBuf::from("local_data"));
         assert_eq!(config.http.address.to_string(), DEFAULT_HTTP_ADDRESS);
+        assert!(config.tcp.enabled);
+        assert_eq!(config.tcp.address.to_string(), DEFAULT_TCP_ADDRESS);
+    }
+
+    #[test]
+    fn given_tcp_settings_in_every_layer_when_loading_then_each_applies() {
+        let storage = SimStorage::default();
+        write(
+            &storage,
+            "/tcp.toml",
+            "[tcp]\nenabled = false\naddress = \"127.0.0.1:9000\"\nmax_connections = 3\n",
+        );
+        let env = env_of(&[("SLUICE_TCP_IDLE_TIMEOUT_SECS", "7")]);
+        let flags = FlagOverrides {
+            tcp_address: Some("127.0.0.1:9001".into()),
+            ..FlagOverrides::default()
+        };
+        let config = ServerConfig::load(&storage, Some(Path::new("/tcp.toml")), &env, &flags)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!config.tcp.enabled);
+        assert_eq!(config.tcp.max_connections, 3);
+        assert_eq!(config.tcp.idle_timeout, Duration::from_secs(7));
+        assert_eq!(config.tcp.address.to_string(), "127.0.0.1:9001");
+        let bad = ServerConfig::load(
+            &storage,
+            None,
+            &env_of(&[("SLUICE_TCP_ENABLED", "maybe")]),
+            &FlagOverrides::default(),
+        );
+        assert!(bad.is_err());
     }
 
     #[test]
@@ -379,6 +503,7 @@ mod tests {
         let flags = FlagOverrides {
             data_dir: None,
             http_address: Some("127.0.0.1:6000".into()),
+            tcp_address: None,
         };
         let config = ServerConfig::load(&storage, Some(Path::new("/sluice.toml")), &env, &flags)
             .unwrap_or_else(|e| panic!("{e}"));

@@ -35,8 +35,9 @@ use crate::partition::reconciler::{FailureSite, Reconciler, ReconcilerConfig};
 use crate::partition::{Consumer, Partition, PartitionRecovery, Polled, PollingStrategy};
 use sluice_storage::sim::SimRng;
 
-/// Ids assigned by the server start here (as in Iggy).
-pub const FIRST_ID: u32 = 1;
+/// Ids assigned by the server start here, as in Iggy 0.11: the first stream,
+/// topic, partition and consumer group each have id 0.
+pub const FIRST_ID: u32 = 0;
 pub const MAX_NAME_LEN: usize = 255;
 pub const MAX_PARTITIONS: u32 = 1000;
 
@@ -153,11 +154,16 @@ fn check_name(what: &'static str, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Picks the id for a new resource in one id space and raises the space's
-/// high-water mark past it, so no id is ever handed out twice by the server.
-/// An explicit `requested` id must not be live; it may be one a deleted
-/// resource had (the caller then clears that id's leftovers, see
-/// `create_group`) and it raises the mark too.
+/// Picks the id for a new resource in one id space, the way Iggy 0.11 does:
+/// the lowest id no live resource holds (a pure function of the live set, so a
+/// restart assigns what the running server would have). An explicit
+/// `requested` id must not be live.
+///
+/// The space's high-water mark `next` is raised past the id either way. It no
+/// longer picks ids; it records which ids were ever used, so a caller can tell
+/// that an id being reused may still have a deleted resource's leftovers on
+/// disk and must clear them durably before committing (`create_group`,
+/// `create_partition_dirs`).
 fn assign_id(
     kind: &'static str,
     next: &mut u64,
@@ -167,20 +173,12 @@ fn assign_id(
     let id = match requested {
         Some(id) if is_live(id) => return Err(EngineError::IdTaken { kind, id }),
         Some(id) => id,
-        None => {
-            let id = u32::try_from((*next).max(u64::from(FIRST_ID))).map_err(|_| {
-                EngineError::Invalid {
-                    what: "id",
-                    reason: format!("every {kind} id has been used"),
-                }
-            })?;
-            if is_live(id) {
-                return Err(EngineError::Internal(format!(
-                    "{kind} id {id} is live but not below the high-water mark {next}"
-                )));
-            }
-            id
-        }
+        None => (FIRST_ID..=u32::MAX)
+            .find(|&i| !is_live(i))
+            .ok_or_else(|| EngineError::Invalid {
+                what: "id",
+                reason: format!("every {kind} id is in use"),
+            })?,
     };
     *next = (*next).max(u64::from(id) + 1);
     Ok(id)
@@ -815,8 +813,8 @@ impl Engine {
     ) -> Result<Vec<u32>> {
         let (s, t) = self.resolve_topic(stream, topic)?;
         let tm = self.meta.streams[&s].topics[&t].clone();
-        let have = tm.partitions.len() as u32;
-        if count == 0 || have + count > MAX_PARTITIONS {
+        let have = u32::try_from(tm.partitions.len()).unwrap_or(u32::MAX);
+        if count == 0 || have.checked_add(count).is_none_or(|n| n > MAX_PARTITIONS) {
             return Err(EngineError::Invalid {
                 what: "partitions_count",
                 reason: format!(
@@ -824,13 +822,20 @@ impl Engine {
                 ),
             });
         }
-        // Never reuse a deleted partition's id: its files may still be on disk.
-        let first = tm.next_partition_id.max(u64::from(FIRST_ID));
+        // As in Iggy 0.11, new partitions continue after the highest live one
+        // (deleting takes the last ones, so a topic's ids are 0..count). Such
+        // an id may be a deleted partition's: `create_partition_dirs` removes
+        // its leftover directory durably before the commit.
+        let first = tm
+            .partitions
+            .keys()
+            .next_back()
+            .map_or(u64::from(FIRST_ID), |&p| u64::from(p) + 1);
         let last = first + u64::from(count) - 1;
         let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) else {
             return Err(EngineError::Invalid {
                 what: "partitions_count",
-                reason: "every partition id of this topic has been used".into(),
+                reason: "the partition ids would pass the largest id".into(),
             });
         };
         let ids: Vec<u32> = (first..=last).collect();
@@ -923,11 +928,10 @@ impl Engine {
         let gid = assign_id("consumer group", &mut next_group_id, id, |i| {
             tm.groups.contains_key(&i)
         })?;
-        // A server-assigned id is above every id ever used, so no partition
-        // can hold an offset for it. An explicit id below the mark may be a
-        // deleted group's: its offset files may be on disk (a buffered delete
-        // undone by a power loss), and recovery would hand them to the new
-        // group. Remove them durably before the group is committed.
+        // An id below the mark may be a deleted group's (ids are reused as in
+        // Iggy): its offset files may be on disk (a buffered delete undone by
+        // a power loss), and recovery would hand them to the new group. Remove
+        // them durably before the group is committed.
         if u64::from(gid) < tm.next_group_id {
             let keys: Vec<PartitionKey> = self.topic_partition_keys(s, t);
             for key in keys {

@@ -40,6 +40,10 @@ pub enum EngineError {
         offset: u64,
         reason: String,
     },
+    /// A data directory this version does not open (written by an
+    /// incompatible earlier format); nothing in it was changed.
+    #[error("incompatible data directory file {}: {reason}", path.display())]
+    Incompatible { path: PathBuf, reason: String },
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
     /// The engine cannot currently guarantee what it would acknowledge.

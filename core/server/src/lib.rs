@@ -6,6 +6,7 @@
 //! crate touches `std::fs`; every byte goes through the storage trait, so the
 //! simulator sees exactly what a disk would.
 
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod datadir;
@@ -20,6 +21,8 @@ pub mod metadata;
 pub mod partition;
 pub mod server;
 pub mod slots;
+pub mod stats;
+pub mod tcp;
 
 pub use engine::{Engine, EngineConfig, Partitioning, PurgeMode, RecoveryReport, Sent};
 pub use error::{EngineError, Result};

@@ -1,5 +1,5 @@
-//! `sluice server`: recovery, then the reconciler, then serving HTTP; and a
-//! graceful stop.
+//! `sluice server`: recovery, then the reconciler, then serving HTTP and the
+//! Iggy TCP protocol (`crate::tcp`) over the same engine; and a graceful stop.
 //!
 //! Invariants:
 //! - Nothing is served before recovery finished: the engine is opened (and
@@ -22,13 +22,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::{Auth, AuthError, RootSource, setup_root};
 use crate::clock::SystemClock;
 use crate::config::ServerConfig;
 use crate::engine::{Engine, EngineConfig, RecoveryReport};
 use crate::error::EngineError;
-use crate::http::auth::{Auth, AuthError, RootSource, setup_root};
 use crate::http::metrics::Metrics;
-use crate::http::{AppState, Limits, router};
+use crate::http::{AppState, Limits, ServerInfo, router};
+use crate::stats::Listeners;
+use crate::tcp::TcpLimits;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -90,6 +92,8 @@ pub struct ServeOptions {
 /// generated password (and `AppState`'s leaves out every token).
 pub struct RunningServer {
     pub local_addr: SocketAddr,
+    /// The Iggy TCP listener's address (`None` when `tcp.enabled` is false).
+    pub tcp_addr: Option<SocketAddr>,
     /// The generated root password, on the first start of a data directory
     /// without configured credentials. Show it once; it is stored nowhere.
     pub generated_password: Option<String>,
@@ -97,6 +101,7 @@ pub struct RunningServer {
     pub state: AppState,
     stop: watch::Sender<bool>,
     serve: JoinHandle<Result<(), ServerError>>,
+    tcp: Option<JoinHandle<()>>,
     reconciler: JoinHandle<()>,
 }
 
@@ -104,6 +109,7 @@ impl std::fmt::Debug for RunningServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningServer")
             .field("local_addr", &self.local_addr)
+            .field("tcp_addr", &self.tcp_addr)
             .field(
                 "generated_password",
                 &self.generated_password.as_ref().map(|_| "<redacted>"),
@@ -129,6 +135,9 @@ impl RunningServer {
             .await
             .map_err(|e| ServerError::Task(e.to_string()))?;
         let _ = self.stop.send(true);
+        if let Some(tcp) = self.tcp {
+            tcp.await.map_err(|e| ServerError::Task(e.to_string()))?;
+        }
         self.reconciler
             .await
             .map_err(|e| ServerError::Task(e.to_string()))?;
@@ -199,6 +208,7 @@ pub async fn start(
             max_poll_count: config.http.max_poll_count,
             reconciler_period: config.reconciler.period,
         },
+        info: Arc::new(ServerInfo::new()),
     };
     let (stop, stop_rx) = watch::channel(false);
 
@@ -214,6 +224,37 @@ pub async fn start(
         address: config.http.address,
         reason: e.to_string(),
     })?;
+    let tcp_bound = if config.tcp.enabled {
+        let (listener, addr) =
+            crate::tcp::bind(config.tcp.address)
+                .await
+                .map_err(|e| ServerError::Bind {
+                    address: config.tcp.address,
+                    reason: e.to_string(),
+                })?;
+        tracing::info!(address = %addr, "serving the Iggy TCP protocol");
+        Some((listener, addr))
+    } else {
+        None
+    };
+    let tcp_addr = tcp_bound.as_ref().map(|(_, a)| *a);
+    let _ = state.info.listeners.set(Listeners {
+        http: Some(local_addr),
+        tcp: tcp_addr,
+    });
+    let tcp = tcp_bound.map(|(listener, _)| {
+        let limits = TcpLimits {
+            max_frame_bytes: config.tcp.max_frame_bytes,
+            max_connections: config.tcp.max_connections,
+            idle_timeout: config.tcp.idle_timeout,
+        };
+        tokio::spawn(crate::tcp::serve(
+            listener,
+            state.clone(),
+            limits,
+            stop_rx.clone(),
+        ))
+    });
     tracing::info!(address = %local_addr, "serving the Iggy HTTP API");
     let app = router(state.clone());
     let mut serve_stop = stop_rx;
@@ -230,11 +271,13 @@ pub async fn start(
 
     Ok(RunningServer {
         local_addr,
+        tcp_addr,
         generated_password: root.generated_password,
         recovery,
         state,
         stop,
         serve,
+        tcp,
         reconciler,
     })
 }

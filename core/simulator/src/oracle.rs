@@ -345,6 +345,15 @@ impl Oracle {
                 }
                 expected = offset + 1;
             }
+            // ADR 0010: offsets a stored offset names are never reused, so
+            // when a loss took the messages up to the highest stored offset,
+            // the next message sent gets the offset after it.
+            let highest = seen.offsets.values().flatten().max().copied();
+            if let Some(next) = highest.and_then(|h| h.checked_add(1))
+                && next > expected
+            {
+                p.accepted_holes.insert(next);
+            }
             for ((group, id), value) in &seen.offsets {
                 // The observed value is the latest state; earlier ones and the
                 // outcomes of failed calls stay possible after a crash.

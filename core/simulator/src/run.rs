@@ -128,7 +128,7 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
             }
             report.crashes += 1;
         } else {
-            let partition = 1 + rng.below(u64::from(PARTITIONS)) as u32;
+            let partition = rng.below(u64::from(PARTITIONS)) as u32;
             let step = match rng.below(10) {
                 0..=3 => {
                     sent += 1;
@@ -141,12 +141,12 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                     }
                 }
                 4 | 5 => {
-                    // Group 1 is the topic's only group; consumers 1 and 2.
+                    // Group 0 is the topic's only group; consumers 1 and 2.
                     let group = rng.coin();
                     Step::Store {
                         partition,
                         group,
-                        id: if group { 1 } else { 1 + rng.below(2) as u32 },
+                        id: if group { 0 } else { 1 + rng.below(2) as u32 },
                         // Unique per generation (see the oracle): tag in the high bits is not
                         // possible for real offsets, so values stay small and the oracle
                         // tells generations apart through its own bookkeeping.
@@ -158,7 +158,7 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                     Step::Delete {
                         partition,
                         group,
-                        id: if group { 1 } else { 1 + rng.below(2) as u32 },
+                        id: if group { 0 } else { 1 + rng.below(2) as u32 },
                     }
                 }
                 7 => {

@@ -64,28 +64,28 @@ impl Workload {
     pub fn setup(self) -> Vec<Step> {
         match self {
             Workload::Purge => vec![
-                Self::send(1, "old-a", 4),
-                Self::send(1, "old-b", 4),
+                Self::send(0, "old-a", 4),
+                Self::send(0, "old-b", 4),
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: false,
                     id: 1,
                     offset: 5,
                 },
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: false,
                     id: 2,
                     offset: 6,
                 },
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: true,
-                    id: 1,
+                    id: 0,
                     offset: 7,
                 },
             ],
-            Workload::TopicPurge => (1..=3)
+            Workload::TopicPurge => (0..3)
                 .flat_map(|p| {
                     vec![
                         Self::send(p, &format!("old-p{p}"), 6),
@@ -98,22 +98,22 @@ impl Workload {
                         Step::Store {
                             partition: p,
                             group: true,
-                            id: 1,
+                            id: 0,
                             offset: 5,
                         },
                     ]
                 })
                 .collect(),
             Workload::Offsets => vec![
-                Self::send(1, "m", 8),
+                Self::send(0, "m", 8),
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: false,
                     id: 3,
                     offset: 7,
                 },
             ],
-            Workload::Append => vec![Self::send(1, "seed", 4)],
+            Workload::Append => vec![Self::send(0, "seed", 4)],
         }
     }
 
@@ -121,27 +121,27 @@ impl Workload {
     pub fn window(self) -> Vec<Step> {
         match self {
             Workload::Purge => vec![
-                Step::PurgePartition { partition: 1 },
-                Self::send(1, "new-a", 2),
+                Step::PurgePartition { partition: 0 },
+                Self::send(0, "new-a", 2),
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: false,
                     id: 1,
                     offset: 0,
                 },
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: true,
-                    id: 1,
+                    id: 0,
                     offset: 1,
                 },
-                Self::send(1, "new-b", 1),
+                Self::send(0, "new-b", 1),
             ],
             Workload::TopicPurge => vec![
                 Step::PurgeTopic,
-                Self::send(2, "new-p2", 2),
+                Self::send(1, "new-p1", 2),
                 Step::Store {
-                    partition: 3,
+                    partition: 2,
                     group: false,
                     id: 1,
                     offset: 0,
@@ -150,43 +150,43 @@ impl Workload {
             // Each window starts with a purge, so every workload also proves
             // the naive (Iggy-order) purge wrong; then what it is named for.
             Workload::Offsets => vec![
-                Step::PurgePartition { partition: 1 },
-                Self::send(1, "n", 8),
+                Step::PurgePartition { partition: 0 },
+                Self::send(0, "n", 8),
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: false,
                     id: 1,
                     offset: 2,
                 },
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: true,
-                    id: 1,
+                    id: 0,
                     offset: 3,
                 },
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: false,
                     id: 1,
                     offset: 4,
                 },
                 Step::Delete {
-                    partition: 1,
+                    partition: 0,
                     group: true,
-                    id: 1,
+                    id: 0,
                 },
                 Step::Store {
-                    partition: 1,
+                    partition: 0,
                     group: false,
                     id: 2,
                     offset: 6,
                 },
             ],
             Workload::Append => vec![
-                Step::PurgePartition { partition: 1 },
-                Self::send(1, "a", 3),
-                Self::send(1, "b", 5),
-                Self::send(1, "c", 2),
+                Step::PurgePartition { partition: 0 },
+                Self::send(0, "a", 3),
+                Self::send(0, "b", 5),
+                Self::send(0, "c", 2),
             ],
         }
     }

@@ -81,14 +81,14 @@ fn t() -> Identifier {
 
 pub fn key(partition: u32) -> PartitionKey {
     PartitionKey {
-        stream: 1,
-        topic: 1,
+        stream: 0,
+        topic: 0,
         partition,
     }
 }
 
 impl World {
-    /// A fresh world with the stream, topic (and group 1) created, durable.
+    /// A fresh world with the stream, topic (and group 0) created, durable.
     pub fn new(semantics: SyncFailureSemantics, shape: Shape, seed: u64) -> Result<World, String> {
         World::with_mode(semantics, shape, seed, PurgeMode::default())
     }
@@ -132,7 +132,7 @@ impl World {
         engine
             .create_group(&s(), &t(), None, "g")
             .map_err(|e| e.to_string())?;
-        for p in 1..=shape.partitions {
+        for p in 0..shape.partitions {
             world
                 .oracle
                 .add_partition(key(p), shape.messages, shape.offsets);
@@ -223,7 +223,7 @@ impl World {
             }
             Step::PurgeTopic => {
                 let ok = engine.purge_topic(&s(), &t()).is_ok();
-                let keys: Vec<PartitionKey> = (1..=self.shape.partitions).map(key).collect();
+                let keys: Vec<PartitionKey> = (0..self.shape.partitions).map(key).collect();
                 self.oracle.purged(&keys, ok);
                 ok
             }
@@ -270,8 +270,8 @@ impl World {
         let view = self.sim.durable_view();
         let cached = self.sim.cached_view();
         let mut out = Vec::new();
-        for p in 1..=self.shape.partitions {
-            let root = format!("{DATA_DIR}/streams/1/topics/1/partitions/{p}");
+        for p in 0..self.shape.partitions {
+            let root = format!("{DATA_DIR}/streams/0/topics/0/partitions/{p}");
             let Some(NodeView::File(bytes)) = view.get(&format!("{root}/purge.obligation")) else {
                 continue;
             };
@@ -320,7 +320,7 @@ impl World {
             .as_mut()
             .ok_or_else(|| violation('f', "-", "engine is down".into()))?;
         let mut out = BTreeMap::new();
-        for p in 1..=partitions {
+        for p in 0..partitions {
             let k = key(p);
             let generation = engine
                 .partition(k)

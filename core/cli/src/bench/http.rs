@@ -52,6 +52,7 @@ pub fn run(ctx: &mut Ctx, inproc: &InProcess) -> Result<Vec<Figure>> {
             ..ServerConfig::default()
         };
         config.http.address = ([127, 0, 0, 1], 0).into();
+        config.tcp.address = ([127, 0, 0, 1], 0).into();
         // The bench's reconciler settings (the server's, or --cleanup-concurrency).
         config.reconciler = reconciler;
         let server = server::start(
@@ -121,7 +122,7 @@ pub fn run(ctx: &mut Ctx, inproc: &InProcess) -> Result<Vec<Figure>> {
         let mut offset = 0u64;
         while offset < sent {
             let v = call(client.get(format!(
-                "{url}?consumer_id=1&partition_id=1&kind=offset&value={offset}&count={}",
+                "{url}?consumer_id=1&partition_id=0&kind=offset&value={offset}&count={}",
                 sizes.batch
             )).bearer_auth(&token))
             .await?;

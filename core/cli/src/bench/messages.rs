@@ -63,7 +63,7 @@ pub fn run(ctx: &mut Ctx) -> Result<(Vec<Figure>, InProcess)> {
         for b in 0..batches {
             let msgs = batch(s.batch, s.message_bytes, b);
             let t0 = Instant::now();
-            engine.send(&stream, &topic, &Partitioning::PartitionId(1), msgs)?;
+            engine.send(&stream, &topic, &Partitioning::PartitionId(0), msgs)?;
             let dt = t0.elapsed().as_secs_f64();
             took += dt;
             lat.push(dt * 1e3);
@@ -113,7 +113,7 @@ pub fn run(ctx: &mut Ctx) -> Result<(Vec<Figure>, InProcess)> {
         let p = engine.poll(
             &stream,
             &topic,
-            1,
+            0,
             Consumer::consumer(1),
             PollingStrategy::Offset(offset),
             s.batch,

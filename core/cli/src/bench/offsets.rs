@@ -39,11 +39,11 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
         engine.create_topic(&stream, None, name, 1, options, 0, 0, 1)?;
         let topic = Identifier::from(name);
         let batch = (0..1000).map(|_| NewMessage::new(vec![1u8; 16])).collect();
-        engine.send(&stream, &topic, &Partitioning::PartitionId(1), batch)?;
+        engine.send(&stream, &topic, &Partitioning::PartitionId(0), batch)?;
         let before = storage.counts();
         let t0 = Instant::now();
         for i in 0..stores {
-            engine.store_offset(&stream, &topic, 1, Consumer::consumer(1), i % 1000)?;
+            engine.store_offset(&stream, &topic, 0, Consumer::consumer(1), i % 1000)?;
         }
         let took = t0.elapsed();
         let c = storage.counts().since(before);

@@ -74,7 +74,7 @@ pub fn build_data_set(ctx: &Ctx, data: &Path) -> Result<()> {
         for g in 1..=per {
             engine.create_group(&stream, &t, Some(g), &format!("group-{g}"))?;
         }
-        for p in 1..=partitions {
+        for p in 0..partitions {
             engine.send(
                 &stream,
                 &t,
@@ -111,7 +111,7 @@ pub fn run(ctx: &mut Ctx) -> Result<(Vec<Figure>, Vec<SyncClass>)> {
     // One partition's purge, sync by sync.
     storage.set_record_syncs(true);
     let before = storage.counts();
-    engine.purge_partition(&stream, &Identifier::from(ONE), 1)?;
+    engine.purge_partition(&stream, &Identifier::from(ONE), 0)?;
     engine.reconcile_until_idle(1000);
     let one = storage.counts().since(before);
     let recorded = storage.recorded_syncs();

@@ -269,6 +269,7 @@ impl From<EngineError> for ApiError {
                 )
             }
             EngineError::CorruptFile { .. }
+            | EngineError::Incompatible { .. }
             | EngineError::Storage(_)
             | EngineError::Internal(_) => {
                 tracing::error!(error = %e, "request failed in the engine");

@@ -30,6 +30,7 @@ pub mod model;
 pub mod offsets;
 pub mod status;
 pub mod streams;
+pub mod system;
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
@@ -56,6 +57,30 @@ pub struct Limits {
     pub reconciler_period: Duration,
 }
 
+/// What the server knows about itself, for `/stats` and the cluster metadata
+/// (shared by both transports).
+#[derive(Debug, Default)]
+pub struct ServerInfo {
+    pub started: Option<std::time::SystemTime>,
+    /// Open TCP connections.
+    pub tcp_clients: std::sync::atomic::AtomicUsize,
+    /// Where the listeners are bound (set once both are).
+    pub listeners: std::sync::OnceLock<crate::stats::Listeners>,
+}
+
+impl ServerInfo {
+    pub fn new() -> Self {
+        ServerInfo {
+            started: Some(std::time::SystemTime::now()),
+            ..ServerInfo::default()
+        }
+    }
+
+    pub fn listeners(&self) -> crate::stats::Listeners {
+        self.listeners.get().copied().unwrap_or_default()
+    }
+}
+
 /// Shared by every handler.
 #[derive(Debug, Clone)]
 pub struct AppState {
@@ -63,6 +88,7 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     pub metrics: Arc<Metrics>,
     pub limits: Limits,
+    pub info: Arc<ServerInfo>,
 }
 
 impl AppState {
@@ -172,6 +198,8 @@ route_table!(authenticated_router, authenticated_routes, {
         get(offsets::get_group),
         delete(offsets::delete_group),
     ],
+    "/stats" => [get(system::stats)],
+    "/cluster/metadata" => [get(system::cluster_metadata)],
     "/status/purge" => [get(status::purge_status)],
     "/metrics" => [get(metrics::scrape)],
 });

@@ -174,7 +174,7 @@ fn one() -> u32 {
     1
 }
 
-fn check_compression(value: Option<&str>) -> ApiResult<()> {
+pub fn check_compression(value: Option<&str>) -> ApiResult<()> {
     match value {
         None | Some("none") => Ok(()),
         Some(other) => Err(ApiError::bad_request(

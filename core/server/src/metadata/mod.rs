@@ -4,4 +4,4 @@ mod model;
 mod store;
 
 pub use model::*;
-pub use store::{METADATA_VERSION, MetadataStore};
+pub use store::{LEGACY_ONE_BASED_VERSION, METADATA_VERSION, MetadataStore};

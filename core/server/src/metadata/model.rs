@@ -4,15 +4,16 @@
 //! - Ids are unique within their parent; names are unique within their parent
 //!   (streams globally, topics per stream, groups per topic). Both are checked
 //!   by the engine before a change is persisted.
-//! - Ids are never reused. Each id space keeps a high-water mark
-//!   (`Metadata::next_stream_id`, `StreamMeta::next_topic_id`,
-//!   `TopicMeta::next_partition_id`, `TopicMeta::next_group_id`) that is
-//!   above every id ever assigned in it, live or deleted; it only grows, and it
-//!   is committed in the same metadata write as the resource that raised it.
-//!   So a server-assigned id never names a deleted resource's leftover files
-//!   or offsets. (A caller may still ask for a deleted id explicitly; the
-//!   engine clears that id's leftovers durably before committing it.) The
-//!   marks are `u64` so they can stand one past `u32::MAX`.
+//! - Ids are assigned as Iggy 0.11 assigns them: the lowest id no live
+//!   resource holds, from 0 (a topic's partitions are always `0..count`).
+//!   Each id space also keeps a high-water mark (`Metadata::next_stream_id`,
+//!   `StreamMeta::next_topic_id`, `TopicMeta::next_partition_id`,
+//!   `TopicMeta::next_group_id`) above every id ever assigned in it, live or
+//!   deleted; it only grows and is committed with the resource that raised
+//!   it. It does not pick ids: it tells the engine that an id being reused
+//!   may name a deleted resource's leftover files or offsets, which the
+//!   engine clears durably before committing the new resource. The marks are
+//!   `u64` so they can stand one past `u32::MAX`.
 //! - `PartitionMeta::committed_generation` only grows. It is the purge commit
 //!   point: once a metadata write carrying generation G is durable, every
 //!   record of an older generation in that partition is dead.

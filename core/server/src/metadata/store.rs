@@ -24,7 +24,15 @@ use super::model::Metadata;
 use crate::error::{EngineError, Result};
 use crate::frame::{self, Magic};
 
-pub const METADATA_VERSION: u16 = 1;
+/// Version 2: ids counted from 0, as Iggy 0.11 does
+/// (docs/adr/0013-iggy-id-numbering.md, and `LEGACY_ONE_BASED_VERSION`).
+pub const METADATA_VERSION: u16 = 2;
+/// Metadata version 1 was written by pre-release sluice, whose ids started
+/// at one. Its bytes decode, but its ids do not mean what an Iggy client
+/// expects (a topic's first partition was 1, not 0), and renumbering would
+/// move every directory. It is refused with a message that says so, and left
+/// untouched.
+pub const LEGACY_ONE_BASED_VERSION: u16 = 1;
 const MAX_METADATA: usize = 64 << 20;
 
 #[derive(Debug)]
@@ -59,10 +67,23 @@ impl MetadataStore {
         };
         let (meta, used) =
             frame::decode::<Metadata>(Magic::METADATA, METADATA_VERSION, &bytes, MAX_METADATA)
-                .map_err(|e| EngineError::CorruptFile {
-                    path: path.clone(),
-                    offset: 0,
-                    reason: e.to_string(),
+                .map_err(|e| match e {
+                    frame::FrameError::UnsupportedVersion {
+                        found: LEGACY_ONE_BASED_VERSION,
+                        ..
+                    } => EngineError::Incompatible {
+                        path: path.clone(),
+                        reason: "written by a pre-release sluice that numbered streams, topics, \
+                                 partitions and groups from 1; this version numbers them from 0 \
+                                 as Iggy 0.11 does and cannot open it. Start with an empty data \
+                                 directory (the old one is left as it was)"
+                            .into(),
+                    },
+                    e => EngineError::CorruptFile {
+                        path: path.clone(),
+                        offset: 0,
+                        reason: e.to_string(),
+                    },
                 })?;
         if used != bytes.len() {
             return Err(EngineError::CorruptFile {

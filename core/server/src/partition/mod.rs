@@ -221,7 +221,7 @@ impl Partition {
                 }
             }
         }
-        let (log, log_report) = Log::recover(
+        let (mut log, log_report) = Log::recover(
             storage.clone(),
             &paths.segments,
             generation,
@@ -246,6 +246,23 @@ impl Partition {
             // Bytes recovered from the page cache may be missing on disk with
             // nothing left dirty to carry them (see `Segment::redirty_tail`).
             log.redirty_tail()?;
+        }
+        // A stored offset names a message that was acknowledged. If the log
+        // came back shorter (buffered messages lost to a power loss while
+        // persisted offsets survived), the offsets it named are never given
+        // to new messages: the log continues after the highest stored
+        // offset, so `Next` never skips a message sent after the loss
+        // (ADR 0010).
+        if let Some(highest) = consumers.highest().max(groups.highest())
+            && highest >= log.next_offset()
+        {
+            tracing::warn!(
+                partition = %key,
+                recovered_end = log.next_offset(),
+                highest_stored_offset = highest,
+                "messages below a stored offset were lost; new messages continue after it"
+            );
+            log.continue_from(highest.saturating_add(1));
         }
         let mut partition = Partition::assemble(
             storage, paths, key, options, generation, log, consumers, groups,
@@ -416,8 +433,17 @@ impl Partition {
             });
         }
         let base = self.log.next_offset();
-        for (i, m) in messages.iter_mut().enumerate() {
-            m.offset = base + i as u64;
+        if base.checked_add(messages.len() as u64).is_none() {
+            return Err(EngineError::Invalid {
+                what: "messages",
+                reason: format!(
+                    "the partition's offsets are exhausted (next offset {base}, {} messages)",
+                    messages.len()
+                ),
+            });
+        }
+        for (m, offset) in messages.iter_mut().zip(base..) {
+            m.offset = offset;
         }
         let persisted = self.options.durability.is_persisted();
         let segments_before = self.log.segment_count();
@@ -459,11 +485,17 @@ impl Partition {
                     .saturating_sub(count)
                     .max(self.log.first_offset().unwrap_or(0))
             }),
-            PollingStrategy::Next => Some(
-                self.offsets(consumer.kind)
-                    .get(consumer.id)
-                    .map_or(0, |o| o + 1),
-            ),
+            PollingStrategy::Next => match self.offsets(consumer.kind).get(consumer.id) {
+                None => Some(0),
+                // Only an offset file can hold this: no message comes after it.
+                Some(u64::MAX) => {
+                    return Err(EngineError::OffsetOutOfRange {
+                        offset: u64::MAX,
+                        current: self.log.last_offset(),
+                    });
+                }
+                Some(o) => Some(o + 1),
+            },
         };
         let messages = match start {
             Some(s) => self.log.read(s, count)?,

@@ -23,6 +23,13 @@
 //! - A store is one positioned write into the slot the newest record does not
 //!   occupy; under `persisted` it is acknowledged after the file sync and, if
 //!   the file's name is not yet known durable, the directory sync.
+//! - That slot never holds the newest *durable* record: memory's sequence
+//!   number is always the newest valid slot's (after a failed write too, so
+//!   the next write goes where the failed one went), and under `persisted` a
+//!   newest record not known to be on disk (a failed write or sync, or one
+//!   recovered from the page cache) is written again and synced before the
+//!   other slot is overwritten. Otherwise a failed store followed by a torn
+//!   one could leave only an older record than the one acknowledged.
 //! - Names whose directory sync failed under Linux semantics are re-dirtied
 //!   (renamed away and back) before the next sync, because a plain retry
 //!   reports success without persisting them.
@@ -108,6 +115,20 @@ pub struct OffsetRecovery {
     /// Files with no valid slot, or names sluice does not write.
     pub corrupt: Vec<String>,
     pub foreign: Vec<String>,
+}
+
+/// A slot write's outcome as one result: an encoding failure is a bug
+/// (a record always fits its 64-byte slot).
+fn encoded(
+    written: std::result::Result<
+        std::result::Result<(), crate::frame::FrameError>,
+        sluice_storage::StorageError,
+    >,
+) -> Result<()> {
+    match written {
+        Ok(encoded) => encoded.map_err(|e| EngineError::Internal(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A file's record as read from disk, for recovery and purge cleanup.
@@ -239,6 +260,11 @@ impl OffsetStore {
         self.offsets.get(&id).and_then(|e| e.offset)
     }
 
+    /// The highest stored offset, if any.
+    pub fn highest(&self) -> Option<u64> {
+        self.offsets.values().filter_map(|e| e.offset).max()
+    }
+
     /// Every stored offset (deleted ones are not listed).
     pub fn all(&self) -> BTreeMap<u32, u64> {
         self.offsets
@@ -312,18 +338,35 @@ impl OffsetStore {
             offset,
         };
         let name = id.to_string();
-        let previous = self.offsets.get(&id).and_then(|e| e.offset);
-        let (file, seq) = match self.offsets.remove(&id) {
-            Some(e) => (e.file, e.seq + 1),
+        let base = match self.offsets.remove(&id) {
+            Some(e) => e,
             None => self.open_for_new_record(id)?,
         };
+        let Entry {
+            offset: previous,
+            seq: base_seq,
+            file,
+            synced,
+        } = base;
+        let seq = base_seq + 1;
         // No early return from here on: whatever fails, the entry removed
         // above must be put back from what the file now holds.
-        let written = match OFFSET_LAYOUT.write(file.as_ref(), seq, &record) {
-            Ok(encoded) => encoded.map_err(|e| EngineError::Internal(e.to_string())),
-            Err(e) => Err(e.into()),
-        };
-        let result = written.and_then(|()| {
+        let result = (|| -> Result<()> {
+            if persisted && !synced && base_seq > 0 {
+                // The newest record may not be on disk (its write or sync
+                // failed, or it was recovered from the page cache), and then
+                // the other slot holds the newest durable one, which the
+                // write below would overwrite: a torn write there would leave
+                // neither. Make the newest record durable first (the same
+                // bytes again, so a torn rewrite changes nothing).
+                let current = OffsetRecord {
+                    generation: self.generation,
+                    offset: previous,
+                };
+                encoded(OFFSET_LAYOUT.write(file.as_ref(), base_seq, &current))?;
+                file.sync()?;
+            }
+            encoded(OFFSET_LAYOUT.write(file.as_ref(), seq, &record))?;
             if persisted {
                 file.sync()?;
                 // A tombstone needs no durable name: if the name is lost,
@@ -333,9 +376,7 @@ impl OffsetStore {
                 }
             }
             Ok(())
-        });
-        // Keep the handle and sequence either way: the write may have landed,
-        // and the next write must not reuse its slot number.
+        })();
         match result {
             Ok(()) => {
                 self.offsets.insert(
@@ -351,16 +392,16 @@ impl OffsetStore {
             // Not acknowledged: memory takes whatever the file's newest valid
             // slot now says (the old value, or the new one if the write
             // landed), never less than disk nor more than written.
-            Err(_) => self.reload_after_failure(id, file, seq, previous),
+            Err(_) => self.reload_after_failure(id, file, base_seq, previous),
         }
         result
     }
 
-    /// The file and the sequence number for the first record this process
-    /// writes for `id`. A file whose newest record belongs to an older
-    /// generation (or cannot be read) is dead or foreign: it is replaced
-    /// whole, never written into (see the module invariants).
-    fn open_for_new_record(&mut self, id: u32) -> Result<(Box<dyn DurableFile>, u64)> {
+    /// The entry the first record this process writes for `id` builds on:
+    /// `seq` 0 for a file with no record. A file whose newest record belongs
+    /// to an older generation (or cannot be read) is dead or foreign: it is
+    /// replaced whole, never written into (see the module invariants).
+    fn open_for_new_record(&mut self, id: u32) -> Result<Entry> {
         let name = id.to_string();
         let path = self.dir.join(&name);
         let existing = match self.storage.open(&path, OpenMode::ReadWrite) {
@@ -377,7 +418,7 @@ impl OffsetStore {
                 // that memory could not follow): continue its sequence.
                 SlotRead::Valid { seq, value, .. } if value.generation == self.generation => {
                     self.names.note(&name, NameChange::Created);
-                    return Ok((file, seq + 1));
+                    return Ok(Entry::unsynced(value.offset, seq, file));
                 }
                 SlotRead::Valid { .. } | SlotRead::Invalid { .. } => {
                     drop(file);
@@ -387,7 +428,7 @@ impl OffsetStore {
         };
         // The name exists now, whatever was recorded before.
         self.names.note(&name, NameChange::Created);
-        Ok((file, 1))
+        Ok(Entry::unsynced(None, 0, file))
     }
 
     /// Renames a new, empty file over `name`: the dead record it held is
@@ -410,24 +451,33 @@ impl OffsetStore {
     /// After a failed write, keep whatever the file's newest valid slot says
     /// (the old value, or the new one if the write landed), so memory never
     /// claims less than disk nor more than was written; either way it is not
-    /// known to be on disk.
+    /// known to be on disk. The sequence number is the one of that slot,
+    /// never the failed write's: the next write must go into the other slot,
+    /// and the newest record is where it was read from (`base_seq` and
+    /// `previous` describe the record memory held before the failure).
     fn reload_after_failure(
         &mut self,
         id: u32,
         file: Box<dyn DurableFile>,
-        seq: u64,
+        base_seq: u64,
         previous: Option<u64>,
     ) {
-        let offset = match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref()) {
-            Ok(SlotRead::Valid { value, .. }) if value.generation == self.generation => {
-                Some(value.offset)
+        match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref()) {
+            Ok(SlotRead::Valid { seq, value, .. }) if value.generation == self.generation => {
+                self.offsets
+                    .insert(id, Entry::unsynced(value.offset, seq, file));
             }
-            Ok(_) => None,
-            // The file cannot even be read back: keep what memory had.
-            Err(_) => Some(previous),
-        };
-        if let Some(offset) = offset {
-            self.offsets.insert(id, Entry::unsynced(offset, seq, file));
+            // Nothing of this generation (a first write that never landed):
+            // the next write starts the file again.
+            Ok(_) => {}
+            // The file cannot even be read back: keep what memory had. Its
+            // record is in slot `base_seq % 2`, which the failed write (to
+            // the other slot, or the same bytes again) did not change.
+            Err(_) if base_seq > 0 => {
+                self.offsets
+                    .insert(id, Entry::unsynced(previous, base_seq, file));
+            }
+            Err(_) => {}
         }
     }
 

@@ -164,11 +164,22 @@ impl Log {
         self.next_offset
     }
 
+    /// Makes the next message get at least `next`: the offsets below it are
+    /// never given out again (see `Partition::recover`). The next append
+    /// starts a segment at `next`.
+    pub fn continue_from(&mut self, next: u64) {
+        self.next_offset = self.next_offset.max(next);
+    }
+
     /// The offset of the last message, `None` when the log is empty.
     pub fn last_offset(&self) -> Option<u64> {
-        self.next_offset
-            .checked_sub(1)
-            .filter(|_| self.message_count() > 0)
+        // The newest segment holding data (not `next_offset - 1`: after
+        // `continue_from` the offsets below `next_offset` may name nothing).
+        self.segments
+            .iter()
+            .rev()
+            .find(|s| !s.is_empty())
+            .and_then(|s| s.next_offset.checked_sub(1))
     }
 
     /// The first offset still stored.
@@ -191,8 +202,8 @@ impl Log {
     }
 
     /// Syncs every segment file (a graceful shutdown's flush of buffered appends).
-    pub fn sync_all(&self) -> Result<()> {
-        for seg in &self.segments {
+    pub fn sync_all(&mut self) -> Result<()> {
+        for seg in &mut self.segments {
             seg.sync()?;
         }
         Ok(())
@@ -204,8 +215,8 @@ impl Log {
 
     /// See `Segment::redirty_tail`: the newest segment's recovered tail is
     /// written again so that the next `persisted` append's sync carries it.
-    pub fn redirty_tail(&self) -> Result<()> {
-        match self.segments.last() {
+    pub fn redirty_tail(&mut self) -> Result<()> {
+        match self.segments.last_mut() {
             Some(seg) => seg.redirty_tail(),
             None => Ok(()),
         }
@@ -248,12 +259,14 @@ impl Log {
         if let Some(last) = self.segments.last_mut() {
             last.trim_tail(sync)?;
         }
-        let roll = self
-            .segments
-            .last()
-            .is_none_or(|s| s.size > 0 && s.size + encoded.len() as u64 > self.segment_size);
+        // A segment holds consecutive offsets: after `continue_from` the next
+        // batch starts a segment of its own.
+        let roll = self.segments.last().is_none_or(|s| {
+            s.next_offset != base_offset
+                || (s.size > 0 && s.size + encoded.len() as u64 > self.segment_size)
+        });
         if roll {
-            if sync && let Some(sealed) = self.segments.last() {
+            if sync && let Some(sealed) = self.segments.last_mut() {
                 // A sealed segment must be durable before a later one holds
                 // acknowledged data: its recovered tail (`redirty_tail`) may
                 // be dirty with no append left to sync it, and a power loss

@@ -44,6 +44,15 @@ pub struct Segment {
     bytes_since_index: u64,
     /// A failed write left bytes beyond `size` that could not be cut yet.
     tail_dirty: bool,
+    /// Every byte below this is on disk or dirty in the page cache, so the
+    /// next successful sync makes it durable. Bytes from here to `size` may
+    /// be neither: under Linux a failed sync drops the dirty state of every
+    /// byte it covered, and bytes recovered from the page cache may be the
+    /// leftovers of such a sync in an earlier process. They are written
+    /// again before any sync that acknowledges data after them.
+    carried_to: u64,
+    /// Every byte below this is known to be on disk (a sync covered it).
+    durable_to: u64,
 }
 
 /// What a recovery scan found wrong with a segment.
@@ -116,6 +125,8 @@ impl Segment {
             idx_size: 0,
             bytes_since_index: 0,
             tail_dirty: false,
+            carried_to: 0,
+            durable_to: 0,
         })
     }
 
@@ -148,9 +159,15 @@ impl Segment {
             idx_size: 0,
             bytes_since_index: 0,
             tail_dirty: false,
+            carried_to: 0,
+            durable_to: 0,
         };
         seg.load_index(file_len)?;
         let issue = seg.scan_tail(file_len, is_last)?;
+        // Taken as on disk, as everything an earlier process acknowledged is;
+        // `redirty_tail` narrows this for the bytes that may not be.
+        seg.carried_to = seg.size;
+        seg.durable_to = seg.size;
         Ok((seg, issue))
     }
 
@@ -340,16 +357,27 @@ impl Segment {
     ) -> Result<()> {
         self.trim_tail(sync)?;
         let at = self.size;
-        let written = self
-            .log
-            .write_at(at, encoded)
-            .and_then(|()| if sync { self.log.sync() } else { Ok(()) });
+        if sync {
+            // This sync acknowledges the batch: every byte before it must be
+            // carried too, or it would be durable above a hole.
+            self.carry_unsure()?;
+        }
+        let mut written = self.log.write_at(at, encoded).map_err(EngineError::from);
+        if written.is_ok() {
+            if self.carried_to == at {
+                self.carried_to = at + encoded.len() as u64;
+            }
+            if sync {
+                written = self.sync_log();
+            }
+        }
         if let Err(e) = written {
+            self.carried_to = self.carried_to.min(at);
             if self.log.truncate(at).is_err() {
                 // Cut before the next write or the roll that seals this segment.
                 self.tail_dirty = true;
             }
-            return Err(e.into());
+            return Err(e);
         }
         self.size = at + encoded.len() as u64;
         self.next_offset = base_offset + count;
@@ -369,10 +397,55 @@ impl Segment {
         if self.tail_dirty {
             self.log.truncate(self.size)?;
             if sync {
-                self.log.sync()?;
+                self.sync_log()?;
             }
             self.tail_dirty = false;
         }
+        Ok(())
+    }
+
+    /// Syncs the log file, keeping `carried_to` and `durable_to` true: a
+    /// success makes everything carried durable; a failure (Linux) drops the
+    /// dirty state of everything not yet durable.
+    fn sync_log(&mut self) -> Result<()> {
+        match self.log.sync() {
+            Ok(()) => {
+                self.durable_to = self.carried_to;
+                Ok(())
+            }
+            Err(e) => {
+                self.carried_to = self.durable_to;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Writes the bytes from `carried_to` to `size` again, unchanged, so the
+    /// next sync carries them.
+    fn carry_unsure(&mut self) -> Result<()> {
+        let from = self.carried_to;
+        let len = usize::try_from(self.size.saturating_sub(from))
+            .map_err(|_| EngineError::Internal("segment tail too large".into()))?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut bytes = vec![0u8; len];
+        let mut filled = 0;
+        while filled < len {
+            let n = self
+                .log
+                .read_at(from + filled as u64, &mut bytes[filled..])?;
+            if n == 0 {
+                return Err(EngineError::CorruptFile {
+                    path: self.log_path.clone(),
+                    offset: from + filled as u64,
+                    reason: "segment shorter than recovery measured".into(),
+                });
+            }
+            filled += n;
+        }
+        self.log.write_at(from, &bytes)?;
+        self.carried_to = self.size;
         Ok(())
     }
 
@@ -406,35 +479,19 @@ impl Segment {
     /// bytes can be in that state, and they are always the last batch (an
     /// append after a failure first cuts it, or fails), which starts at or
     /// after the last index entry.
-    pub fn redirty_tail(&self) -> Result<()> {
+    pub fn redirty_tail(&mut self) -> Result<()> {
         let from = self.index.last().map_or(0, |e| e.position);
-        let len = usize::try_from(self.size.saturating_sub(from))
-            .map_err(|_| EngineError::Internal("segment tail too large".into()))?;
-        if len == 0 {
-            return Ok(());
-        }
-        let mut bytes = vec![0u8; len];
-        let mut filled = 0;
-        while filled < len {
-            let n = self
-                .log
-                .read_at(from + filled as u64, &mut bytes[filled..])?;
-            if n == 0 {
-                return Err(EngineError::CorruptFile {
-                    path: self.log_path.clone(),
-                    offset: from + filled as u64,
-                    reason: "segment shorter than recovery measured".into(),
-                });
-            }
-            filled += n;
-        }
-        self.log.write_at(from, &bytes)?;
-        Ok(())
+        self.carried_to = self.carried_to.min(from);
+        self.durable_to = self.durable_to.min(from);
+        self.carry_unsure()
     }
 
-    /// Makes this segment's bytes durable (used at a graceful shutdown).
-    pub fn sync(&self) -> Result<()> {
-        Ok(self.log.sync()?)
+    /// Makes this segment's bytes durable (at a graceful shutdown, and
+    /// before a roll seals it under `persisted`), rewriting first any bytes
+    /// a failed sync may have left neither durable nor dirty.
+    pub fn sync(&mut self) -> Result<()> {
+        self.carry_unsure()?;
+        self.sync_log()
     }
 
     pub fn file(&self) -> &dyn DurableFile {

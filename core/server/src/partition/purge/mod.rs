@@ -35,9 +35,21 @@ use crate::partition::reconciler::FailureSite;
 use crate::slots::{SlotLayout, SlotRead};
 pub use state::{DirKind, Obligation, PurgeState, TransitionError};
 
-/// Dead files removed per round: their names must fit one obligation slot
-/// (64 KiB; a segment name is 45 bytes) with room to spare.
+/// Dead files removed per round, and the most names `removed` ever holds
+/// (carried names are confirmed before a round that would add to them):
+/// their names must fit one obligation slot with room to spare.
 pub const MAX_NAMES_PER_ROUND: usize = 512;
+
+/// The longest name cleanup removes: a segment name (`is_dead` accepts only
+/// sluice's own names: segments of `.log`/`.idx` and canonical `u32` ids).
+const MAX_DEAD_NAME_LEN: usize = 20 + 1 + 20 + 4;
+
+// A full `removed` set (each name a bincode string: 8-byte length + bytes),
+// the longest error text and the fixed fields fit one slot.
+const _: () = assert!(
+    MAX_NAMES_PER_ROUND * (8 + MAX_DEAD_NAME_LEN) + 3 * 16 + 1024 + 256
+        <= OBLIGATION_LAYOUT.slot_size
+);
 
 fn transition(e: TransitionError) -> EngineError {
     EngineError::Internal(e.to_string())
@@ -262,20 +274,39 @@ impl Partition {
             if round.is_empty() {
                 break;
             }
+            // `removed` holds at most one round: names carried from an
+            // earlier attempt (whose directory sync failed) are confirmed
+            // before a round that would add to them, so the record always
+            // fits its slot (see `MAX_NAMES_PER_ROUND`).
+            if self.ob()?.removed_with(&round) > MAX_NAMES_PER_ROUND {
+                let dirs: Vec<DirKind> = self.ob()?.removed().keys().copied().collect();
+                for dir in &dirs {
+                    let storage = self.storage.clone();
+                    self.cleanup_worked_on.insert(*dir);
+                    self.tracker_mut(*dir).sync(storage.as_ref())?;
+                }
+                self.ob_mut()?.round_confirmed(&dirs).map_err(transition)?;
+                self.persist_obligation()?;
+            }
             // Plan first, persist, then remove: a crash between two removals
             // leaves every removed name recorded.
             self.ob_mut()?.plan_removals(&round).map_err(transition)?;
+            debug_assert!(self.ob()?.removed_with(&BTreeMap::new()) <= MAX_NAMES_PER_ROUND);
             self.persist_obligation()?;
             for (dir, names) in &round {
                 let path = self.dir_path(*dir).to_path_buf();
                 for name in names {
+                    // Noted before the unlink: an unlink that fails may still
+                    // have taken effect, and the tracker must then redo the
+                    // removal, not an older change to the name (a `Created`
+                    // noted at recovery, whose redo finds nothing to do).
+                    self.tracker_mut(*dir).note(name, NameChange::Removed);
+                    self.cleanup_worked_on.insert(*dir);
                     match self.storage.remove_file(&path.join(name)) {
                         Ok(()) => {}
                         Err(e) if e.kind == ErrorKind::NotFound => {}
                         Err(e) => return Err(e.into()),
                     }
-                    self.tracker_mut(*dir).note(name, NameChange::Removed);
-                    self.cleanup_worked_on.insert(*dir);
                 }
             }
             if !more {
@@ -371,9 +402,13 @@ impl Partition {
     /// Whether `name` in `dir` is proven to belong to a generation below `cutoff`.
     fn is_dead(&self, dir: DirKind, name: &str, cutoff: u64) -> Result<bool> {
         match dir {
-            DirKind::Segments => Ok(parse_segment_name(name).is_some_and(|(g, _, _)| g < cutoff)),
+            DirKind::Segments => Ok(parse_segment_name(name)
+                .is_some_and(|(g, _, ext)| g < cutoff && matches!(ext, "log" | "idx"))),
             DirKind::Consumers | DirKind::Groups => {
-                if name.parse::<u32>().is_err() {
+                // Only names sluice writes (`id.to_string()`): a name such as
+                // `0001` or `+1` is foreign, and keeping to canonical names
+                // bounds how long a removed name can be.
+                if !name.parse::<u32>().is_ok_and(|id| id.to_string() == name) {
                     return Ok(false);
                 }
                 let path = self.dir_path(dir).join(name);

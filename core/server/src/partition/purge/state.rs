@@ -161,6 +161,19 @@ impl Obligation {
         Ok(())
     }
 
+    /// How many names `removed` would hold with `names` planned too.
+    pub fn removed_with(&self, names: &BTreeMap<DirKind, BTreeSet<String>>) -> usize {
+        let mut total: usize = self.removed.values().map(BTreeSet::len).sum();
+        for (dir, n) in names {
+            let have = self.removed.get(dir);
+            total += n
+                .iter()
+                .filter(|name| have.is_none_or(|h| !h.contains(*name)))
+                .count();
+        }
+        total
+    }
+
     /// In `Requested`: the directories in `dirs` were synced successfully after
     /// every removal recorded in them, so those removals are durable. Used by
     /// intermediate rounds when a partition has more dead files than one

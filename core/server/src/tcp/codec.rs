@@ -1,0 +1,830 @@
+//! Requests of the Iggy 0.11 binary protocol, decoded from a frame into a
+//! typed `Request` (command codes and payload layouts as the official SDK
+//! `iggy = "=0.11.0"` writes them, `iggy_binary_protocol` 0.11.0).
+//!
+//! Invariants:
+//! - `decode` accepts any bytes: every length is bounds-checked by
+//!   `wire::Reader`, no input panics, and an input that is not exactly one
+//!   well-formed request is a typed error (`DecodeError`), never a guess.
+//! - A decoded request is validated before any engine call: names, ids,
+//!   message frames (sizes, per-message and batch checksums, user headers);
+//!   a bad message anywhere refuses the whole batch.
+//! - Codes the SDK knows but sluice does not serve decode to
+//!   `Request::Unsupported` (answered `feature_unavailable`, 5); codes
+//!   nobody defined are `DecodeError::UnknownCommand` (`invalid_command`, 3).
+
+use std::collections::BTreeMap;
+use std::hash::Hasher as _;
+
+use twox_hash::XxHash3_64;
+
+use super::frame::{RequestHeader, op};
+use super::wire::{Reader, WireError, WireResult};
+use crate::engine::Partitioning;
+use crate::identifier::Identifier;
+use crate::partition::log::{HeaderValue, Headers, NewMessage};
+use crate::partition::{Consumer, PollingStrategy};
+
+/// Iggy's command codes (`iggy_binary_protocol::codes`).
+pub mod code {
+    pub const PING: u32 = 1;
+    pub const GET_STATS: u32 = 10;
+    pub const GET_SNAPSHOT_FILE: u32 = 11;
+    pub const GET_CLUSTER_METADATA: u32 = 12;
+    pub const DESCRIBE_OPTIONS: u32 = 13;
+    pub const ATTACH_CONSUMER_SESSION: u32 = 14;
+    pub const GET_ME: u32 = 20;
+    pub const GET_CLIENT: u32 = 21;
+    pub const GET_CLIENTS: u32 = 22;
+    pub const GET_USER: u32 = 31;
+    pub const GET_USERS: u32 = 32;
+    pub const CREATE_USER: u32 = 33;
+    pub const DELETE_USER: u32 = 34;
+    pub const UPDATE_USER: u32 = 35;
+    pub const UPDATE_PERMISSIONS: u32 = 36;
+    pub const CHANGE_PASSWORD: u32 = 37;
+    pub const LOGIN_USER: u32 = 38;
+    pub const LOGOUT_USER: u32 = 39;
+    pub const LOGIN_REGISTER: u32 = 40;
+    pub const GET_PERSONAL_ACCESS_TOKENS: u32 = 41;
+    pub const CREATE_PERSONAL_ACCESS_TOKEN: u32 = 42;
+    pub const DELETE_PERSONAL_ACCESS_TOKEN: u32 = 43;
+    pub const LOGIN_WITH_PERSONAL_ACCESS_TOKEN: u32 = 44;
+    pub const LOGIN_REGISTER_WITH_PAT: u32 = 45;
+    pub const POLL_MESSAGES: u32 = 100;
+    pub const SEND_MESSAGES: u32 = 101;
+    pub const FLUSH_UNSAVED_BUFFER: u32 = 102;
+    pub const GET_POLL_ROUTING: u32 = 103;
+    pub const POLL_MESSAGES_ON_PRIMARY: u32 = 104;
+    pub const GET_CONSUMER_OFFSET: u32 = 120;
+    pub const STORE_CONSUMER_OFFSET: u32 = 121;
+    pub const DELETE_CONSUMER_OFFSET: u32 = 122;
+    pub const GET_CONSUMER_OFFSET_ROUTING: u32 = 123;
+    pub const GET_STREAM: u32 = 200;
+    pub const GET_STREAMS: u32 = 201;
+    pub const CREATE_STREAM: u32 = 202;
+    pub const DELETE_STREAM: u32 = 203;
+    pub const UPDATE_STREAM: u32 = 204;
+    pub const PURGE_STREAM: u32 = 205;
+    pub const GET_TOPIC: u32 = 300;
+    pub const GET_TOPICS: u32 = 301;
+    pub const CREATE_TOPIC: u32 = 302;
+    pub const DELETE_TOPIC: u32 = 303;
+    pub const UPDATE_TOPIC: u32 = 304;
+    pub const PURGE_TOPIC: u32 = 305;
+    pub const CREATE_PARTITIONS: u32 = 402;
+    pub const DELETE_PARTITIONS: u32 = 403;
+    pub const DELETE_SEGMENTS: u32 = 503;
+    pub const GET_CONSUMER_GROUP: u32 = 600;
+    pub const GET_CONSUMER_GROUPS: u32 = 601;
+    pub const CREATE_CONSUMER_GROUP: u32 = 602;
+    pub const DELETE_CONSUMER_GROUP: u32 = 603;
+    pub const JOIN_CONSUMER_GROUP: u32 = 604;
+    pub const LEAVE_CONSUMER_GROUP: u32 = 605;
+    pub const SYNC_CONSUMER_GROUP: u32 = 606;
+
+    /// Codes the SDK defines that sluice does not serve.
+    pub const UNSUPPORTED: &[u32] = &[
+        GET_SNAPSHOT_FILE,
+        DESCRIBE_OPTIONS,
+        ATTACH_CONSUMER_SESSION,
+        GET_CLIENT,
+        GET_CLIENTS,
+        GET_USER,
+        GET_USERS,
+        CREATE_USER,
+        DELETE_USER,
+        UPDATE_USER,
+        UPDATE_PERMISSIONS,
+        CHANGE_PASSWORD,
+        LOGIN_USER,
+        GET_PERSONAL_ACCESS_TOKENS,
+        CREATE_PERSONAL_ACCESS_TOKEN,
+        DELETE_PERSONAL_ACCESS_TOKEN,
+        LOGIN_WITH_PERSONAL_ACCESS_TOKEN,
+        LOGIN_REGISTER_WITH_PAT,
+        FLUSH_UNSAVED_BUFFER,
+        GET_POLL_ROUTING,
+        POLL_MESSAGES_ON_PRIMARY,
+        GET_CONSUMER_OFFSET_ROUTING,
+        DELETE_SEGMENTS,
+        JOIN_CONSUMER_GROUP,
+        LEAVE_CONSUMER_GROUP,
+        SYNC_CONSUMER_GROUP,
+    ];
+}
+
+/// Iggy's `Operation` discriminant for each replicated command code, and
+/// the reverse; non-replicated commands travel as operation 2 with the code
+/// in the header (`frame`).
+const REPLICATED: &[(u32, u8)] = &[
+    (code::CREATE_USER, 141),
+    (code::DELETE_USER, 143),
+    (code::UPDATE_USER, 142),
+    (code::UPDATE_PERMISSIONS, 145),
+    (code::CHANGE_PASSWORD, 144),
+    (code::CREATE_PERSONAL_ACCESS_TOKEN, 146),
+    (code::DELETE_PERSONAL_ACCESS_TOKEN, 147),
+    (code::SEND_MESSAGES, 160),
+    (code::STORE_CONSUMER_OFFSET, 161),
+    (code::DELETE_CONSUMER_OFFSET, 162),
+    (code::CREATE_STREAM, 128),
+    (code::UPDATE_STREAM, 129),
+    (code::DELETE_STREAM, 130),
+    (code::PURGE_STREAM, 131),
+    (code::CREATE_TOPIC, 132),
+    (code::UPDATE_TOPIC, 133),
+    (code::DELETE_TOPIC, 134),
+    (code::PURGE_TOPIC, 135),
+    (code::CREATE_PARTITIONS, 136),
+    (code::DELETE_PARTITIONS, 137),
+    (code::DELETE_SEGMENTS, 138),
+    (code::CREATE_CONSUMER_GROUP, 139),
+    (code::DELETE_CONSUMER_GROUP, 140),
+    (code::JOIN_CONSUMER_GROUP, 148),
+    (code::LEAVE_CONSUMER_GROUP, 149),
+];
+
+/// The command code a request header carries.
+pub fn command_code(header: &RequestHeader) -> Result<u32, DecodeError> {
+    match header.operation {
+        op::REGISTER => Ok(code::LOGIN_REGISTER),
+        op::LOGOUT => Ok(code::LOGOUT_USER),
+        op::NON_REPLICATED => Ok(header.reserved_code),
+        other => REPLICATED
+            .iter()
+            .find(|(_, o)| *o == other)
+            .map(|(c, _)| *c)
+            .ok_or(DecodeError::UnknownOperation(other)),
+    }
+}
+
+/// The operation byte the SDK puts in the header for `code`.
+pub fn operation_for(code: u32) -> u8 {
+    match code {
+        code::LOGIN_REGISTER | code::LOGIN_REGISTER_WITH_PAT => op::REGISTER,
+        code::LOGOUT_USER => op::LOGOUT,
+        _ => REPLICATED
+            .iter()
+            .find(|(c, _)| *c == code)
+            .map_or(op::NON_REPLICATED, |(_, o)| *o),
+    }
+}
+
+/// Whether a successful reply to this operation starts with Iggy's result
+/// section (`count: u32 = 0`): metadata operations and the two offset
+/// writes, and a non-empty register reply.
+pub fn is_result_framed(operation: u8) -> bool {
+    operation == op::REGISTER
+        || (128..=149).contains(&operation)
+        || operation == 161
+        || operation == 162
+}
+
+/// Why a request does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("unknown command code {0}")]
+    UnknownCommand(u32),
+    #[error("unknown operation {0}")]
+    UnknownOperation(u8),
+    #[error("malformed payload: {0}")]
+    Payload(#[from] WireError),
+}
+
+/// Iggy's `invalid_command` (3).
+pub const INVALID_COMMAND: u32 = 3;
+
+impl DecodeError {
+    pub fn iggy_code(&self) -> u32 {
+        match self {
+            DecodeError::UnknownCommand(_) | DecodeError::UnknownOperation(_) => INVALID_COMMAND,
+            DecodeError::Payload(w) => w.iggy_code(),
+        }
+    }
+}
+
+/// A topic's options as sent: string values keyed as in the HTTP API, so
+/// the same parser (`http::streams::parse_topic_options`) reads both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WireTopicOptions {
+    pub compression: Option<String>,
+    pub message_expiry: Option<u64>,
+    pub max_topic_size: Option<u64>,
+    /// Every other key, its value rendered as text.
+    pub options: BTreeMap<String, String>,
+}
+
+/// One decoded request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Ping,
+    GetStats,
+    GetClusterMetadata,
+    GetMe,
+    LoginRegister {
+        username: String,
+        password: String,
+    },
+    Logout,
+    GetStream(Identifier),
+    GetStreams,
+    CreateStream {
+        name: String,
+        options: BTreeMap<String, String>,
+    },
+    UpdateStream {
+        stream: Identifier,
+        name: String,
+        options: BTreeMap<String, String>,
+    },
+    DeleteStream(Identifier),
+    PurgeStream(Identifier),
+    GetTopic(Identifier, Identifier),
+    GetTopics(Identifier),
+    CreateTopic {
+        stream: Identifier,
+        partitions_count: u32,
+        name: String,
+        options: WireTopicOptions,
+    },
+    UpdateTopic {
+        stream: Identifier,
+        topic: Identifier,
+        name: String,
+        options: WireTopicOptions,
+    },
+    DeleteTopic(Identifier, Identifier),
+    PurgeTopic(Identifier, Identifier),
+    CreatePartitions {
+        stream: Identifier,
+        topic: Identifier,
+        count: u32,
+    },
+    DeletePartitions {
+        stream: Identifier,
+        topic: Identifier,
+        count: u32,
+    },
+    SendMessages {
+        stream: Identifier,
+        topic: Identifier,
+        partitioning: Partitioning,
+        messages: Vec<NewMessage>,
+    },
+    PollMessages {
+        consumer: ConsumerId,
+        stream: Identifier,
+        topic: Identifier,
+        partition: Option<u32>,
+        strategy: PollingStrategy,
+        count: u32,
+        auto_commit: bool,
+    },
+    GetConsumerOffset {
+        consumer: ConsumerId,
+        stream: Identifier,
+        topic: Identifier,
+        partition: Option<u32>,
+    },
+    StoreConsumerOffset {
+        consumer: ConsumerId,
+        stream: Identifier,
+        topic: Identifier,
+        partition: Option<u32>,
+        offset: u64,
+    },
+    DeleteConsumerOffset {
+        consumer: ConsumerId,
+        stream: Identifier,
+        topic: Identifier,
+        partition: Option<u32>,
+    },
+    GetConsumerGroup(Identifier, Identifier, Identifier),
+    GetConsumerGroups(Identifier, Identifier),
+    CreateConsumerGroup {
+        stream: Identifier,
+        topic: Identifier,
+        name: String,
+    },
+    DeleteConsumerGroup(Identifier, Identifier, Identifier),
+    /// A code Iggy defines that sluice does not serve.
+    Unsupported(u32),
+}
+
+impl Request {
+    /// Requests served before a login.
+    pub fn is_public(&self) -> bool {
+        matches!(self, Request::Ping | Request::LoginRegister { .. })
+    }
+}
+
+/// A consumer as Iggy sends it: kind 1 (consumer, numeric id) or 2 (group,
+/// id or name; the name is resolved inside the engine call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumerId {
+    Consumer(u32),
+    Group(Identifier),
+}
+
+impl ConsumerId {
+    pub fn resolve(
+        &self,
+        e: &crate::engine::Engine,
+        s: &Identifier,
+        t: &Identifier,
+    ) -> crate::error::Result<Consumer> {
+        match self {
+            ConsumerId::Consumer(id) => Ok(Consumer::consumer(*id)),
+            ConsumerId::Group(g) => Ok(Consumer::group(e.group(s, t, g)?.id)),
+        }
+    }
+}
+
+/// Iggy's batch layout (`iggy_binary_protocol::batch`).
+pub const BATCH_HEADER_SIZE: usize = 256;
+pub const MESSAGE_HEADER_SIZE: usize = 48;
+/// Iggy's bound on a header key or value.
+const MAX_HEADER_FIELD: usize = 255;
+/// Iggy's header kind codes run from 1 (raw) to 15 (float64); these have a
+/// fixed size.
+const FIXED_HEADER_KINDS: [(u8, usize); 13] = [
+    (3, 1),
+    (4, 1),
+    (5, 2),
+    (6, 4),
+    (7, 8),
+    (8, 16),
+    (9, 1),
+    (10, 2),
+    (11, 4),
+    (12, 8),
+    (13, 16),
+    (14, 4),
+    (15, 8),
+];
+const STRING_KIND: u8 = 2;
+
+/// Decodes the payload of command `code`.
+pub fn decode(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
+    let mut r = Reader::new(payload);
+    let request = match code {
+        code::PING => Request::Ping,
+        code::GET_STATS => Request::GetStats,
+        code::GET_CLUSTER_METADATA => Request::GetClusterMetadata,
+        code::GET_ME => Request::GetMe,
+        code::LOGOUT_USER => Request::Logout,
+        code::GET_STREAMS => Request::GetStreams,
+        code::LOGIN_REGISTER => login_register(&mut r)?,
+        code::GET_STREAM => Request::GetStream(r.identifier()?),
+        code::DELETE_STREAM => Request::DeleteStream(r.identifier()?),
+        code::PURGE_STREAM => Request::PurgeStream(r.identifier()?),
+        code::CREATE_STREAM => Request::CreateStream {
+            name: r.name("stream name")?,
+            options: string_options(r.rest())?,
+        },
+        code::UPDATE_STREAM => Request::UpdateStream {
+            stream: r.identifier()?,
+            name: r.name("stream name")?,
+            options: string_options(r.rest())?,
+        },
+        code::GET_TOPIC => Request::GetTopic(r.identifier()?, r.identifier()?),
+        code::GET_TOPICS => Request::GetTopics(r.identifier()?),
+        code::DELETE_TOPIC => Request::DeleteTopic(r.identifier()?, r.identifier()?),
+        code::PURGE_TOPIC => Request::PurgeTopic(r.identifier()?, r.identifier()?),
+        code::CREATE_TOPIC => Request::CreateTopic {
+            stream: r.identifier()?,
+            partitions_count: r.u32()?,
+            name: r.name("topic name")?,
+            options: topic_options(r.rest())?,
+        },
+        code::UPDATE_TOPIC => Request::UpdateTopic {
+            stream: r.identifier()?,
+            topic: r.identifier()?,
+            name: r.name("topic name")?,
+            options: topic_options(r.rest())?,
+        },
+        code::CREATE_PARTITIONS => Request::CreatePartitions {
+            stream: r.identifier()?,
+            topic: r.identifier()?,
+            count: r.u32()?,
+        },
+        code::DELETE_PARTITIONS => Request::DeletePartitions {
+            stream: r.identifier()?,
+            topic: r.identifier()?,
+            count: r.u32()?,
+        },
+        code::SEND_MESSAGES => send_messages(&mut r)?,
+        code::POLL_MESSAGES => Request::PollMessages {
+            consumer: consumer(&mut r)?,
+            stream: r.identifier()?,
+            topic: r.identifier()?,
+            partition: r.optional_partition()?,
+            strategy: polling_strategy(&mut r)?,
+            count: r.u32()?,
+            auto_commit: r.u8()? != 0,
+        },
+        code::GET_CONSUMER_OFFSET => Request::GetConsumerOffset {
+            consumer: consumer(&mut r)?,
+            stream: r.identifier()?,
+            topic: r.identifier()?,
+            partition: r.optional_partition()?,
+        },
+        code::STORE_CONSUMER_OFFSET => {
+            let request = Request::StoreConsumerOffset {
+                consumer: consumer(&mut r)?,
+                stream: r.identifier()?,
+                topic: r.identifier()?,
+                partition: r.optional_partition()?,
+                offset: r.u64()?,
+            };
+            ack_level(&mut r)?;
+            request
+        }
+        code::DELETE_CONSUMER_OFFSET => {
+            let request = Request::DeleteConsumerOffset {
+                consumer: consumer(&mut r)?,
+                stream: r.identifier()?,
+                topic: r.identifier()?,
+                partition: r.optional_partition()?,
+            };
+            ack_level(&mut r)?;
+            request
+        }
+        code::GET_CONSUMER_GROUP => {
+            Request::GetConsumerGroup(r.identifier()?, r.identifier()?, r.identifier()?)
+        }
+        code::GET_CONSUMER_GROUPS => Request::GetConsumerGroups(r.identifier()?, r.identifier()?),
+        code::CREATE_CONSUMER_GROUP => Request::CreateConsumerGroup {
+            stream: r.identifier()?,
+            topic: r.identifier()?,
+            name: r.name("consumer group name")?,
+        },
+        code::DELETE_CONSUMER_GROUP => {
+            Request::DeleteConsumerGroup(r.identifier()?, r.identifier()?, r.identifier()?)
+        }
+        other if code::UNSUPPORTED.contains(&other) => return Ok(Request::Unsupported(other)),
+        other => return Err(DecodeError::UnknownCommand(other)),
+    };
+    r.finish()?;
+    Ok(request)
+}
+
+fn login_register(r: &mut Reader<'_>) -> WireResult<Request> {
+    // The version prefix: protocol version, SDK name, SDK version.
+    let _protocol = r.u32()?;
+    let _sdk_name = r.name("sdk name")?;
+    let _sdk_version = r.name("sdk version")?;
+    let username = r.name("username")?;
+    let password = r.short_str("password", 0)?;
+    let context_len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+    let _context = r.bytes(context_len)?;
+    Ok(Request::LoginRegister { username, password })
+}
+
+fn consumer(r: &mut Reader<'_>) -> WireResult<ConsumerId> {
+    match r.u8()? {
+        1 => match r.identifier()? {
+            Identifier::Numeric(id) => Ok(ConsumerId::Consumer(id)),
+            Identifier::Name(_) => Err(WireError::invalid(
+                "consumer",
+                "an individual consumer needs a numeric id",
+            )),
+        },
+        2 => Ok(ConsumerId::Group(r.identifier()?)),
+        other => Err(WireError::invalid(
+            "consumer",
+            format!("unknown consumer kind {other}"),
+        )),
+    }
+}
+
+fn ack_level(r: &mut Reader<'_>) -> WireResult<()> {
+    match r.u8()? {
+        0 | 1 => Ok(()),
+        other => Err(WireError::invalid(
+            "ack level",
+            format!("unknown ack level {other}"),
+        )),
+    }
+}
+
+fn polling_strategy(r: &mut Reader<'_>) -> WireResult<PollingStrategy> {
+    let kind = r.u8()?;
+    let value = r.u64()?;
+    Ok(match kind {
+        1 => PollingStrategy::Offset(value),
+        2 => PollingStrategy::Timestamp(value),
+        3 => PollingStrategy::First,
+        4 => PollingStrategy::Last,
+        5 => PollingStrategy::Next,
+        other => {
+            return Err(WireError::invalid(
+                "polling strategy",
+                format!("unknown kind {other}"),
+            ));
+        }
+    })
+}
+
+fn partitioning(r: &mut Reader<'_>) -> WireResult<Partitioning> {
+    let kind = r.u8()?;
+    let len = usize::from(r.u8()?);
+    let value = r.bytes(len)?;
+    match (kind, len) {
+        (1, 0) => Ok(Partitioning::Balanced),
+        (2, 4) => {
+            let mut id = [0u8; 4];
+            id.copy_from_slice(value);
+            Ok(Partitioning::PartitionId(u32::from_le_bytes(id)))
+        }
+        (3, 1..) => Ok(Partitioning::MessagesKey(value.to_vec())),
+        _ => Err(WireError::invalid(
+            "partitioning",
+            format!("kind {kind} with a {len}-byte value"),
+        )),
+    }
+}
+
+/// One TLV entry of a user-header or options block.
+struct Tlv<'a> {
+    key_kind: u8,
+    key: &'a [u8],
+    value_kind: u8,
+    value: &'a [u8],
+}
+
+fn tlv_field<'a>(r: &mut Reader<'a>) -> WireResult<(u8, &'a [u8])> {
+    let kind = r.u8()?;
+    let len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+    if kind == 0 || len == 0 || len > MAX_HEADER_FIELD {
+        return Err(WireError::invalid(
+            "user headers",
+            format!("a field of kind {kind} and length {len}"),
+        ));
+    }
+    Ok((kind, r.bytes(len)?))
+}
+
+fn tlv_entries(block: &[u8]) -> WireResult<Vec<Tlv<'_>>> {
+    let mut r = Reader::new(block);
+    let mut out = Vec::new();
+    while r.remaining() > 0 {
+        let (key_kind, key) = tlv_field(&mut r)?;
+        let (value_kind, value) = tlv_field(&mut r)?;
+        out.push(Tlv {
+            key_kind,
+            key,
+            value_kind,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+fn string_key(t: &Tlv<'_>, what: &'static str) -> WireResult<String> {
+    if t.key_kind != STRING_KIND {
+        return Err(WireError::invalid(what, "keys must be of kind string"));
+    }
+    String::from_utf8(t.key.to_vec()).map_err(|_| WireError::invalid(what, "a key is not UTF-8"))
+}
+
+/// The value of an option as text (strings as sent, numbers in decimal).
+fn option_text(t: &Tlv<'_>) -> WireResult<String> {
+    let le = |n: usize| -> Option<u128> {
+        let mut b = [0u8; 16];
+        b.get_mut(..n)?.copy_from_slice(t.value.get(..n)?);
+        (t.value.len() == n).then(|| u128::from_le_bytes(b))
+    };
+    let number = match t.value_kind {
+        STRING_KIND => {
+            return String::from_utf8(t.value.to_vec())
+                .map_err(|_| WireError::invalid("options", "a value is not UTF-8"));
+        }
+        3 | 9 => le(1),
+        10 => le(2),
+        11 => le(4),
+        12 => le(8),
+        _ => None,
+    };
+    number
+        .map(|n| n.to_string())
+        .ok_or_else(|| WireError::invalid("options", format!("a value of kind {}", t.value_kind)))
+}
+
+fn string_options(block: &[u8]) -> WireResult<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for t in tlv_entries(block)? {
+        let key = string_key(&t, "options")?;
+        if out.insert(key, option_text(&t)?).is_some() {
+            return Err(WireError::invalid("options", "a key appears twice"));
+        }
+    }
+    Ok(out)
+}
+
+fn topic_options(block: &[u8]) -> WireResult<WireTopicOptions> {
+    let mut out = WireTopicOptions::default();
+    for (key, value) in string_options(block)? {
+        let number = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| WireError::invalid("options", format!("{key} must be a number")))
+        };
+        match key.as_str() {
+            "compression_algorithm" => {
+                // Iggy's code 1 is `none`; the name is accepted too.
+                out.compression = Some(match value.as_str() {
+                    "1" => "none".to_string(),
+                    other => other.to_ascii_lowercase(),
+                });
+            }
+            "message_expiry" => out.message_expiry = Some(number(&value)?),
+            "max_topic_size" => out.max_topic_size = Some(number(&value)?),
+            _ => {
+                out.options.insert(key, value);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// User headers of one message, as the engine stores them.
+fn user_headers(block: &[u8], index: usize) -> WireResult<Option<Headers>> {
+    let entries = tlv_entries(block)?;
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let mut headers = Headers::new();
+    for t in entries {
+        let key = string_key(&t, "user headers")?;
+        let fixed = FIXED_HEADER_KINDS.iter().find(|(k, _)| *k == t.value_kind);
+        let size_ok = match (t.value_kind, fixed) {
+            (_, Some((_, n))) => t.value.len() == *n,
+            (1 | 2, None) => true,
+            _ => false,
+        };
+        if !size_ok {
+            return Err(WireError::invalid(
+                "user headers",
+                format!(
+                    "message {index}: a value of kind {} has a wrong size",
+                    t.value_kind
+                ),
+            ));
+        }
+        headers.insert(
+            key,
+            HeaderValue {
+                kind: t.value_kind,
+                value: t.value.to_vec(),
+            },
+        );
+    }
+    Ok(Some(headers))
+}
+
+fn send_messages(r: &mut Reader<'_>) -> WireResult<Request> {
+    let metadata_len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+    let start = r.position();
+    let stream = r.identifier()?;
+    let topic = r.identifier()?;
+    let partitioning = partitioning(r)?;
+    let count = r.u32()?;
+    if r.position() - start != metadata_len {
+        return Err(WireError::invalid(
+            "send metadata",
+            format!(
+                "declared {metadata_len} bytes, read {}",
+                r.position() - start
+            ),
+        ));
+    }
+    let header = r.bytes(BATCH_HEADER_SIZE)?;
+    let mut h = Reader::new(header);
+    let fields = [h.u64()?, h.u64()?, h.u64()?, h.u64()?, h.u64()?, h.u64()?];
+    let batch_length = fields[4];
+    let batch_checksum = fields[5];
+    let header_count = h.u32()?;
+    if h.rest().iter().any(|b| *b != 0) {
+        return Err(WireError::invalid("batch", "reserved bytes must be zero"));
+    }
+    if header_count != count || count == 0 {
+        return Err(WireError::invalid(
+            "batch",
+            format!("{count} messages announced, {header_count} in the batch header"),
+        ));
+    }
+    let blob_len = usize::try_from(batch_length)
+        .ok()
+        .and_then(|l| l.checked_sub(BATCH_HEADER_SIZE))
+        .ok_or_else(|| WireError::invalid("batch", "length shorter than its header"))?;
+    let blob = r.bytes(blob_len)?;
+    let mut frames = Reader::new(blob);
+    // Iggy's batch checksum: the header fields, then each message's checksum.
+    let mut batch_hash = XxHash3_64::new();
+    for f in &fields[..5] {
+        batch_hash.write(&f.to_le_bytes());
+    }
+    batch_hash.write(&header_count.to_le_bytes());
+    let mut messages = Vec::with_capacity(
+        usize::try_from(count)
+            .unwrap_or(0)
+            .min(blob_len / MESSAGE_HEADER_SIZE + 1),
+    );
+    for index in 0..count as usize {
+        let frame_start = frames.position();
+        let checksum = frames.u64()?;
+        let id = frames.u128()?;
+        let _offset_delta = frames.u32()?;
+        let _timestamp_delta = frames.u32()?;
+        let headers_len = usize::try_from(frames.u32()?).unwrap_or(usize::MAX);
+        let payload_len = usize::try_from(frames.u32()?).unwrap_or(usize::MAX);
+        if frames.u64()? != 0 {
+            return Err(WireError::invalid("message", "reserved bytes must be zero"));
+        }
+        let payload = frames.bytes(payload_len)?;
+        let headers = frames.bytes(headers_len)?;
+        let frame = blob
+            .get(frame_start + 8..frames.position())
+            .ok_or(WireError::Truncated {
+                at: frame_start,
+                need: MESSAGE_HEADER_SIZE,
+            })?;
+        if XxHash3_64::oneshot(frame) != checksum {
+            return Err(WireError::MessageChecksum { index });
+        }
+        batch_hash.write(&checksum.to_le_bytes());
+        if payload.is_empty() {
+            return Err(WireError::invalid(
+                "message",
+                format!("message {index} has an empty payload"),
+            ));
+        }
+        messages.push(NewMessage {
+            id,
+            headers: user_headers(headers, index)?,
+            payload: payload.to_vec(),
+        });
+    }
+    frames.finish()?;
+    if batch_hash.finish() != batch_checksum {
+        return Err(WireError::BatchChecksum);
+    }
+    Ok(Request::SendMessages {
+        stream,
+        topic,
+        partitioning,
+        messages,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_every_code_when_mapped_to_an_operation_and_back_then_it_round_trips() {
+        for code in [
+            code::CREATE_STREAM,
+            code::SEND_MESSAGES,
+            code::STORE_CONSUMER_OFFSET,
+            code::LOGOUT_USER,
+            code::LOGIN_REGISTER,
+            code::PING,
+            code::POLL_MESSAGES,
+        ] {
+            let header = RequestHeader {
+                size: 256,
+                client: 1,
+                request_checksum: 0,
+                request: 1,
+                operation: operation_for(code),
+                session: 1,
+                reserved_code: if operation_for(code) == op::NON_REPLICATED {
+                    code
+                } else {
+                    0
+                },
+            };
+            assert_eq!(command_code(&header), Ok(code));
+        }
+    }
+
+    #[test]
+    fn given_unknown_codes_when_decoding_then_they_are_invalid_command_and_unserved_ones_unsupported()
+     {
+        assert_eq!(decode(9999, &[]).map_err(|e| e.iggy_code()), Err(3));
+        assert_eq!(
+            decode(code::CREATE_USER, &[1, 2, 3]),
+            Ok(Request::Unsupported(code::CREATE_USER))
+        );
+    }
+
+    #[test]
+    fn given_trailing_bytes_when_decoding_then_the_request_is_refused() {
+        assert_eq!(
+            decode(code::PING, &[0]),
+            Err(DecodeError::Payload(WireError::Trailing(1)))
+        );
+    }
+}

@@ -1,0 +1,314 @@
+//! Response bodies of the Iggy 0.11 binary protocol, encoded from the
+//! engine's metadata and results (`iggy_binary_protocol::responses`).
+//!
+//! Invariants:
+//! - Rendering reads the engine and never changes it.
+//! - Layouts are Iggy's byte for byte; `tests/tcp_codec.rs` decodes every
+//!   encoder's output with the official SDK's decoders.
+//! - A polled batch is written once: each message's payload and headers are
+//!   copied from the engine's `Message` straight into the response buffer,
+//!   grouped into Iggy batches of messages sharing one append timestamp.
+
+use std::hash::Hasher as _;
+
+use twox_hash::XxHash3_64;
+
+use super::codec::{BATCH_HEADER_SIZE, MESSAGE_HEADER_SIZE};
+use super::wire::Put;
+use crate::engine::Engine;
+use crate::http::model::to_iggy_limit;
+use crate::metadata::{Durability, GroupMeta, PartitionKey, StreamMeta, TopicMeta};
+use crate::partition::Polled;
+use crate::partition::log::Message;
+use crate::stats::Stats;
+
+const STRING_KIND: u8 = 2;
+const UINT64_KIND: u8 = 12;
+const COMPRESSION_NONE: u8 = 1;
+
+fn count_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn tlv(out: &mut Vec<u8>, kind: u8, key: &str, value_kind: u8, value: &[u8]) {
+    out.put_u8(kind);
+    out.put_u32(count_u32(key.len()));
+    out.extend_from_slice(key.as_bytes());
+    out.put_u8(value_kind);
+    out.put_u32(count_u32(value.len()));
+    out.extend_from_slice(value);
+}
+
+/// A `u32`-length-prefixed options block.
+fn options_block(out: &mut Vec<u8>, entries: &[(&str, u8, Vec<u8>)]) {
+    let mut block = Vec::new();
+    for (key, kind, value) in entries {
+        tlv(&mut block, STRING_KIND, key, *kind, value);
+    }
+    out.put_u32(count_u32(block.len()));
+    out.extend_from_slice(&block);
+}
+
+/// Iggy's names for a policy: `buffered` is `replicated` on one node.
+fn durability_name(d: Durability) -> &'static str {
+    match d {
+        Durability::Buffered => "replicated",
+        Durability::Persisted => "persisted",
+    }
+}
+
+pub fn stream(out: &mut Vec<u8>, engine: &Engine, s: &StreamMeta) {
+    let (messages, bytes) = s.topics.values().fold((0u64, 0u64), |(m, b), t| {
+        let (tm, tb) = engine.topic_stats(s.id, t.id);
+        (m.saturating_add(tm), b.saturating_add(tb))
+    });
+    out.put_u32(s.id);
+    out.put_u64(s.created_at);
+    out.put_u32(count_u32(s.topics.len()));
+    out.put_u64(bytes);
+    out.put_u64(messages);
+    out.put_name(&s.name);
+    options_block(out, &[]);
+}
+
+/// A topic header (`TopicHeader`).
+pub fn topic(out: &mut Vec<u8>, engine: &Engine, stream: u32, t: &TopicMeta) {
+    let (messages, bytes) = engine.topic_stats(stream, t.id);
+    out.put_u32(t.id);
+    out.put_u64(t.created_at);
+    out.put_u32(count_u32(t.partitions.len()));
+    // Over TCP, 0 is "never expire" (`IggyExpiry` decodes it so).
+    out.put_u64(t.message_expiry);
+    out.put_u8(COMPRESSION_NONE);
+    out.put_u64(to_iggy_limit(t.max_topic_size));
+    out.put_u64(bytes);
+    out.put_u64(messages);
+    out.put_name(&t.name);
+    let mut explicit = Vec::new();
+    let mut derived = Vec::new();
+    for (key, d) in [
+        ("durability", t.options.durability),
+        (
+            "consumer_offset_durability",
+            t.options.consumer_offset_durability,
+        ),
+    ] {
+        let entry = (key, STRING_KIND, durability_name(d).as_bytes().to_vec());
+        if d == Durability::Persisted {
+            explicit.push(entry);
+        } else {
+            derived.push(entry);
+        }
+    }
+    derived.push((
+        "segment_size",
+        UINT64_KIND,
+        t.options.segment_size.to_le_bytes().to_vec(),
+    ));
+    options_block(out, &explicit);
+    options_block(out, &derived);
+}
+
+pub fn stream_details(out: &mut Vec<u8>, engine: &Engine, s: &StreamMeta) {
+    stream(out, engine, s);
+    for t in s.topics.values() {
+        topic(out, engine, s.id, t);
+    }
+}
+
+pub fn topic_details(out: &mut Vec<u8>, engine: &Engine, stream: u32, t: &TopicMeta) {
+    topic(out, engine, stream, t);
+    for pm in t.partitions.values() {
+        let key = PartitionKey {
+            stream,
+            topic: t.id,
+            partition: pm.id,
+        };
+        let (segments, current, size, messages) = engine.partition(key).map_or((0, 0, 0, 0), |p| {
+            let log = p.log();
+            (
+                count_u32(log.segment_count()),
+                log.last_offset().unwrap_or(0),
+                log.size_bytes(),
+                log.message_count(),
+            )
+        });
+        out.put_u32(pm.id);
+        out.put_u64(pm.created_at);
+        out.put_u32(segments);
+        out.put_u64(current);
+        out.put_u64(size);
+        out.put_u64(messages);
+    }
+}
+
+pub fn group(out: &mut Vec<u8>, t: &TopicMeta, g: &GroupMeta) {
+    out.put_u32(g.id);
+    out.put_u32(count_u32(t.partitions.len()));
+    // sluice has no group membership: no members.
+    out.put_u32(0);
+    out.put_name(&g.name);
+}
+
+pub fn send_confirmation(out: &mut Vec<u8>, stream: u32, topic: u32, partition: u32, base: u64) {
+    out.put_u32(1);
+    out.put_u32(stream);
+    out.put_u32(topic);
+    out.put_u32(partition);
+    out.put_u64(base);
+}
+
+pub fn consumer_offset(out: &mut Vec<u8>, partition: u32, current: u64, stored: u64) {
+    out.put_u32(partition);
+    out.put_u64(current);
+    out.put_u64(stored);
+}
+
+/// Iggy's wire size of a message's user headers (TLV, key then value).
+fn headers_len(m: &Message) -> usize {
+    m.headers
+        .iter()
+        .flatten()
+        .map(|(k, v)| 10 + k.len() + v.value.len())
+        .sum()
+}
+
+/// The poll answer: the header, then one Iggy batch per run of messages
+/// that share an append timestamp (Iggy carries one timestamp per batch).
+pub fn polled(out: &mut Vec<u8>, polled: &Polled) {
+    out.put_u32(polled.partition_id);
+    out.put_u64(polled.current_offset);
+    out.put_u32(count_u32(polled.messages.len()));
+    let bytes: usize = polled
+        .messages
+        .iter()
+        .map(|m| MESSAGE_HEADER_SIZE + m.payload.len() + headers_len(m))
+        .sum();
+    out.reserve(bytes + BATCH_HEADER_SIZE);
+    let mut rest = polled.messages.as_slice();
+    while let Some(first) = rest.first() {
+        let run = rest
+            .iter()
+            .take_while(|m| m.timestamp == first.timestamp)
+            .count()
+            .max(1);
+        let (batch, tail) = rest.split_at(run.min(rest.len()));
+        encode_batch(out, u64::from(polled.partition_id), batch);
+        rest = tail;
+    }
+}
+
+fn encode_batch(out: &mut Vec<u8>, partition: u64, batch: &[Message]) {
+    let Some(first) = batch.first() else {
+        return;
+    };
+    let header_at = out.len();
+    out.resize(header_at + BATCH_HEADER_SIZE, 0);
+    let blob_at = out.len();
+    let mut checksums = Vec::with_capacity(batch.len());
+    for m in batch {
+        let frame_at = out.len();
+        out.put_u64(0);
+        out.put_u128(m.id);
+        out.put_u32(u32::try_from(m.offset.saturating_sub(first.offset)).unwrap_or(u32::MAX));
+        out.put_u32(0);
+        out.put_u32(count_u32(headers_len(m)));
+        out.put_u32(count_u32(m.payload.len()));
+        out.put_u64(0);
+        out.extend_from_slice(&m.payload);
+        for (k, v) in m.headers.iter().flatten() {
+            tlv(out, STRING_KIND, k, v.kind, &v.value);
+        }
+        let checksum = XxHash3_64::oneshot(out.get(frame_at + 8..).unwrap_or(&[]));
+        if let Some(slot) = out.get_mut(frame_at..frame_at + 8) {
+            slot.copy_from_slice(&checksum.to_le_bytes());
+        }
+        checksums.push(checksum);
+    }
+    let batch_length = (BATCH_HEADER_SIZE + (out.len() - blob_at)) as u64;
+    let fields = [
+        partition,
+        first.offset,
+        first.timestamp,
+        first.timestamp,
+        batch_length,
+    ];
+    let count = count_u32(batch.len());
+    let mut hash = XxHash3_64::new();
+    for f in fields {
+        hash.write(&f.to_le_bytes());
+    }
+    hash.write(&count.to_le_bytes());
+    for c in &checksums {
+        hash.write(&c.to_le_bytes());
+    }
+    let mut header = Vec::with_capacity(56);
+    for f in fields {
+        header.put_u64(f);
+    }
+    header.put_u64(hash.finish());
+    header.put_u32(count);
+    if let Some(slot) = out.get_mut(header_at..header_at + header.len()) {
+        slot.copy_from_slice(&header);
+    }
+}
+
+/// The login answer (`LoginRegisterResponse`).
+pub fn login(out: &mut Vec<u8>, user_id: u32, session: u64) {
+    out.put_u32(user_id);
+    out.put_u64(session);
+    out.put_u32(protocol_version());
+    out.put_name(crate::stats::IGGY_SERVER_VERSION);
+}
+
+/// Iggy's packed protocol version of 0.11.0 (10 bits per component).
+pub fn protocol_version() -> u32 {
+    11 << 10
+}
+
+/// A single-node cluster, as a single Iggy node describes itself.
+pub fn cluster_metadata(out: &mut Vec<u8>, c: &crate::stats::ClusterMetadata) {
+    out.put_long_str(&c.name);
+    out.put_u32(count_u32(c.nodes.len()));
+    for n in &c.nodes {
+        out.put_long_str(&n.name);
+        out.put_long_str(&n.ip);
+        out.put_u16(n.endpoints.tcp);
+        out.put_u16(n.endpoints.quic);
+        out.put_u16(n.endpoints.http);
+        out.put_u16(n.endpoints.websocket);
+        out.put_u8(0); // leader
+        out.put_u8(0); // healthy
+    }
+}
+
+pub fn stats(out: &mut Vec<u8>, s: &Stats) {
+    out.put_u32(s.process_id);
+    out.put_f32(s.cpu_usage);
+    out.put_f32(s.total_cpu_usage);
+    out.put_u64(s.memory_usage);
+    out.put_u64(s.total_memory);
+    out.put_u64(s.available_memory);
+    out.put_u64(s.run_time);
+    out.put_u64(s.start_time);
+    out.put_u64(s.read_bytes);
+    out.put_u64(s.written_bytes);
+    out.put_u64(s.messages_size_bytes);
+    out.put_u32(s.streams_count);
+    out.put_u32(s.topics_count);
+    out.put_u32(s.partitions_count);
+    out.put_u32(s.segments_count);
+    out.put_u64(s.messages_count);
+    out.put_u32(s.clients_count);
+    out.put_u32(s.consumer_groups_count);
+    out.put_long_str(&s.hostname);
+    out.put_long_str(&s.os_name);
+    out.put_long_str(&s.os_version);
+    out.put_long_str(&s.kernel_version);
+    out.put_long_str(&s.iggy_server_version);
+    out.put_u32(s.iggy_server_semver.unwrap_or(0));
+    out.put_u32(0); // no cache metrics
+    out.put_u32(s.threads_count);
+    out.put_u64(s.free_disk_space);
+    out.put_u64(s.total_disk_space);
+}

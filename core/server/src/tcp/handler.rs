@@ -1,0 +1,503 @@
+//! Runs one decoded TCP request against the engine and builds its reply
+//! frame.
+//!
+//! Invariants:
+//! - Each request calls the engine operations its HTTP route calls (same
+//!   validation helpers: `parse_topic_options`, `check_compression`, the
+//!   credential checks of `crate::auth`), and its errors carry the ids the
+//!   HTTP API puts in its error body (`ApiError`), so both transports answer
+//!   a failure with the same Iggy code.
+//! - A reply is exactly one frame: a 256-byte header (status 0 and the body,
+//!   or a nonzero Iggy error code and no body).
+//! - A get of something that does not exist answers an empty body, as
+//!   Iggy's server does (the SDK turns it into `None`).
+
+use std::collections::BTreeMap;
+
+use super::codec::{self, Request, WireTopicOptions};
+use super::encode;
+use super::frame::{self, HEADER_SIZE, RequestHeader, op};
+use crate::engine::FIRST_ID;
+use crate::error::EngineError;
+use crate::http::AppState;
+use crate::http::error::ApiError;
+use crate::http::model::from_iggy_limit;
+use crate::http::streams::{check_compression, parse_topic_options};
+
+/// Iggy's error codes used here.
+const UNAUTHENTICATED: u32 = 40;
+const FEATURE_UNAVAILABLE: u32 = 5;
+const INVALID_USERNAME: u32 = 43;
+const INVALID_PASSWORD: u32 = 44;
+const INVALID_MESSAGES_COUNT: u32 = 4009;
+
+/// What a connection knows about its login.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Session {
+    /// `(session id, user id)` once logged in.
+    pub bound: Option<(u64, u32)>,
+}
+
+/// A reply body, or an Iggy error code.
+type Outcome = Result<Vec<u8>, u32>;
+
+fn api_code(e: ApiError) -> u32 {
+    e.body.id
+}
+
+fn engine_code(e: EngineError) -> u32 {
+    api_code(ApiError::from(e))
+}
+
+fn is_not_found(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::StreamNotFound(_)
+            | EngineError::TopicNotFound { .. }
+            | EngineError::PartitionNotFound { .. }
+            | EngineError::GroupNotFound(_)
+    )
+}
+
+/// Builds the reply frame for `header` from an outcome.
+fn reply(header: &RequestHeader, outcome: Outcome) -> Vec<u8> {
+    let (status, body) = match outcome {
+        Ok(body) => (0, body),
+        Err(code) => (code, Vec::new()),
+    };
+    // Result-framed operations answer success with Iggy's empty result section.
+    let framed = status == 0 && codec::is_result_framed(header.operation);
+    let prefix = if framed { 4 } else { 0 };
+    let mut out = vec![0u8; HEADER_SIZE + prefix];
+    out.extend_from_slice(&body);
+    let body_len = out.len() - HEADER_SIZE;
+    if frame::encode_reply_header(&mut out, header, status, body_len).is_err() {
+        // A body over 4 GiB cannot be framed; answer the error instead.
+        let mut small = vec![0u8; HEADER_SIZE];
+        let _ = frame::encode_reply_header(&mut small, header, 1, 0);
+        return small;
+    }
+    out
+}
+
+/// Handles one complete frame.
+pub async fn handle(
+    state: &AppState,
+    session: &mut Session,
+    header: &RequestHeader,
+    body: &[u8],
+) -> Vec<u8> {
+    let outcome = match codec::command_code(header).and_then(|code| codec::decode(code, body)) {
+        Err(e) => {
+            tracing::debug!(error = %e, "refused a TCP request");
+            Err(e.iggy_code())
+        }
+        Ok(request) => {
+            let replicated =
+                header.operation != op::NON_REPLICATED && header.operation != op::REGISTER;
+            let authorised = match session.bound {
+                None => request.is_public(),
+                // Replicated operations carry the session the login handed out.
+                Some((id, _)) => !replicated || header.session == id,
+            };
+            if authorised || request.is_public() {
+                run(state, session, request).await
+            } else {
+                Err(UNAUTHENTICATED)
+            }
+        }
+    };
+    reply(header, outcome)
+}
+
+async fn engine<T, F>(state: &AppState, f: F) -> Result<T, u32>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut crate::engine::Engine) -> Result<T, ApiError> + Send + 'static,
+{
+    state.engine(f).await.map_err(api_code)
+}
+
+/// A get: not found is an empty answer.
+async fn get<F>(state: &AppState, f: F) -> Outcome
+where
+    F: FnOnce(&crate::engine::Engine, &mut Vec<u8>) -> crate::error::Result<()> + Send + 'static,
+{
+    engine(state, move |e| {
+        let mut out = Vec::new();
+        match f(e, &mut out) {
+            Ok(()) => Ok(Ok(out)),
+            Err(err) if is_not_found(&err) => Ok(Ok(Vec::new())),
+            Err(err) => Ok(Err(engine_code(err))),
+        }
+    })
+    .await?
+}
+
+fn no_options(options: &BTreeMap<String, String>) -> Result<(), u32> {
+    match options.keys().next() {
+        Some(key) => Err(api_code(ApiError::unsupported_option(key))),
+        None => Ok(()),
+    }
+}
+
+fn check_topic_compression(options: &WireTopicOptions) -> Result<(), u32> {
+    check_compression(options.compression.as_deref()).map_err(api_code)
+}
+
+async fn run(state: &AppState, session: &mut Session, request: Request) -> Outcome {
+    match request {
+        Request::Ping => Ok(Vec::new()),
+        Request::Unsupported(code) => {
+            tracing::debug!(code, "TCP command not served by sluice");
+            Err(FEATURE_UNAVAILABLE)
+        }
+        Request::GetMe => Err(FEATURE_UNAVAILABLE),
+        Request::LoginRegister { username, password } => {
+            if !(crate::auth::MIN_USERNAME_LEN..=crate::auth::MAX_USERNAME_LEN)
+                .contains(&username.len())
+            {
+                return Err(INVALID_USERNAME);
+            }
+            if !(crate::auth::MIN_PASSWORD_LEN..=crate::auth::MAX_PASSWORD_LEN)
+                .contains(&password.len())
+            {
+                return Err(INVALID_PASSWORD);
+            }
+            // A new login replaces the connection's session, failed or not.
+            session.bound = None;
+            let user_id = state
+                .auth
+                .verify_login(username, password)
+                .await
+                .map_err(api_code)?;
+            let id = super::next_session();
+            session.bound = Some((id, user_id));
+            let mut out = Vec::new();
+            encode::login(&mut out, user_id, id);
+            Ok(out)
+        }
+        Request::Logout => {
+            session.bound = None;
+            Ok(Vec::new())
+        }
+        Request::GetClusterMetadata => {
+            let cluster = state.info.listeners().cluster();
+            let mut out = Vec::new();
+            encode::cluster_metadata(&mut out, &cluster);
+            Ok(out)
+        }
+        Request::GetStats => {
+            let s = crate::http::system::collect_stats(state)
+                .await
+                .map_err(api_code)?;
+            let mut out = Vec::new();
+            encode::stats(&mut out, &s);
+            Ok(out)
+        }
+        Request::GetStreams => {
+            engine(state, |e| {
+                let mut out = Vec::new();
+                for s in e.streams() {
+                    encode::stream(&mut out, e, s);
+                }
+                Ok(out)
+            })
+            .await
+        }
+        Request::GetStream(s) => {
+            get(state, move |e, out| {
+                encode::stream_details(out, e, e.stream(&s)?);
+                Ok(())
+            })
+            .await
+        }
+        Request::CreateStream { name, options } => {
+            no_options(&options)?;
+            engine(state, move |e| {
+                let s = e.create_stream(None, &name)?;
+                tracing::info!(stream_id = s.id, "stream created");
+                let mut out = Vec::new();
+                encode::stream_details(&mut out, e, &s);
+                Ok(out)
+            })
+            .await
+        }
+        Request::UpdateStream {
+            stream,
+            name,
+            options,
+        } => {
+            no_options(&options)?;
+            engine(state, move |e| Ok(e.update_stream(&stream, &name)?))
+                .await
+                .map(|()| Vec::new())
+        }
+        Request::DeleteStream(s) => engine(state, move |e| Ok(e.delete_stream(&s)?))
+            .await
+            .map(|()| Vec::new()),
+        Request::PurgeStream(s) => {
+            engine(state, move |e| {
+                e.purge_stream(&s)?;
+                tracing::info!(stream = %s, "stream purged");
+                Ok(Vec::new())
+            })
+            .await
+        }
+        Request::GetTopics(s) => {
+            engine(state, move |e| {
+                let stream = e.stream(&s)?;
+                let mut out = Vec::new();
+                out.extend_from_slice(
+                    &u32::try_from(stream.topics.len())
+                        .unwrap_or(u32::MAX)
+                        .to_le_bytes(),
+                );
+                for t in stream.topics.values() {
+                    encode::topic(&mut out, e, stream.id, t);
+                }
+                Ok(out)
+            })
+            .await
+        }
+        Request::GetTopic(s, t) => {
+            get(state, move |e, out| {
+                let (sid, _) = e.resolve_topic(&s, &t)?;
+                encode::topic_details(out, e, sid, e.topic(&s, &t)?);
+                Ok(())
+            })
+            .await
+        }
+        Request::CreateTopic {
+            stream,
+            partitions_count,
+            name,
+            options,
+        } => {
+            check_topic_compression(&options)?;
+            let policy = parse_topic_options(&options.options).map_err(api_code)?;
+            let expiry = from_iggy_limit(options.message_expiry.unwrap_or(0));
+            let max_size = from_iggy_limit(options.max_topic_size.unwrap_or(0));
+            engine(state, move |e| {
+                let t = e.create_topic(
+                    &stream,
+                    None,
+                    &name,
+                    partitions_count,
+                    policy,
+                    expiry,
+                    max_size,
+                    1,
+                )?;
+                let sid = e.resolve_stream(&stream)?;
+                tracing::info!(
+                    stream_id = sid,
+                    topic_id = t.id,
+                    partitions = partitions_count,
+                    durability = policy.durability.as_str(),
+                    "topic created"
+                );
+                let mut out = Vec::new();
+                encode::topic_details(&mut out, e, sid, &t);
+                Ok(out)
+            })
+            .await
+        }
+        Request::UpdateTopic {
+            stream,
+            topic,
+            name,
+            options,
+        } => {
+            check_topic_compression(&options)?;
+            no_options(&options.options)?;
+            engine(state, move |e| {
+                let current = e.topic(&stream, &topic)?;
+                let expiry = options
+                    .message_expiry
+                    .map_or(current.message_expiry, from_iggy_limit);
+                let max_size = options
+                    .max_topic_size
+                    .map_or(current.max_topic_size, from_iggy_limit);
+                Ok(e.update_topic(&stream, &topic, &name, expiry, max_size)?)
+            })
+            .await
+            .map(|()| Vec::new())
+        }
+        Request::DeleteTopic(s, t) => engine(state, move |e| Ok(e.delete_topic(&s, &t)?))
+            .await
+            .map(|()| Vec::new()),
+        Request::PurgeTopic(s, t) => {
+            engine(state, move |e| {
+                e.purge_topic(&s, &t)?;
+                tracing::info!(stream = %s, topic = %t, "topic purged");
+                Ok(Vec::new())
+            })
+            .await
+        }
+        Request::CreatePartitions {
+            stream,
+            topic,
+            count,
+        } => engine(state, move |e| {
+            Ok(e.create_partitions(&stream, &topic, count)?)
+        })
+        .await
+        .map(|_| Vec::new()),
+        Request::DeletePartitions {
+            stream,
+            topic,
+            count,
+        } => engine(state, move |e| {
+            Ok(e.delete_partitions(&stream, &topic, count)?)
+        })
+        .await
+        .map(|_| Vec::new()),
+        Request::SendMessages {
+            stream,
+            topic,
+            partitioning,
+            messages,
+        } => {
+            engine(state, move |e| {
+                let (sid, tid) = e.resolve_topic(&stream, &topic)?;
+                let sent = e.send(&stream, &topic, &partitioning, messages)?;
+                let mut out = Vec::with_capacity(24);
+                encode::send_confirmation(&mut out, sid, tid, sent.partition_id, sent.base_offset);
+                Ok(out)
+            })
+            .await
+        }
+        Request::PollMessages {
+            consumer,
+            stream,
+            topic,
+            partition,
+            strategy,
+            count,
+            auto_commit,
+        } => {
+            let max = state.limits.max_poll_count;
+            if count == 0 || count > max {
+                return Err(INVALID_MESSAGES_COUNT);
+            }
+            let partition = partition.unwrap_or(FIRST_ID);
+            // The answer is encoded inside the engine call, so the polled
+            // messages are copied once, from the engine into the frame body.
+            engine(state, move |e| {
+                let c = consumer.resolve(e, &stream, &topic)?;
+                let polled = e.poll(
+                    &stream,
+                    &topic,
+                    partition,
+                    c,
+                    strategy,
+                    u64::from(count),
+                    auto_commit,
+                )?;
+                let mut out = Vec::new();
+                encode::polled(&mut out, &polled);
+                Ok(out)
+            })
+            .await
+        }
+        Request::GetConsumerOffset {
+            consumer,
+            stream,
+            topic,
+            partition,
+        } => {
+            let partition = partition.unwrap_or(FIRST_ID);
+            engine(state, move |e| {
+                let c = match consumer.resolve(e, &stream, &topic) {
+                    Ok(c) => c,
+                    Err(err) if is_not_found(&err) => return Ok(Ok(Vec::new())),
+                    Err(err) => return Ok(Err(engine_code(err))),
+                };
+                match e.get_offset(&stream, &topic, partition, c) {
+                    Ok(Some((current, stored))) => {
+                        let mut out = Vec::new();
+                        encode::consumer_offset(&mut out, partition, current, stored);
+                        Ok(Ok(out))
+                    }
+                    Ok(None) => Ok(Ok(Vec::new())),
+                    Err(err) if is_not_found(&err) => Ok(Ok(Vec::new())),
+                    Err(err) => Ok(Err(engine_code(err))),
+                }
+            })
+            .await?
+        }
+        Request::StoreConsumerOffset {
+            consumer,
+            stream,
+            topic,
+            partition,
+            offset,
+        } => {
+            let partition = partition.unwrap_or(FIRST_ID);
+            engine(state, move |e| {
+                let c = consumer.resolve(e, &stream, &topic)?;
+                Ok(e.store_offset(&stream, &topic, partition, c, offset)?)
+            })
+            .await
+            .map(|()| Vec::new())
+        }
+        Request::DeleteConsumerOffset {
+            consumer,
+            stream,
+            topic,
+            partition,
+        } => {
+            let partition = partition.unwrap_or(FIRST_ID);
+            let (deleted, id) = engine(state, move |e| {
+                let c = consumer.resolve(e, &stream, &topic)?;
+                Ok((e.delete_offset(&stream, &topic, partition, c)?, c.id))
+            })
+            .await?;
+            if deleted {
+                Ok(Vec::new())
+            } else {
+                Err(api_code(ApiError::offset_not_found(id)))
+            }
+        }
+        Request::GetConsumerGroups(s, t) => {
+            engine(state, move |e| {
+                let topic = e.topic(&s, &t)?;
+                let mut out = Vec::new();
+                for g in topic.groups.values() {
+                    encode::group(&mut out, topic, g);
+                }
+                Ok(out)
+            })
+            .await
+        }
+        Request::GetConsumerGroup(s, t, g) => {
+            get(state, move |e, out| {
+                let topic = e.topic(&s, &t)?;
+                encode::group(out, topic, e.group(&s, &t, &g)?);
+                Ok(())
+            })
+            .await
+        }
+        Request::CreateConsumerGroup {
+            stream,
+            topic,
+            name,
+        } => {
+            engine(state, move |e| {
+                let group = e.create_group(&stream, &topic, None, &name)?;
+                tracing::info!(group_id = group.id, "consumer group created");
+                let t = e.topic(&stream, &topic)?;
+                let mut out = Vec::new();
+                encode::group(&mut out, t, &group);
+                Ok(out)
+            })
+            .await
+        }
+        Request::DeleteConsumerGroup(s, t, g) => {
+            engine(state, move |e| Ok(e.delete_group(&s, &t, &g)?))
+                .await
+                .map(|()| Vec::new())
+        }
+    }
+}

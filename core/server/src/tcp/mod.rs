@@ -1,0 +1,201 @@
+//! The Iggy TCP binary protocol (as the official SDK `iggy = "=0.11.0"`
+//! `TcpClient` speaks it) on its own listener, over the same engine as the
+//! HTTP API. docs/adr/0011-tcp-transport.md says what is served and what not.
+//!
+//! Invariants:
+//! - One engine, two transports: every request runs the same engine
+//!   operations as its HTTP route, through `AppState::engine` (the blocking
+//!   pool, one engine lock); nothing here purges, stores offsets or syncs.
+//!   A send is answered only after the engine acknowledged it under the
+//!   topic's durability policy, exactly as over HTTP.
+//! - Authentication is per connection: until a login succeeds on it, every
+//!   command but ping and login answers Iggy's `unauthenticated` (40); a
+//!   logout or a new login replaces the connection's session.
+//! - Bad input never panics and changes nothing: a frame whose header is
+//!   unusable (size below 256 or above `tcp.max_frame_bytes`, not a request,
+//!   no client id) closes the connection before its body is read; a
+//!   complete frame with an unknown code or a malformed payload is answered
+//!   with Iggy's error code and the connection stays usable.
+//! - Every connection task ends: at EOF, at an I/O error, after
+//!   `tcp.idle_timeout` without a complete frame, or when the server stops.
+//!   At most `tcp.max_connections` are open; more are closed on accept.
+
+pub mod codec;
+pub mod encode;
+pub mod frame;
+pub mod handler;
+pub mod wire;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::http::AppState;
+use frame::{FrameError, HEADER_SIZE, RequestHeader};
+
+/// Settings of the listener (from `config::TcpConfig`).
+#[derive(Debug, Clone, Copy)]
+pub struct TcpLimits {
+    pub max_frame_bytes: usize,
+    pub max_connections: usize,
+    pub idle_timeout: Duration,
+}
+
+/// Session ids handed out by logins, unique for the process (never 0).
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_session() -> u64 {
+    NEXT_SESSION.fetch_add(1, Ordering::Relaxed).max(1)
+}
+
+/// Accepts connections until `stop` says so, then waits for every
+/// connection task to end.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    limits: TcpLimits,
+    stop: watch::Receiver<bool>,
+) {
+    let mut stopping = stop.clone();
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stopping) => break,
+            accepted = listener.accept() => {
+                let (socket, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accepting a TCP connection failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    tracing::warn!(%peer, max = limits.max_connections, "too many TCP connections; closing the new one");
+                    drop(socket);
+                    continue;
+                };
+                let state = state.clone();
+                let stop = stop.clone();
+                tasks.spawn(async move {
+                    state.info.tcp_clients.fetch_add(1, Ordering::Relaxed);
+                    let outcome = connection(socket, &state, limits, stop).await;
+                    state.info.tcp_clients.fetch_sub(1, Ordering::Relaxed);
+                    if let Err(reason) = outcome {
+                        tracing::debug!(%peer, %reason, "TCP connection closed");
+                    }
+                    drop(permit);
+                });
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    tracing::info!("TCP listener stopped; finishing open connections");
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Resolves once the server is told to stop (or every sender is gone); the
+/// watch guard is dropped inside, so callers' futures stay `Send`.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Why a connection ended early (logged at debug, never sent).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionEnd {
+    #[error("idle for longer than the timeout")]
+    Idle,
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("bad frame: {0}")]
+    Frame(#[from] FrameError),
+    #[error("server stopping")]
+    Stopping,
+}
+
+async fn read_exact_or_idle(
+    socket: &mut TcpStream,
+    buf: &mut [u8],
+    idle: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<bool, ConnectionEnd> {
+    tokio::select! {
+        _ = stopped(stop) => Err(ConnectionEnd::Stopping),
+        read = tokio::time::timeout(idle, socket.read_exact(buf)) => match read {
+            Err(_) => Err(ConnectionEnd::Idle),
+            Ok(Ok(_)) => Ok(true),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+            Ok(Err(e)) => Err(e.into()),
+        },
+    }
+}
+
+/// Reads exactly `len` body bytes. The buffer grows with what arrives, so a
+/// header announcing a large body costs memory only once the bytes come.
+async fn read_body(
+    socket: &mut TcpStream,
+    body: &mut Vec<u8>,
+    len: usize,
+    idle: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<bool, ConnectionEnd> {
+    let limit = u64::try_from(len).unwrap_or(u64::MAX);
+    let mut reader = socket.take(limit);
+    tokio::select! {
+        _ = stopped(stop) => Err(ConnectionEnd::Stopping),
+        read = tokio::time::timeout(idle, reader.read_to_end(body)) => match read {
+            Err(_) => Err(ConnectionEnd::Idle),
+            Ok(Ok(n)) => Ok(n == len),
+            Ok(Err(e)) => Err(e.into()),
+        },
+    }
+}
+
+/// One client connection: read a frame, answer it, repeat.
+async fn connection(
+    mut socket: TcpStream,
+    state: &AppState,
+    limits: TcpLimits,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), ConnectionEnd> {
+    let _ = socket.set_nodelay(true);
+    let mut session = handler::Session::default();
+    let mut header_buf = [0u8; HEADER_SIZE];
+    let mut body = Vec::new();
+    loop {
+        if !read_exact_or_idle(&mut socket, &mut header_buf, limits.idle_timeout, &mut stop).await?
+        {
+            return Ok(());
+        }
+        let header = RequestHeader::parse(&header_buf, limits.max_frame_bytes)?;
+        body.clear();
+        if !read_body(
+            &mut socket,
+            &mut body,
+            header.body_len(),
+            limits.idle_timeout,
+            &mut stop,
+        )
+        .await?
+        {
+            return Ok(());
+        }
+        let reply = handler::handle(state, &mut session, &header, &body).await;
+        socket.write_all(&reply).await?;
+    }
+}
+
+/// Binds the listener (before anything is served, so a taken port fails
+/// start-up).
+pub async fn bind(address: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(address).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
