@@ -400,6 +400,9 @@ struct Counts {
     kills_in_purge: u64,
     kills_at_start: u64,
     cuts: u64,
+    /// Recoveries that found an offset stored past the log's end, so the log
+    /// continues after it (ADR 0010).
+    continuations: u64,
 }
 
 impl Counts {
@@ -426,6 +429,17 @@ struct Oracle {
     kill_tick: Tick,
     counts: Counts,
     violations: Vec<String>,
+    /// Every payload a poll served at `(partition, offset)`: what a stored
+    /// offset may have named.
+    served_at: HashMap<(u32, u64), Vec<String>>,
+    /// Per partition, the ADR 0010 continuations seen at verifications:
+    /// `(generation, from, to)`: the recovered log ended at `from` while an
+    /// offset `to - 1 >= from` was stored, so the log continues at `to`.
+    jumps: BTreeMap<u32, Vec<(u64, u64, u64)>>,
+    /// Per partition, `(generation, confirmed_at, floor)` of the last
+    /// verification: a message sent after it in that generation must get an
+    /// offset `>= floor` (past the log and every stored offset, ADR 0010).
+    floors: BTreeMap<u32, (u64, Tick, u64)>,
 }
 
 impl Oracle {
@@ -467,6 +481,10 @@ impl Oracle {
             }
         }
         for (offset, payload) in polled {
+            let seen = self.served_at.entry((partition, *offset)).or_default();
+            if !seen.contains(payload) {
+                seen.push(payload.clone());
+            }
             match self.messages.get(payload) {
                 None => problems.push(format!(
                     "{what}: served a message never sent: offset {offset} payload {payload:?}"
@@ -934,13 +952,15 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
     }
 
     // 2. Every partition's log.
-    let mut lengths = Vec::new();
+    let mut logs: Vec<Vec<u64>> = Vec::new();
     for partition in 0..ctx.partitions {
         let log = read_partition(ctx, partition).await?;
-        lengths.push(log.len() as u64);
+        logs.push(log.iter().map(|(offset, _)| *offset).collect());
         let mut o = ctx.oracle();
         check_log(&mut o, cycle, partition, &log, confirmed_at);
     }
+    // The highest offset stored per partition, for ADR 0010's continuation.
+    let mut highest: BTreeMap<u32, u64> = BTreeMap::new();
 
     // 3. Every offset.
     let mut keys = Vec::new();
@@ -957,7 +977,16 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
     }
     for key in keys {
         let observed = read_offset(ctx, key).await?;
-        let len = lengths.get(key.partition as usize).copied().unwrap_or(0);
+        let offsets = logs
+            .get(key.partition as usize)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        // The log's end: one past its last message (it may have ADR 0010 gaps).
+        let end = offsets.last().map_or(0, |last| last + 1);
+        if let Val::At(s) = observed {
+            let h = highest.entry(key.partition).or_insert(s);
+            *h = (*h).max(s);
+        }
         {
             let mut o = ctx.oracle();
             let since = o.base_tick;
@@ -1008,13 +1037,34 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
                     ),
                 );
             }
+            // ADR 0010: an offset past the recovered log is legitimate only
+            // if the message it named was never acknowledged or was lost
+            // legitimately (purged); one that had to survive is a violation.
             if let Val::At(s) = observed
-                && s >= len
+                && s >= end
             {
-                o.violation(
-                    cycle,
-                    format!("offset of {key} is {s}, beyond the log of {len} messages"),
-                );
+                let fence = o.fence;
+                let named = o
+                    .served_at
+                    .get(&(key.partition, s))
+                    .cloned()
+                    .unwrap_or_default();
+                for payload in named {
+                    let required = o.messages.get(&payload).is_some_and(|m| {
+                        m.partition == key.partition
+                            && !m.never
+                            && m.acked
+                            && fence.is_none_or(|(_, e)| e < m.start)
+                    });
+                    if required {
+                        o.violation(
+                            cycle,
+                            format!(
+                                "offset of {key} is {s}, beyond the log ending at {end}, and names acknowledged message {payload}, which had to survive"
+                            ),
+                        );
+                    }
+                }
             }
             o.offset_base.insert(key, observed);
             o.offset_ops.remove(&key);
@@ -1031,22 +1081,72 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
             return Err(format!("poll next for {key}: {}", reply.describe()));
         };
         let (_, polled) = parse_polled(body)?;
-        let want = match observed {
-            Val::At(s) => s + 1,
-            _ => 0,
-        };
         let got = polled.first().map(|(o, _)| *o);
-        let expected = (want < len).then_some(want);
+        // The first message past the stored offset (the log may have gaps).
+        let expected = match observed {
+            Val::At(s) => offsets.iter().copied().find(|offset| *offset > s),
+            _ => offsets.first().copied(),
+        };
         if got != expected {
             ctx.violation(format!(
-                "poll next for {key} with stored offset {observed} in a log of {len} returned offset {got:?}, expected {expected:?}"
+                "poll next for {key} with stored offset {observed} in a log ending at {end} returned offset {got:?}, expected {expected:?}"
             ));
         }
     }
     let mut o = ctx.oracle();
+    let generation = o.generation;
+    for partition in 0..ctx.partitions {
+        let end = logs
+            .get(partition as usize)
+            .and_then(|offsets| offsets.last())
+            .map_or(0, |last| last + 1);
+        let floor = match highest.get(&partition) {
+            Some(h) if h + 1 > end => {
+                o.counts.continuations += 1;
+                o.jumps
+                    .entry(partition)
+                    .or_default()
+                    .push((generation, end, h + 1));
+                h + 1
+            }
+            _ => end,
+        };
+        o.floors
+            .insert(partition, (generation, confirmed_at, floor));
+    }
     o.base_tick = t_v;
     o.kill_tick = NEVER;
     Ok(())
+}
+
+/// The ADR 0010 continuations allowed in `partition`'s log of the current
+/// generation, as `(from, to)`.
+fn jumps_of(o: &Oracle, partition: u32) -> Vec<(u64, u64)> {
+    o.jumps
+        .get(&partition)
+        .map(|jumps| {
+            jumps
+                .iter()
+                .filter(|(g, _, _)| *g == o.generation)
+                .map(|(_, from, to)| (*from, *to))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A log starts at 0 and is gap-free, except that it may skip from `from`
+/// straight to `to` for each allowed `(from, to)` (ADR 0010) and nowhere else.
+fn gap_problem(jumps: &[(u64, u64)], log: &[(u64, String)]) -> Option<String> {
+    let mut expected = 0u64;
+    for (i, (offset, _)) in log.iter().enumerate() {
+        if *offset != expected && !jumps.contains(&(expected, *offset)) {
+            return Some(format!(
+                "the log is not gap-free from 0 (but for ADR 0010 continuations {jumps:?}): position {i} holds offset {offset}, expected {expected}"
+            ));
+        }
+        expected = offset + 1;
+    }
+    None
 }
 
 /// Checks one partition's whole log after a restart and records what it
@@ -1059,18 +1159,28 @@ fn check_log(
     confirmed_at: Tick,
 ) {
     let fence = o.fence;
+    let generation = o.generation;
     let mut problems = Vec::new();
-    if let Some((i, (offset, _))) = log
-        .iter()
-        .enumerate()
-        .find(|(i, (offset, _))| *offset != *i as u64)
-    {
-        problems.push(format!(
-            "partition {partition}: the log is not gap-free from 0: position {i} holds offset {offset}"
-        ));
+    if let Some(problem) = gap_problem(&jumps_of(o, partition), log) {
+        problems.push(format!("partition {partition}: {problem}"));
     }
+    // ADR 0010: a message sent after the last verification (in the same
+    // generation) gets an offset past every offset stored at that recovery.
+    let floor = o
+        .floors
+        .get(&partition)
+        .copied()
+        .filter(|(g, _, _)| *g == generation);
     let mut present = HashMap::new();
     for (offset, payload) in log {
+        if let Some((_, after, floor)) = floor
+            && *offset < floor
+            && o.messages.get(payload).is_some_and(|m| m.start > after)
+        {
+            problems.push(format!(
+                "partition {partition}: {payload}, sent after the last recovery, got offset {offset}, below {floor} (past the log and every stored offset then): Next may skip it"
+            ));
+        }
         if present.insert(payload.clone(), *offset).is_some() {
             problems.push(format!(
                 "partition {partition}: message {payload} is served twice"
@@ -1645,6 +1755,11 @@ impl Report {
                 fs.dir_syncs
             );
         }
+        let _ = writeln!(
+            out,
+            "recoveries that continue the log past a stored offset (ADR 0010): {}",
+            c.continuations
+        );
         if let Some(f) = args.test_fault {
             let _ = writeln!(out, "test fault in the server: {f:?}");
         }
@@ -1694,6 +1809,9 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         kill_tick: NEVER,
         counts: Counts::default(),
         violations: Vec::new(),
+        served_at: HashMap::new(),
+        jumps: BTreeMap::new(),
+        floors: BTreeMap::new(),
     };
     let mut clock = 1u64;
     let mut cycles_run = 0u64;
@@ -1922,6 +2040,25 @@ async fn stop_gracefully(ctx: &Ctx, child: &mut Child) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn log_of(offsets: &[u64]) -> Vec<(u64, String)> {
+        offsets.iter().map(|o| (*o, format!("m{o}"))).collect()
+    }
+
+    #[test]
+    fn the_log_may_skip_only_at_an_adr_0010_continuation() {
+        // Given a recovery that found the log ending at 2 and an offset 4 stored,
+        let jumps = [(2, 5)];
+        // then skipping exactly from 2 to 5 is allowed,
+        assert_eq!(gap_problem(&jumps, &log_of(&[0, 1, 5, 6])), None);
+        assert_eq!(gap_problem(&jumps, &log_of(&[0, 1])), None);
+        // and every other gap, or a start past 0, is not.
+        assert!(gap_problem(&jumps, &log_of(&[0, 1, 4])).is_some());
+        assert!(gap_problem(&jumps, &log_of(&[0, 2])).is_some());
+        assert!(gap_problem(&[], &log_of(&[0, 1, 5])).is_some());
+        assert!(gap_problem(&[], &log_of(&[1])).is_some());
+        assert_eq!(gap_problem(&[(0, 3)], &log_of(&[3, 4])), None);
+    }
 
     #[test]
     fn base64_round_trips() {
