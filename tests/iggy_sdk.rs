@@ -14,7 +14,7 @@ use http_support::start_server;
 use iggy::prelude::*;
 
 /// Iggy 0.11's first partition.
-const P0: u32 = 1;
+const P0: u32 = 0;
 
 fn message(payload: &str) -> IggyMessage {
     IggyMessage::builder()

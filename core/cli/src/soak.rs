@@ -67,6 +67,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod powercut;
+
 const STREAM: &str = "soak";
 const TOPIC: &str = "events";
 /// Longest the quiet period may take before an obligation not yet `applied`
@@ -98,6 +100,47 @@ pub struct SoakArgs {
     /// in the system's temporary directory, removed after a clean run.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Keep the server's data directory on the power-cut FUSE file system
+    /// (`sluice-powercut`, needs /dev/fuse and root) and cut the power after
+    /// every kill: unsynced changes are lost (issue 14).
+    #[arg(long)]
+    powercut: bool,
+    /// With --powercut: percent of cuts that first let a seeded subset of
+    /// the unsynced changes reach the disk (partial writeback).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=100))]
+    partial_percent: u64,
+    /// With --powercut: percent of purges before which an fsync of one
+    /// partition's consumers/, groups/ or segments/ directory is set to fail.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=100))]
+    fail_sync_percent: u64,
+    /// Start the server with a test-only fault, to prove the soak catches it
+    /// (a build whose sluice-server has `naive-purge` and sluice-storage
+    /// `test-faults`, as `cargo test` builds it; a release build refuses).
+    #[arg(long, value_enum)]
+    test_fault: Option<TestFault>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum TestFault {
+    /// Apache Iggy's purge order (SLUICE_TEST_NAIVE_PURGE=1).
+    NaivePurge,
+    /// Directory syncs that persist nothing (SLUICE_TEST_NOOP_DIR_SYNC=1).
+    NoopDirSync,
+}
+
+impl TestFault {
+    fn env(self) -> &'static str {
+        match self {
+            TestFault::NaivePurge => "SLUICE_TEST_NAIVE_PURGE",
+            TestFault::NoopDirSync => "SLUICE_TEST_NOOP_DIR_SYNC",
+        }
+    }
+}
+
+/// Where the server runs: its data directory and any test-fault switch.
+struct Target {
+    data: PathBuf,
+    fault: Option<TestFault>,
 }
 
 pub fn main(args: SoakArgs) -> ExitCode {
@@ -356,6 +399,10 @@ struct Counts {
     in_doubt: u64,
     kills_in_purge: u64,
     kills_at_start: u64,
+    cuts: u64,
+    /// Recoveries that found an offset stored past the log's end, so the log
+    /// continues after it (ADR 0010).
+    continuations: u64,
 }
 
 impl Counts {
@@ -382,6 +429,17 @@ struct Oracle {
     kill_tick: Tick,
     counts: Counts,
     violations: Vec<String>,
+    /// Every payload a poll served at `(partition, offset)`: what a stored
+    /// offset may have named.
+    served_at: HashMap<(u32, u64), Vec<String>>,
+    /// Per partition, the ADR 0010 continuations seen at verifications:
+    /// `(generation, from, to)`: the recovered log ended at `from` while an
+    /// offset `to - 1 >= from` was stored, so the log continues at `to`.
+    jumps: BTreeMap<u32, Vec<(u64, u64, u64)>>,
+    /// Per partition, `(generation, confirmed_at, floor)` of the last
+    /// verification: a message sent after it in that generation must get an
+    /// offset `>= floor` (past the log and every stored offset, ADR 0010).
+    floors: BTreeMap<u32, (u64, Tick, u64)>,
 }
 
 impl Oracle {
@@ -423,6 +481,10 @@ impl Oracle {
             }
         }
         for (offset, payload) in polled {
+            let seen = self.served_at.entry((partition, *offset)).or_default();
+            if !seen.contains(payload) {
+                seen.push(payload.clone());
+            }
             match self.messages.get(payload) {
                 None => problems.push(format!(
                     "{what}: served a message never sent: offset {offset} payload {payload:?}"
@@ -485,7 +547,7 @@ struct Server {
     base: String,
 }
 
-fn spawn_server(work: &Path, cycle: u64) -> Result<Server, String> {
+fn spawn_server(work: &Path, target: &Target, cycle: u64) -> Result<Server, String> {
     let log_path = work.join("server.log");
     let mut log = OpenOptions::new()
         .create(true)
@@ -497,7 +559,11 @@ fn spawn_server(work: &Path, cycle: u64) -> Result<Server, String> {
         "===== sluice soak: server start for cycle {cycle} ====="
     );
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(fault) = target.fault {
+        command.env(fault.env(), "1");
+    }
+    let mut child = command
         .args([
             "server",
             "--http-addr",
@@ -506,7 +572,7 @@ fn spawn_server(work: &Path, cycle: u64) -> Result<Server, String> {
             "127.0.0.1:0",
             "--data-dir",
         ])
-        .arg(work.join("data"))
+        .arg(&target.data)
         .arg("--with-default-root-credentials")
         .env_remove("SLUICE_ROOT_USERNAME")
         .env_remove("SLUICE_ROOT_PASSWORD")
@@ -537,7 +603,16 @@ fn spawn_server(work: &Path, cycle: u64) -> Result<Server, String> {
     });
     match rx.recv_timeout(START_TIMEOUT) {
         Ok(base) => Ok(Server { child, base }),
-        Err(_) => {
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            let status = child
+                .wait()
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
+            Err(format!(
+                "the server exited ({status}) before listening (log: {})",
+                log_path.display()
+            ))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
             let _ = child.kill();
             let _ = child.wait();
             Err(format!(
@@ -611,6 +686,10 @@ struct Ctx {
     purge_in_flight: AtomicBool,
     killed: AtomicBool,
     purge_gate: tokio::sync::Mutex<()>,
+    powercut: Option<Arc<powercut::PowerCut>>,
+    /// Failing fsyncs fired before this cycle's load began.
+    injected_at_start: u64,
+    purges_started: AtomicU64,
 }
 
 impl Ctx {
@@ -873,13 +952,15 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
     }
 
     // 2. Every partition's log.
-    let mut lengths = Vec::new();
+    let mut logs: Vec<Vec<u64>> = Vec::new();
     for partition in 0..ctx.partitions {
         let log = read_partition(ctx, partition).await?;
-        lengths.push(log.len() as u64);
+        logs.push(log.iter().map(|(offset, _)| *offset).collect());
         let mut o = ctx.oracle();
         check_log(&mut o, cycle, partition, &log, confirmed_at);
     }
+    // The highest offset stored per partition, for ADR 0010's continuation.
+    let mut highest: BTreeMap<u32, u64> = BTreeMap::new();
 
     // 3. Every offset.
     let mut keys = Vec::new();
@@ -896,7 +977,16 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
     }
     for key in keys {
         let observed = read_offset(ctx, key).await?;
-        let len = lengths.get(key.partition as usize).copied().unwrap_or(0);
+        let offsets = logs
+            .get(key.partition as usize)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        // The log's end: one past its last message (it may have ADR 0010 gaps).
+        let end = offsets.last().map_or(0, |last| last + 1);
+        if let Val::At(s) = observed {
+            let h = highest.entry(key.partition).or_insert(s);
+            *h = (*h).max(s);
+        }
         {
             let mut o = ctx.oracle();
             let since = o.base_tick;
@@ -947,13 +1037,34 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
                     ),
                 );
             }
+            // ADR 0010: an offset past the recovered log is legitimate only
+            // if the message it named was never acknowledged or was lost
+            // legitimately (purged); one that had to survive is a violation.
             if let Val::At(s) = observed
-                && s >= len
+                && s >= end
             {
-                o.violation(
-                    cycle,
-                    format!("offset of {key} is {s}, beyond the log of {len} messages"),
-                );
+                let fence = o.fence;
+                let named = o
+                    .served_at
+                    .get(&(key.partition, s))
+                    .cloned()
+                    .unwrap_or_default();
+                for payload in named {
+                    let required = o.messages.get(&payload).is_some_and(|m| {
+                        m.partition == key.partition
+                            && !m.never
+                            && m.acked
+                            && fence.is_none_or(|(_, e)| e < m.start)
+                    });
+                    if required {
+                        o.violation(
+                            cycle,
+                            format!(
+                                "offset of {key} is {s}, beyond the log ending at {end}, and names acknowledged message {payload}, which had to survive"
+                            ),
+                        );
+                    }
+                }
             }
             o.offset_base.insert(key, observed);
             o.offset_ops.remove(&key);
@@ -970,22 +1081,72 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
             return Err(format!("poll next for {key}: {}", reply.describe()));
         };
         let (_, polled) = parse_polled(body)?;
-        let want = match observed {
-            Val::At(s) => s + 1,
-            _ => 0,
-        };
         let got = polled.first().map(|(o, _)| *o);
-        let expected = (want < len).then_some(want);
+        // The first message past the stored offset (the log may have gaps).
+        let expected = match observed {
+            Val::At(s) => offsets.iter().copied().find(|offset| *offset > s),
+            _ => offsets.first().copied(),
+        };
         if got != expected {
             ctx.violation(format!(
-                "poll next for {key} with stored offset {observed} in a log of {len} returned offset {got:?}, expected {expected:?}"
+                "poll next for {key} with stored offset {observed} in a log ending at {end} returned offset {got:?}, expected {expected:?}"
             ));
         }
     }
     let mut o = ctx.oracle();
+    let generation = o.generation;
+    for partition in 0..ctx.partitions {
+        let end = logs
+            .get(partition as usize)
+            .and_then(|offsets| offsets.last())
+            .map_or(0, |last| last + 1);
+        let floor = match highest.get(&partition) {
+            Some(h) if h + 1 > end => {
+                o.counts.continuations += 1;
+                o.jumps
+                    .entry(partition)
+                    .or_default()
+                    .push((generation, end, h + 1));
+                h + 1
+            }
+            _ => end,
+        };
+        o.floors
+            .insert(partition, (generation, confirmed_at, floor));
+    }
     o.base_tick = t_v;
     o.kill_tick = NEVER;
     Ok(())
+}
+
+/// The ADR 0010 continuations allowed in `partition`'s log of the current
+/// generation, as `(from, to)`.
+fn jumps_of(o: &Oracle, partition: u32) -> Vec<(u64, u64)> {
+    o.jumps
+        .get(&partition)
+        .map(|jumps| {
+            jumps
+                .iter()
+                .filter(|(g, _, _)| *g == o.generation)
+                .map(|(_, from, to)| (*from, *to))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A log starts at 0 and is gap-free, except that it may skip from `from`
+/// straight to `to` for each allowed `(from, to)` (ADR 0010) and nowhere else.
+fn gap_problem(jumps: &[(u64, u64)], log: &[(u64, String)]) -> Option<String> {
+    let mut expected = 0u64;
+    for (i, (offset, _)) in log.iter().enumerate() {
+        if *offset != expected && !jumps.contains(&(expected, *offset)) {
+            return Some(format!(
+                "the log is not gap-free from 0 (but for ADR 0010 continuations {jumps:?}): position {i} holds offset {offset}, expected {expected}"
+            ));
+        }
+        expected = offset + 1;
+    }
+    None
 }
 
 /// Checks one partition's whole log after a restart and records what it
@@ -998,18 +1159,28 @@ fn check_log(
     confirmed_at: Tick,
 ) {
     let fence = o.fence;
+    let generation = o.generation;
     let mut problems = Vec::new();
-    if let Some((i, (offset, _))) = log
-        .iter()
-        .enumerate()
-        .find(|(i, (offset, _))| *offset != *i as u64)
-    {
-        problems.push(format!(
-            "partition {partition}: the log is not gap-free from 0: position {i} holds offset {offset}"
-        ));
+    if let Some(problem) = gap_problem(&jumps_of(o, partition), log) {
+        problems.push(format!("partition {partition}: {problem}"));
     }
+    // ADR 0010: a message sent after the last verification (in the same
+    // generation) gets an offset past every offset stored at that recovery.
+    let floor = o
+        .floors
+        .get(&partition)
+        .copied()
+        .filter(|(g, _, _)| *g == generation);
     let mut present = HashMap::new();
     for (offset, payload) in log {
+        if let Some((_, after, floor)) = floor
+            && *offset < floor
+            && o.messages.get(payload).is_some_and(|m| m.start > after)
+        {
+            problems.push(format!(
+                "partition {partition}: {payload}, sent after the last recovery, got offset {offset}, below {floor} (past the log and every stored offset then): Next may skip it"
+            ));
+        }
         if present.insert(payload.clone(), *offset).is_some() {
             problems.push(format!(
                 "partition {partition}: message {payload} is served twice"
@@ -1187,6 +1358,17 @@ fn classify(
                 .is_some_and(|(s, code)| *status == s && reply.code().as_deref() == Some(code)) =>
         {
             Outcome::Refused
+        }
+        // A failing fsync armed by --powercut may fail the request that hit
+        // it: its effect is then in doubt, as at a kill.
+        Reply::Answer { status, .. }
+            if *status >= 500
+                && ctx
+                    .powercut
+                    .as_ref()
+                    .is_some_and(|p| p.injected() > ctx.injected_at_start) =>
+        {
+            Outcome::InDoubt
         }
         Reply::Answer { .. } => {
             ctx.violation(format!("{what}: unexpected answer {}", reply.describe()));
@@ -1477,6 +1659,9 @@ async fn delete(ctx: &Ctx, key: OffKey) -> Step {
 }
 
 async fn purge(ctx: &Ctx) -> Step {
+    if let Some(pc) = &ctx.powercut {
+        pc.before_purge(ctx.cycle, ctx.purges_started.fetch_add(1, Ordering::SeqCst));
+    }
     ctx.purge_in_flight.store(true, Ordering::SeqCst);
     let start = ctx.tick();
     let index = {
@@ -1525,6 +1710,7 @@ struct Report {
     cycles: u64,
     counts: Counts,
     violations: Vec<String>,
+    powercut: Option<(powercut::CutCounts, sluice_powercut::Stats)>,
 }
 
 impl Report {
@@ -1554,6 +1740,29 @@ impl Report {
             c.refused,
             c.in_doubt
         );
+        if let Some((cuts, fs)) = &self.powercut {
+            let _ = writeln!(
+                out,
+                "power cuts: {} ({} full, {} partial writeback); failing fsyncs armed before purges {}, fired {}; unsynced changes dropped {}, written back by partial cuts {}; fsyncs served: {} file, {} directory",
+                self.counts.cuts,
+                cuts.full,
+                cuts.partial,
+                cuts.armed,
+                fs.injected_sync_failures,
+                fs.dropped_changes,
+                fs.written_back,
+                fs.file_syncs,
+                fs.dir_syncs
+            );
+        }
+        let _ = writeln!(
+            out,
+            "recoveries that continue the log past a stored offset (ADR 0010): {}",
+            c.continuations
+        );
+        if let Some(f) = args.test_fault {
+            let _ = writeln!(out, "test fault in the server: {f:?}");
+        }
         let _ = writeln!(out, "violations: {}", self.violations.len());
         for v in &self.violations {
             let _ = writeln!(out, "  - {v}");
@@ -1562,9 +1771,25 @@ impl Report {
         if !self.violations.is_empty() {
             let _ = writeln!(out, "server log: {}", work.join("server.log").display());
         }
+        let mut extra = String::new();
+        if args.powercut {
+            let _ = write!(
+                extra,
+                " --powercut --partial-percent {} --fail-sync-percent {}",
+                args.partial_percent, args.fail_sync_percent
+            );
+        }
+        if let Some(f) = args.test_fault {
+            let _ = write!(
+                extra,
+                " --test-fault {}",
+                clap::ValueEnum::to_possible_value(&f)
+                    .map_or_else(String::new, |v| v.get_name().to_string())
+            );
+        }
         let _ = writeln!(
             out,
-            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {}",
+            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {}{extra}",
             args.seed, args.cycles, args.clients, args.partitions, args.max_ops
         );
         out
@@ -1584,9 +1809,37 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         kill_tick: NEVER,
         counts: Counts::default(),
         violations: Vec::new(),
+        served_at: HashMap::new(),
+        jumps: BTreeMap::new(),
+        floors: BTreeMap::new(),
     };
     let mut clock = 1u64;
     let mut cycles_run = 0u64;
+    let pc = if args.powercut {
+        Some(Arc::new(powercut::PowerCut::start(
+            work,
+            args.seed,
+            args.partial_percent,
+            args.fail_sync_percent,
+        )?))
+    } else {
+        None
+    };
+    let target = Target {
+        data: pc
+            .as_ref()
+            .map_or_else(|| work.join("data"), |p| p.data_dir()),
+        fault: args.test_fault,
+    };
+    // A cut after a kill; a broken file system invariant ends the run.
+    let cut = |cycle: u64, which: u64, oracle: &mut Oracle| -> Result<(), String> {
+        if let Some(p) = &pc {
+            let what = p.cut_after_kill(cycle, which)?;
+            tracing::debug!(cycle, what, "soak: power cut");
+            oracle.counts.cuts += 1;
+        }
+        Ok(())
+    };
     for cycle in 0..=args.cycles {
         let last = cycle == args.cycles;
         // One restart in eight is killed again right after it listens,
@@ -1595,12 +1848,13 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         let mut early = Rng::for_parts(&[args.seed, cycle, u64::MAX - 1]);
         if cycle > 0 && early.below(8) == 0 {
             let jitter = Duration::from_micros(early.below(20_000));
-            match spawn_server(work, cycle) {
+            match spawn_server(work, &target, cycle) {
                 Ok(mut s) => {
                     tokio::time::sleep(jitter).await;
                     let _ = s.child.kill();
                     let _ = s.child.wait();
                     oracle.counts.kills_at_start += 1;
+                    cut(cycle, 1, &mut oracle)?;
                 }
                 Err(e) => {
                     oracle.violation(
@@ -1611,7 +1865,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
                 }
             }
         }
-        let mut server = match spawn_server(work, cycle) {
+        let mut server = match spawn_server(work, &target, cycle) {
             Ok(s) => s,
             Err(e) => {
                 if cycle == 0 {
@@ -1653,6 +1907,9 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
             purge_in_flight: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             purge_gate: tokio::sync::Mutex::new(()),
+            powercut: pc.clone(),
+            injected_at_start: pc.as_ref().map_or(0, |p| p.injected()),
+            purges_started: AtomicU64::new(0),
         });
         if cycle == 0
             && let Err(e) = create_resources(&ctx, args.clients).await
@@ -1721,6 +1978,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         }
         clock = ctx.clock.load(Ordering::SeqCst);
         oracle = take_oracle(ctx)?;
+        cut(cycle, 0, &mut oracle)?;
         cycles_run += 1;
         if args.cycles >= 20 && (cycle + 1) % (args.cycles / 20).max(1) == 0 {
             eprintln!(
@@ -1736,6 +1994,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         cycles: cycles_run,
         counts: oracle.counts,
         violations: oracle.violations,
+        powercut: pc.as_ref().map(|p| p.summary()),
     })
 }
 
@@ -1781,6 +2040,25 @@ async fn stop_gracefully(ctx: &Ctx, child: &mut Child) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn log_of(offsets: &[u64]) -> Vec<(u64, String)> {
+        offsets.iter().map(|o| (*o, format!("m{o}"))).collect()
+    }
+
+    #[test]
+    fn the_log_may_skip_only_at_an_adr_0010_continuation() {
+        // Given a recovery that found the log ending at 2 and an offset 4 stored,
+        let jumps = [(2, 5)];
+        // then skipping exactly from 2 to 5 is allowed,
+        assert_eq!(gap_problem(&jumps, &log_of(&[0, 1, 5, 6])), None);
+        assert_eq!(gap_problem(&jumps, &log_of(&[0, 1])), None);
+        // and every other gap, or a start past 0, is not.
+        assert!(gap_problem(&jumps, &log_of(&[0, 1, 4])).is_some());
+        assert!(gap_problem(&jumps, &log_of(&[0, 2])).is_some());
+        assert!(gap_problem(&[], &log_of(&[0, 1, 5])).is_some());
+        assert!(gap_problem(&[], &log_of(&[1])).is_some());
+        assert_eq!(gap_problem(&[(0, 3)], &log_of(&[3, 4])), None);
+    }
 
     #[test]
     fn base64_round_trips() {

@@ -46,6 +46,39 @@ pub enum ServerError {
     Task(String),
 }
 
+/// Selects the naive purge under `SLUICE_TEST_NAIVE_PURGE=1` in a build with
+/// the `naive-purge` feature (tests only: the power-cut soak's teeth). A
+/// build without the feature, or without sluice-storage's `test-faults`,
+/// refuses to start when asked for the fault, so a test can never believe a
+/// fault was on when it was not.
+fn apply_test_faults(engine_config: &mut EngineConfig) -> Result<(), ServerError> {
+    let wants = |key: &str| std::env::var_os(key).is_some_and(|v| v == "1");
+    if wants(NAIVE_PURGE_ENV) {
+        #[cfg(feature = "naive-purge")]
+        {
+            tracing::warn!("test fault active: the naive (Iggy-order) purge");
+            engine_config.purge_mode = crate::engine::PurgeMode::NaiveIggyOrder;
+        }
+        #[cfg(not(feature = "naive-purge"))]
+        {
+            let _ = engine_config;
+            return Err(ServerError::Task(format!(
+                "{NAIVE_PURGE_ENV}=1 needs a build with the naive-purge feature"
+            )));
+        }
+    }
+    if wants(sluice_storage::NOOP_DIR_SYNC_ENV) && !sluice_storage::test_faults_compiled() {
+        return Err(ServerError::Task(format!(
+            "{}=1 needs a build with sluice-storage's test-faults feature",
+            sluice_storage::NOOP_DIR_SYNC_ENV
+        )));
+    }
+    Ok(())
+}
+
+/// Environment variable selecting the naive purge (see [`apply_test_faults`]).
+pub const NAIVE_PURGE_ENV: &str = "SLUICE_TEST_NAIVE_PURGE";
+
 /// What `start` needs besides the storage backend.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -136,6 +169,7 @@ pub async fn start(
     engine_config.reconciler.period_ms =
         u64::try_from(config.reconciler.period.as_millis()).unwrap_or(u64::MAX);
     engine_config.reconciler.concurrency = config.reconciler.concurrency;
+    apply_test_faults(&mut engine_config)?;
     let data_dir = config.data_dir.clone();
     let root = options.root;
     let started = Instant::now();

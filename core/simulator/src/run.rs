@@ -282,7 +282,7 @@ impl OffsetValues {
     /// A value in `0..=last` that no earlier kept generation of `partition`
     /// used (preferring none in particular), or `None` if there is none.
     fn draw(&mut self, rng: &mut SimRng, partition: u32, last: Option<u64>) -> Option<u64> {
-        let gens = self.generations.get_mut(partition as usize - 1)?;
+        let gens = self.generations.get_mut(partition as usize)?;
         let last = last?;
         let taken: BTreeSet<u64> = gens.iter().skip(1).flatten().copied().collect();
         let free: Vec<u64> = (0..=last.min(4_096))
@@ -299,7 +299,7 @@ impl OffsetValues {
     /// A purge of `partition` was attempted: its current values become a past
     /// generation's (even if the purge failed: it may have landed).
     fn purged(&mut self, partition: u32) {
-        if let Some(gens) = self.generations.get_mut(partition as usize - 1) {
+        if let Some(gens) = self.generations.get_mut(partition as usize) {
             gens.insert(0, BTreeSet::new());
             gens.truncate(KEPT + 1);
         }

@@ -203,6 +203,12 @@ impl DurableStorage for DiskStorage {
     }
 
     fn sync_dir(&self, path: &Path) -> Result<()> {
+        #[cfg(feature = "test-faults")]
+        if test_faults::noop_dir_sync() {
+            // The fault the power-cut soak must catch: a directory sync that
+            // claims success and persists nothing.
+            return Ok(());
+        }
         let dir = File::open(path).map_err(|e| StorageError::from_io(OpKind::SyncDir, path, &e))?;
         let meta = dir
             .metadata()
@@ -222,4 +228,35 @@ impl DurableStorage for DiskStorage {
         path.try_exists()
             .map_err(|e| StorageError::from_io(OpKind::Exists, path, &e))
     }
+}
+
+/// Test-only faults of the real backend, compiled in only with the
+/// `test-faults` feature (never in a shipped build) and switched on by the
+/// environment of the process under test.
+#[cfg(feature = "test-faults")]
+mod test_faults {
+    use std::sync::OnceLock;
+
+    /// `SLUICE_TEST_NOOP_DIR_SYNC=1`: every `sync_dir` returns `Ok` at once.
+    pub fn noop_dir_sync() -> bool {
+        static ON: OnceLock<bool> = OnceLock::new();
+        *ON.get_or_init(|| {
+            let on = std::env::var_os(super::NOOP_DIR_SYNC_ENV).is_some_and(|v| v == "1");
+            if on {
+                tracing::warn!("test fault active: directory syncs are no-ops");
+            }
+            on
+        })
+    }
+}
+
+/// The environment variable that turns directory syncs into no-ops in a
+/// build with the `test-faults` feature (see [`test_faults_compiled`]).
+pub const NOOP_DIR_SYNC_ENV: &str = "SLUICE_TEST_NOOP_DIR_SYNC";
+
+/// Whether this build honours [`NOOP_DIR_SYNC_ENV`]; a server started with the
+/// variable set on a build without it must refuse to start, not run correctly
+/// and let a test believe the fault was on.
+pub fn test_faults_compiled() -> bool {
+    cfg!(feature = "test-faults")
 }

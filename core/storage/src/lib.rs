@@ -21,7 +21,7 @@ pub mod sim;
 use std::fmt::Debug;
 use std::path::Path;
 
-pub use disk::DiskStorage;
+pub use disk::{DiskStorage, NOOP_DIR_SYNC_ENV, test_faults_compiled};
 pub use error::{ErrorKind, OpKind, Result, StorageError};
 pub use sim::{
     Crash, Fault, FaultMode, FaultPlan, InjectedError, OpMatcher, SimConfig, SimStorage,
