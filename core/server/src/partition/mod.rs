@@ -24,7 +24,7 @@ use sluice_storage::DurableStorage;
 
 use crate::dirsync::{DirTracker, NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
-use crate::layout::{PartitionPaths, segment_name};
+use crate::layout::{PartitionPaths, parse_segment_name, segment_name};
 use crate::metadata::{PartitionKey, TopicOptions};
 use log::{Log, LogRecovery, Message};
 use offsets::{OffsetKind, OffsetRecovery, OffsetStore};
@@ -282,7 +282,26 @@ impl Partition {
                     .note(&segment_name(generation, *base, ext), NameChange::Created);
             }
         }
-        if !bases.is_empty() {
+        // An empty segment recovery skipped (a roll whose first write was
+        // lost, ADR 0004 §3) stays on disk for a later roll at the same base
+        // to reuse, and its name is no more known durable than a served
+        // one's: a failed directory sync of an earlier process may have
+        // dropped it. Redo it too, or a roll that reuses the file writes an
+        // acknowledged batch under a name a plain sync never makes durable.
+        let empty: Vec<&String> = log_report
+            .skipped_empty
+            .iter()
+            .filter(|name| parse_segment_name(name).is_some_and(|(g, _, _)| g == generation))
+            .collect();
+        for name in &empty {
+            partition.segment_names.note(name, NameChange::Created);
+            if let Some(stem) = name.strip_suffix(".log") {
+                partition
+                    .segment_names
+                    .note(&format!("{stem}.idx"), NameChange::Created);
+            }
+        }
+        if !bases.is_empty() || !empty.is_empty() {
             partition.segment_names.force_redirty();
         }
         // A crash between the two renames of a re-dirty of the obligation's
