@@ -9,6 +9,8 @@
 //! {Linux, forgiving}, plus a successful-sync control per policy.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,9 +23,10 @@ use sluice_server::partition::purge::PurgeState;
 use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
-    Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, OpenMode, SimConfig, SimStorage,
+    Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage,
     SyncFailureSemantics,
 };
+use support::make_everything_durable;
 
 const DATA: &str = "/data";
 const STREAM: &str = "orders";
@@ -69,21 +72,6 @@ fn s() -> Identifier {
 }
 fn t() -> Identifier {
     Identifier::Name(TOPIC.into())
-}
-
-/// Syncs every file and directory, so the old history is durable whatever the policy.
-fn make_everything_durable(sim: &SimStorage) {
-    for (path, node) in sim.cached_view() {
-        match node {
-            NodeView::File(_) => sim
-                .open(Path::new(&path), OpenMode::Read)
-                .unwrap()
-                .sync()
-                .unwrap(),
-            NodeView::Dir => sim.sync_dir(Path::new(&path)).unwrap(),
-        }
-    }
-    sim.sync_dir(Path::new("/")).unwrap();
 }
 
 fn send(engine: &mut Engine, payloads: &[&str]) {
