@@ -1,9 +1,9 @@
 //! `sluice soak`: the kill -9 soak (issue 7, item 1).
 //!
 //! It starts the real server binary (this executable with `server`) on a
-//! temporary data directory, creates a topic whose `durability` and
-//! `consumer_offset_durability` are both `persisted`, and then runs cycles.
-//! Each cycle:
+//! temporary data directory, creates one stream with three topics (`topics`:
+//! messages and offsets `persisted`; messages `buffered` under `persisted`
+//! offsets; both `buffered`), and then runs cycles. Each cycle:
 //!
 //! 1. starts the server (a fresh port each time) and logs in;
 //! 2. **verifies**, with no client running, everything the oracle knows:
@@ -14,13 +14,18 @@
 //! 3. runs `--clients` concurrent HTTP clients that send messages, poll with
 //!    `next` (with and without `auto_commit`), scan from offset 0, store and
 //!    delete consumer offsets and consumer-group offsets
-//!    (`consumer_kind=consumer_group`) and purge the topic, checking every
-//!    poll answer as it arrives;
+//!    (`consumer_kind=consumer_group`) and purge one topic or the whole
+//!    stream, checking every poll answer as it arrives; with `--powercut`, a
+//!    seeded fraction of cycles has the file system refuse growth (ENOSPC)
+//!    for a seeded stretch of operations;
 //! 4. SIGKILLs the server at a seeded moment: after a seeded number of
 //!    operations, or (one cycle in four) while a purge is in flight, each
 //!    time after a seeded jitter of up to 4 ms. One restart in eight is also
 //!    killed within 20 ms of listening, before the verification, while its
-//!    first reconciler passes may be cleaning up.
+//!    first reconciler passes may be cleaning up. With `--powercut` a seeded
+//!    fraction of cycles instead stops the clients, stores an offset on a
+//!    buffered message no sync reached, kills and cuts in full
+//!    (`continuation`: ADR 0010's path on purpose).
 //!
 //! After the last kill the server is started once more, verified, and
 //! stopped with SIGTERM (which must exit 0).
@@ -31,20 +36,28 @@
 //! A request without an answer (in flight at the kill) is *in doubt*: it may
 //! or may not have happened. The checks:
 //!
-//! - an acknowledged message sent after the last purge (that is, sent after
-//!   the purge was answered) is served after every restart (P2);
+//! - an acknowledged `persisted` message sent after the last purge of its
+//!   topic (that is, sent after the purge was answered) is served after every
+//!   restart (P2); a `buffered` one need not survive a power cut, but while
+//!   it exists it keeps the offset it was first served at;
 //! - a message acknowledged before a purge was sent is never served again,
 //!   by a live poll or after a restart, and a message once found absent never
 //!   comes back (P1);
 //! - an offset equals a value some linearization of the owner's offset
-//!   operations and the purges allows, given their real-time order (so an
-//!   offset stored before an acknowledged purge is never visible, and one
-//!   stored after it is never lost);
-//! - the committed generation counts the acknowledged purges (+1 if a purge
-//!   in doubt landed), on every partition alike;
+//!   operations and the purges of its topic allows, given their real-time
+//!   order (so an offset stored before an acknowledged purge is never
+//!   visible, and one stored after it is never lost); under `buffered`
+//!   offsets any state such an order passes through after its last purge;
+//! - each topic's committed generation counts the acknowledged purges that
+//!   cover it (+ those in doubt that landed, a stream purge in every topic or
+//!   in none), on every partition alike;
+//! - a request refused with 507 `storage_full` or 503 `unavailable` is
+//!   allowed only while ENOSPC is on, and changed nothing (a refused send is
+//!   never served);
 //! - offsets in a poll answer are consecutive, a partition's log starts at 0
 //!   and is gap-free, each client's acknowledged messages keep its send order;
-//! - `next` starts right after the stored offset (0 without one);
+//! - `next` from the stored offset returns the log's whole rest after it
+//!   (the complete fresh history without one), skipping nothing;
 //! - every obligation is `applied`, none stuck or degraded, after a quiet
 //!   period; no request answers a status the API does not promise.
 //!
@@ -298,6 +311,10 @@ fn b64_decode(text: &str) -> Option<Vec<u8>> {
 
 // ---- the oracle --------------------------------------------------------
 
+/// `(generation, from, to)`: a recovery found a partition's log ending at
+/// `from` with an offset `to - 1` stored, so the log continues at `to`.
+type Continuation = (u64, u64, u64);
+
 /// A value of the global logical clock.
 type Tick = u64;
 /// "Not answered": after every tick.
@@ -482,7 +499,7 @@ struct Oracle {
     /// verifications: `(generation, from, to)`: the recovered log ended at
     /// `from` while an offset `to - 1 >= from` was stored, so the log
     /// continues at `to`.
-    jumps: BTreeMap<(u32, u32), Vec<(u64, u64, u64)>>,
+    jumps: BTreeMap<(u32, u32), Vec<Continuation>>,
     /// Per `(topic, partition)`, `(generation, confirmed_at, floor)` of the
     /// last verification: a message sent after it in that generation must
     /// get an offset `>= floor` (past the log and every stored offset, ADR
@@ -543,11 +560,12 @@ impl Oracle {
         polled: &[(u64, String)],
     ) {
         let fence = self.live_fence(topic, poll_start);
+        let jumps = jumps_of(self, (topic, partition));
         let mut problems = Vec::new();
         for w in polled.windows(2) {
-            if w[1].0 != w[0].0 + 1 {
+            if w[1].0 != w[0].0 + 1 && !jumps.contains(&(w[0].0 + 1, w[1].0)) {
                 problems.push(format!(
-                    "{what}: offsets not consecutive ({} then {})",
+                    "{what}: offsets not consecutive ({} then {}; ADR 0010 continuations {jumps:?})",
                     w[0].0, w[1].0
                 ));
             }
@@ -822,7 +840,8 @@ impl Ctx {
     /// Whether a 507 or 503 answered at `end` to a request sent at `start`
     /// falls in this cycle's ENOSPC window.
     fn in_enospc_window(&self, start: Tick, end: Tick) -> bool {
-        self.enospc_on.load(Ordering::SeqCst) < end && start < self.enospc_off.load(Ordering::SeqCst)
+        self.enospc_on.load(Ordering::SeqCst) < end
+            && start < self.enospc_off.load(Ordering::SeqCst)
     }
 
     fn get(&self, url: String) -> reqwest::RequestBuilder {
@@ -916,8 +935,11 @@ async fn create_resources(ctx: &Ctx, clients: u32) -> Result<(), String> {
         }
         for k in 1..=clients {
             expect_ok(
-                auth(ctx.http.post(ctx.topic_url(index as u32, "/consumer-groups")))
-                    .json(&json!({"name": format!("g{k}")})),
+                auth(
+                    ctx.http
+                        .post(ctx.topic_url(index as u32, "/consumer-groups")),
+                )
+                .json(&json!({"name": format!("g{k}")})),
                 "create consumer group",
             )
             .await?;
@@ -944,7 +966,11 @@ async fn quiet_generations(ctx: &Ctx) -> Result<Vec<Vec<u64>>, String> {
             let topic = row["topic_id"].as_u64().unwrap_or(u64::MAX);
             match generations.get_mut(topic as usize) {
                 Some(g) => g.push(row["committed_generation"].as_u64().unwrap_or(u64::MAX)),
-                None => return Err(format!("GET /status/purge: a row of no soaked topic: {row}")),
+                None => {
+                    return Err(format!(
+                        "GET /status/purge: a row of no soaked topic: {row}"
+                    ));
+                }
             }
             let ob = &row["obligation"];
             let settled = ob.is_null() || ob["state"] == "applied";
@@ -1002,12 +1028,15 @@ async fn read_partition(
 }
 
 async fn read_offset(ctx: &Ctx, key: OffKey) -> Result<Val, String> {
-    let reply = call(ctx.get(ctx.topic_url(key.topic, &format!(
-        "/consumer-offsets?consumer_id={}&partition_id={}{}",
-        key.consumer_id(),
-        key.partition,
-        key.kind_query()
-    ))))
+    let reply = call(ctx.get(ctx.topic_url(
+        key.topic,
+        &format!(
+            "/consumer-offsets?consumer_id={}&partition_id={}{}",
+            key.consumer_id(),
+            key.partition,
+            key.kind_query()
+        ),
+    )))
     .await;
     match &reply {
         Reply::Answer { status: 200, body } => serde_json::from_str::<Value>(body)
@@ -1062,8 +1091,29 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
         check_offset(&mut ctx.oracle(), ctx.cycle, key, observed, log);
         check_next(ctx, key, observed, log).await?;
     }
-    let mut o = ctx.oracle();
-    for ((topic, partition), log) in &logs {
+    let continuation = {
+        let mut o = ctx.oracle();
+        record_floors(&mut o, &logs, &highest, confirmed_at);
+        o.base_tick = t_v;
+        o.kill_tick = NEVER;
+        o.continuation.take()
+    };
+    if let Some((key, stored)) = continuation {
+        continuation::probe(ctx, key, stored).await?;
+    }
+    Ok(())
+}
+
+/// After a verification: per partition, the offset new messages must reach
+/// (past the log and every stored offset, ADR 0010), and the continuation
+/// the recovery made, if any.
+fn record_floors(
+    o: &mut Oracle,
+    logs: &BTreeMap<(u32, u32), Vec<(u64, String)>>,
+    highest: &BTreeMap<(u32, u32), u64>,
+    confirmed_at: Tick,
+) {
+    for ((topic, partition), log) in logs {
         let generation = o.generation(*topic);
         let end = log.last().map_or(0, |(last, _)| last + 1);
         let floor = match highest.get(&(*topic, *partition)) {
@@ -1080,14 +1130,6 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
         o.floors
             .insert((*topic, *partition), (generation, confirmed_at, floor));
     }
-    o.base_tick = t_v;
-    o.kill_tick = NEVER;
-    let continuation = o.continuation.take();
-    drop(o);
-    if let Some((key, stored)) = continuation {
-        continuation::probe(ctx, key, stored).await?;
-    }
-    Ok(())
 }
 
 /// Every offset the clients own: per topic, client, partition and kind.
@@ -1701,12 +1743,7 @@ async fn send_payloads(
     let seqs: Vec<u64> = (first..first + n).collect();
     let payloads: Vec<String> = seqs
         .iter()
-        .map(|i| {
-            format!(
-                "s{}-c{}-t{topic}-k{client}-n{i}",
-                ctx.seed, ctx.cycle
-            )
-        })
+        .map(|i| format!("s{}-c{}-t{topic}-k{client}-n{i}", ctx.seed, ctx.cycle))
         .collect();
     let start = ctx.tick();
     {
@@ -2387,9 +2424,17 @@ impl CyclePlan {
         if !args.powercut {
             return CyclePlan::default();
         }
+        // Most windows end with operations left before the kill (the server
+        // must serve again); one in four lasts until the kill.
         let enospc = (rng.below(100) < args.enospc_percent).then(|| {
-            let on = rng.below(kill_after);
-            (on, on + rng.range(1, 20))
+            let on = rng.below(kill_after / 2 + 1);
+            let room = kill_after.saturating_sub(on + 1);
+            let off = if room == 0 || rng.below(4) == 0 {
+                u64::MAX
+            } else {
+                on + rng.range(1, room)
+            };
+            (on, off)
         });
         let continuation = rng.below(100) < args.continuation_percent;
         CyclePlan {

@@ -108,12 +108,7 @@ impl std::fmt::Display for Scope {
 /// of different scopes in one cycle) and the choice is then a guess.
 pub fn landed_purges(doubtful: &[Scope], landed: &[u64]) -> Option<Vec<bool>> {
     let streams = doubtful.iter().filter(|s| **s == Scope::Stream).count() as u64;
-    let per_topic = |t: u32| {
-        doubtful
-            .iter()
-            .filter(|s| **s == Scope::Topic(t))
-            .count() as u64
-    };
+    let per_topic = |t: u32| doubtful.iter().filter(|s| **s == Scope::Topic(t)).count() as u64;
     let y = (0..=streams).find(|y| {
         landed.iter().enumerate().all(|(t, n)| {
             let t = t as u32;
@@ -162,11 +157,18 @@ mod tests {
     #[test]
     fn topic_purges_in_doubt_explain_only_their_own_topic() {
         let doubtful = [Scope::Topic(0), Scope::Topic(2), Scope::Topic(0)];
+        // The earliest purge of a topic lands first.
         assert_eq!(
-            landed_purges(&doubtful, &[1, 1, 0]),
+            landed_purges(&doubtful, &[1, 0, 1]),
             Some(vec![true, true, false])
         );
-        assert_eq!(landed_purges(&doubtful, &[0, 0, 1]), None);
+        assert_eq!(
+            landed_purges(&doubtful, &[0, 0, 1]),
+            Some(vec![false, true, false])
+        );
+        // A topic with no purge in doubt cannot have moved, nor one move
+        // more often than its purges in doubt.
+        assert_eq!(landed_purges(&doubtful, &[0, 1, 0]), None);
         assert_eq!(landed_purges(&doubtful, &[3, 0, 0]), None);
     }
 
@@ -179,9 +181,6 @@ mod tests {
             Some(vec![false, true])
         );
         // Every topic moved, topic 1 twice: both.
-        assert_eq!(
-            landed_purges(&doubtful, &[1, 2, 1]),
-            Some(vec![true, true])
-        );
+        assert_eq!(landed_purges(&doubtful, &[1, 2, 1]), Some(vec![true, true]));
     }
 }
