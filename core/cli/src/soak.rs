@@ -1099,7 +1099,11 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
         o.continuation.take()
     };
     if let Some((key, stored)) = continuation {
-        continuation::probe(ctx, key, stored).await?;
+        let end = logs
+            .get(&(key.topic, key.partition))
+            .and_then(|log| log.last())
+            .map_or(0, |(last, _)| last + 1);
+        continuation::probe(ctx, key, stored, end).await?;
     }
     Ok(())
 }
