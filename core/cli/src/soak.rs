@@ -111,6 +111,11 @@ pub struct SoakArgs {
     /// At most this many operations are started in a cycle before its kill.
     #[arg(long, default_value_t = 100)]
     max_ops: u64,
+    /// Segment size of every soaked topic (bytes, 4096 to 1 GiB): small by
+    /// default so that every few sends roll a segment, and a power cut can
+    /// take an older segment's unsynced tail or a new segment's name.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(4096..=1 << 30))]
+    segment_size: u64,
     /// Work directory (must not exist or be empty): the server's data goes to
     /// <DIR>/data and its log to <DIR>/server.log. Default: a new directory
     /// in the system's temporary directory, removed after a clean run.
@@ -456,6 +461,14 @@ struct Counts {
     /// Recoveries that found an offset stored past the log's end, so the log
     /// continues after it (ADR 0010).
     continuations: u64,
+    /// Partitions found at a verification with more than one segment: the
+    /// log rolled since its last purge (proof that rolls are soaked).
+    partitions_rolled: u64,
+    /// The most segments one partition had at a verification.
+    segments_most: u64,
+    /// Gaps a power cut left in a `buffered` log: a sealed segment lost its
+    /// unsynced tail and a later one kept its own (ADR 0004 §3 step 4).
+    cut_gaps: u64,
 }
 
 impl Counts {
@@ -792,6 +805,7 @@ struct Ctx {
     seed: u64,
     cycle: u64,
     partitions: u32,
+    segment_size: u64,
     base: String,
     token: String,
     http: reqwest::Client,
@@ -868,9 +882,34 @@ fn parse_polled(body: &str) -> Result<(u64, Vec<(u64, String)>), String> {
             .as_str()
             .and_then(b64_decode)
             .ok_or("a polled message without a base64 payload")?;
-        out.push((offset, String::from_utf8_lossy(&bytes).into_owned()));
+        out.push((offset, name_of(&bytes)));
     }
     Ok((current, out))
+}
+
+/// Bytes of every message payload on the wire: its name, padded with `#`,
+/// so that a few sends fill a small segment and roll it.
+const PAYLOAD_BYTES: usize = 1024;
+
+/// A message's payload on the wire: its name (which holds no `#`), padded.
+fn wire_payload(name: &str) -> Vec<u8> {
+    debug_assert!(!name.contains('#'), "a message name holds no padding byte");
+    let mut bytes = name.as_bytes().to_vec();
+    bytes.resize(PAYLOAD_BYTES.max(bytes.len()), b'#');
+    bytes
+}
+
+/// The name a served payload carries. A payload that is not exactly a
+/// padded name (torn, or padding changed) is returned whole, so the oracle
+/// finds it was never sent.
+fn name_of(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let name = text.trim_end_matches('#');
+    if wire_payload(name) == bytes {
+        name.to_string()
+    } else {
+        text.into_owned()
+    }
 }
 
 // ---- setup and verification ------------------------------------------------
@@ -915,6 +954,7 @@ async fn create_resources(ctx: &Ctx, clients: u32) -> Result<(), String> {
                 "options": {
                     "durability": spec.messages.as_str(),
                     "consumer_offset_durability": spec.offsets.as_str(),
+                    "segment_size": ctx.segment_size.to_string(),
                 }
             })),
         )
@@ -996,6 +1036,34 @@ async fn quiet_generations(ctx: &Ctx) -> Result<Vec<Vec<u64>>, String> {
     }
 }
 
+/// Counts, from each topic's details, the partitions whose log has rolled
+/// (more than one segment) since its last purge.
+async fn count_segments(ctx: &Ctx) -> Result<(), String> {
+    for topic in 0..topics::count() {
+        let reply = call(ctx.get(ctx.topic_url(topic, ""))).await;
+        let Reply::Answer { status: 200, body } = &reply else {
+            return Err(format!(
+                "GET topic {}: {}",
+                topics::spec(topic).name,
+                reply.describe()
+            ));
+        };
+        let v: Value = serde_json::from_str(body).map_err(|e| format!("topic not JSON: {e}"))?;
+        let partitions = v["partitions"].as_array().cloned().unwrap_or_default();
+        let mut o = ctx.oracle();
+        for p in &partitions {
+            let segments = p["segments_count"]
+                .as_u64()
+                .ok_or_else(|| format!("a partition without segments_count: {p}"))?;
+            if segments > 1 {
+                o.counts.partitions_rolled += 1;
+            }
+            o.counts.segments_most = o.counts.segments_most.max(segments);
+        }
+    }
+    Ok(())
+}
+
 async fn read_partition(
     ctx: &Ctx,
     topic: u32,
@@ -1070,10 +1138,19 @@ async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
         for partition in 0..ctx.partitions {
             let log = read_partition(ctx, topic, partition).await?;
             let mut o = ctx.oracle();
-            check_log(&mut o, ctx.cycle, (topic, partition), &log, confirmed_at);
+            let cut = ctx.powercut.is_some();
+            check_log(
+                &mut o,
+                ctx.cycle,
+                (topic, partition),
+                &log,
+                confirmed_at,
+                cut,
+            );
             logs.insert((topic, partition), log);
         }
     }
+    count_segments(ctx).await?;
     // The highest offset stored per partition, for ADR 0010's continuation.
     let mut highest: BTreeMap<(u32, u32), u64> = BTreeMap::new();
 
@@ -1402,6 +1479,19 @@ fn jumps_of(o: &Oracle, (topic, partition): (u32, u32)) -> Vec<(u64, u64)> {
         .unwrap_or_default()
 }
 
+/// The gaps of `log` (from 0) that `jumps` does not explain, as `(from, to)`.
+fn cut_gaps(jumps: &[(u64, u64)], log: &[(u64, String)]) -> Vec<(u64, u64)> {
+    let mut expected = 0u64;
+    let mut gaps = Vec::new();
+    for (offset, _) in log {
+        if *offset > expected && !jumps.contains(&(expected, *offset)) {
+            gaps.push((expected, *offset));
+        }
+        expected = offset + 1;
+    }
+    gaps
+}
+
 /// A log starts at 0 and is gap-free, except that it may skip from `from`
 /// straight to `to` for each allowed `(from, to)` (ADR 0010) and nowhere else.
 fn gap_problem(jumps: &[(u64, u64)], log: &[(u64, String)]) -> Option<String> {
@@ -1425,11 +1515,25 @@ fn check_log(
     (topic, partition): (u32, u32),
     log: &[(u64, String)],
     confirmed_at: Tick,
+    power_cut: bool,
 ) {
     let fence = o.fence(topic);
     let generation = o.generation(topic);
     let name = topics::spec(topic).name;
     let mut problems = Vec::new();
+    if power_cut && topics::spec(topic).messages == Durability::Buffered {
+        // ADR 0004 §3 step 4: under `buffered`, a power cut may take a
+        // sealed segment's unsynced tail (or whole segment) and keep a later
+        // one's, so the log skips offsets, never repeats one. Such a gap is
+        // allowed from now on, like an ADR 0010 continuation; whether a
+        // skipped message had to survive is judged below, and under
+        // `persisted` any gap stays a violation.
+        let known = jumps_of(o, (topic, partition));
+        let gaps = cut_gaps(&known, log);
+        o.counts.cut_gaps += gaps.len() as u64;
+        let jumps = o.jumps.entry((topic, partition)).or_default();
+        jumps.extend(gaps.into_iter().map(|(from, to)| (generation, from, to)));
+    }
     if let Some(problem) = gap_problem(&jumps_of(o, (topic, partition)), log) {
         problems.push(format!("{name} partition {partition}: {problem}"));
     }
@@ -1771,7 +1875,7 @@ async fn send_payloads(
     }
     let messages: Vec<Value> = payloads
         .iter()
-        .map(|p| json!({"id": 0, "payload": b64_encode(p.as_bytes())}))
+        .map(|p| json!({"id": 0, "payload": b64_encode(&wire_payload(p))}))
         .collect();
     let reply = call(
         ctx.http
@@ -2162,6 +2266,11 @@ impl Report {
         }
         let _ = writeln!(
             out,
+            "segments of {} bytes: {} partition verifications found a rolled log (more than one segment); at most {} segments in one partition; gaps a cut left in buffered logs {}",
+            args.segment_size, c.partitions_rolled, c.segments_most, c.cut_gaps
+        );
+        let _ = writeln!(
+            out,
             "recoveries that continue the log past a stored offset (ADR 0010): {} ({} cycles stored one on purpose before a full cut; Next then returned the next message sent {} time(s))",
             c.continuations, c.continuation_cycles, c.continuation_probes
         );
@@ -2197,8 +2306,8 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {}{extra}",
-            args.seed, args.cycles, args.clients, args.partitions, args.max_ops
+            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {} --segment-size {}{extra}",
+            args.seed, args.cycles, args.clients, args.partitions, args.max_ops, args.segment_size
         );
         out
     }
@@ -2308,6 +2417,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
             seed: args.seed,
             cycle,
             partitions: args.partitions,
+            segment_size: args.segment_size,
             base: server.base.clone(),
             token,
             http,
@@ -2581,6 +2691,10 @@ mod tests {
         assert!(gap_problem(&jumps, &log_of(&[0, 2])).is_some());
         assert!(gap_problem(&[], &log_of(&[0, 1, 5])).is_some());
         assert!(gap_problem(&[], &log_of(&[1])).is_some());
+        // The gaps a cut left, those no continuation explains.
+        assert_eq!(cut_gaps(&[], &log_of(&[3, 4, 8])), vec![(0, 3), (5, 8)]);
+        assert_eq!(cut_gaps(&[(0, 3)], &log_of(&[3, 4, 8])), vec![(5, 8)]);
+        assert!(cut_gaps(&[], &log_of(&[0, 1, 2])).is_empty());
         assert_eq!(gap_problem(&[(0, 3)], &log_of(&[3, 4])), None);
     }
 
@@ -2592,6 +2706,19 @@ mod tests {
         }
         assert_eq!(b64_encode(b"hello"), "aGVsbG8=");
         assert_eq!(b64_encode(&1u32.to_le_bytes()), "AQAAAA==");
+    }
+
+    #[test]
+    fn a_served_payload_names_its_message_only_when_its_padding_is_intact() {
+        let wire = wire_payload("s1-c2-t0-k1-n3");
+        assert_eq!(wire.len(), PAYLOAD_BYTES);
+        assert_eq!(name_of(&wire), "s1-c2-t0-k1-n3");
+        // A torn payload (padding cut short) names no message sent.
+        let torn = &wire[..100];
+        assert_ne!(name_of(torn), "s1-c2-t0-k1-n3");
+        let mut changed = wire.clone();
+        changed[300] = b'x';
+        assert_ne!(name_of(&changed), "s1-c2-t0-k1-n3");
     }
 
     fn op(start: Tick, end: Tick, acked: bool, effect: Val) -> OffOp {

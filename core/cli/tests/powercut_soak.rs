@@ -115,6 +115,15 @@ fn given_a_power_cut_after_every_kill_when_soaking_on_the_fuse_mount_then_nothin
         "{}",
         s.stdout
     );
+    // Small segments: logs rolled between verifications, so cuts met sealed
+    // segments' tails and new segments' names, not one segment per log.
+    let segments = "segments of 4096 bytes: ";
+    assert!(number_after(&s.stdout, segments) > 0, "{}", s.stdout);
+    assert!(
+        number_in(&s.stdout, segments, "at most ") > 2,
+        "{}",
+        s.stdout
+    );
     let adr = "recoveries that continue the log past a stored offset (ADR 0010): ";
     assert!(number_after(&s.stdout, adr) > 0, "{}", s.stdout);
     assert!(
