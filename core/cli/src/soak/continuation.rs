@@ -19,10 +19,11 @@
 //!   segments, the log would simply not end before the offset, and the
 //!   probe would report that the path was not reached, not a violation.
 
-use super::{
-    Ctx, Kind, OffKey, Rng, Val, call, parse_polled, read_partition, send_payloads, store_offset,
-    topics,
-};
+use super::client::{Ctx, Reply, call, parse_polled};
+use super::oracle::{Kind, OffKey, Val};
+use super::verify::read_partition;
+use super::workload::{send_payloads, store_offset};
+use super::{Rng, topics};
 
 /// Sends to the buffered topic, stores the last message's offset and
 /// records it for the next verification's probe.
@@ -106,7 +107,7 @@ pub(super) async fn probe(ctx: &Ctx, key: OffKey, stored: u64, end: u64) -> Resu
         ),
     )))
     .await;
-    let super::Reply::Answer { status: 200, body } = &reply else {
+    let Reply::Answer { status: 200, body } = &reply else {
         return Err(format!("the ADR 0010 probe's poll: {}", reply.describe()));
     };
     let (_, polled) = parse_polled(body)?;
