@@ -55,7 +55,9 @@
 //!   allowed only while ENOSPC is on, and changed nothing (a refused send is
 //!   never served);
 //! - offsets in a poll answer are consecutive, a partition's log starts at 0
-//!   and is gap-free, each client's acknowledged messages keep its send order;
+//!   and is gap-free (but for ADR 0010 continuations and, in a `buffered`
+//!   log after a power cut, a sealed segment's lost tail: ADR 0004 §3), each
+//!   client's acknowledged messages keep its send order;
 //! - `next` from the stored offset returns the log's whole rest after it
 //!   (the complete fresh history without one), skipping nothing;
 //! - every obligation is `applied`, none stuck or degraded, after a quiet

@@ -306,20 +306,8 @@ pub(super) async fn poll_next(
     known: &mut Known,
 ) -> Step {
     let start = ctx.tick();
-    let index = if auto_commit {
-        let mut o = ctx.oracle();
-        let ops = o.offset_ops.entry(key).or_default();
-        ops.push(OffOp {
-            start,
-            end: NEVER,
-            acked: false,
-            effect: Val::Any,
-            what: "poll next auto_commit",
-        });
-        Some(ops.len() - 1)
-    } else {
-        None
-    };
+    let index =
+        auto_commit.then(|| record_offset_op(ctx, key, start, Val::Any, "poll next auto_commit"));
     let reply = call(ctx.get(ctx.topic_url(
         key.topic,
         &format!(
@@ -414,6 +402,12 @@ pub(super) fn begin_offset_op(
     what: &'static str,
 ) -> (Tick, usize) {
     let start = ctx.tick();
+    (start, record_offset_op(ctx, key, start, effect, what))
+}
+
+/// Records an offset operation sent at `start`, not yet answered; returns
+/// its index in the key's history.
+fn record_offset_op(ctx: &Ctx, key: OffKey, start: Tick, effect: Val, what: &'static str) -> usize {
     let mut o = ctx.oracle();
     let ops = o.offset_ops.entry(key).or_default();
     ops.push(OffOp {
@@ -423,7 +417,7 @@ pub(super) fn begin_offset_op(
         effect,
         what,
     });
-    (start, ops.len() - 1)
+    ops.len() - 1
 }
 
 pub(super) fn finish_offset_op(ctx: &Ctx, key: OffKey, index: usize, outcome: &Outcome) {
