@@ -3,9 +3,9 @@
 //! the payload format.
 //!
 //! Invariants:
-//! - `call` never fails: a request without an answer is `Reply::NoAnswer`
-//!   (in doubt at a kill), so the caller, not the transport, decides what an
-//!   unanswered request means to the oracle.
+//! - `call` never fails: a refused connection is `Reply::NotSent` (nothing
+//!   happened) and a request without an answer `Reply::Lost` (in doubt), so
+//!   the caller, not the transport, decides what it means to the oracle.
 //! - A payload on the wire is its message's name padded to `PAYLOAD_BYTES`;
 //!   `name_of` gives the name back only for an intact payload, so a torn or
 //!   altered message is one "never sent" and a violation.

@@ -2,8 +2,10 @@
 //! and delete offsets, purges) and how each answer is classified.
 //!
 //! Invariants:
-//! - Every operation is recorded in the oracle before it is sent and its
-//!   outcome after the answer, so the kill can cut any request at any point.
+//! - Every operation that can change state (send, store, delete, purge,
+//!   poll with `auto_commit`) is recorded in the oracle before it is sent
+//!   and completed after its answer, so a kill can cut it at any point and
+//!   it stays in doubt; reads take their start tick before they are sent.
 //! - Each client's operations are a function of the seed; only their
 //!   interleaving depends on timing.
 //! - At most one purge is in flight at a time (`purge_gate`), which the
