@@ -70,7 +70,6 @@
 //! agree on the schedule, not in every detail. A violation names the seed and
 //! the cycle and keeps the work directory with the server's log.
 
-use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -397,24 +396,7 @@ impl Report {
 }
 
 async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
-    let mut oracle = Oracle {
-        seed: args.seed,
-        messages: HashMap::new(),
-        purges: Vec::new(),
-        offset_ops: BTreeMap::new(),
-        offset_base: BTreeMap::new(),
-        base_tick: 0,
-        generations: vec![0; topics::count() as usize],
-        fences: vec![None; topics::count() as usize],
-        kill_tick: NEVER,
-        counts: Counts::default(),
-        violations: Vec::new(),
-        served_at: HashMap::new(),
-        offset_of: HashMap::new(),
-        jumps: BTreeMap::new(),
-        floors: BTreeMap::new(),
-        continuation: None,
-    };
+    let mut oracle = Oracle::new(args.seed);
     let mut clock = 1u64;
     let mut cycles_run = 0u64;
     let pc = if args.powercut {
