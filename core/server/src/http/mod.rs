@@ -62,8 +62,8 @@ pub struct Limits {
 #[derive(Debug, Default)]
 pub struct ServerInfo {
     pub started: Option<std::time::SystemTime>,
-    /// Open TCP connections.
-    pub tcp_clients: std::sync::atomic::AtomicUsize,
+    /// Open TCP connections (Iggy's clients).
+    pub tcp_clients: Arc<crate::tcp::clients::ClientRegistry>,
     /// Where the listeners are bound (set once both are).
     pub listeners: std::sync::OnceLock<crate::stats::Listeners>,
 }

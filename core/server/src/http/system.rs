@@ -17,11 +17,7 @@ pub async fn collect_stats(state: &AppState) -> ApiResult<Stats> {
         .info
         .started
         .unwrap_or_else(std::time::SystemTime::now);
-    let clients = state
-        .info
-        .tcp_clients
-        .load(std::sync::atomic::Ordering::Relaxed)
-        + state.auth.live_sessions();
+    let clients = state.info.tcp_clients.len() + state.auth.live_sessions();
     state
         .engine(move |e| {
             let mut s = Stats::default();
