@@ -307,6 +307,11 @@ async fn scenario(transport: Transport) {
         (1, 1, 2)
     );
     assert_eq!(stats.process_id, std::process::id());
+    // The process figures come from /proc (whose files report a size of 0).
+    assert!(stats.memory_usage.as_bytes_u64() > 0, "{stats:?}");
+    assert!(stats.total_memory.as_bytes_u64() > 0, "{stats:?}");
+    assert!(stats.threads_count > 0, "{stats:?}");
+    assert!(!stats.kernel_version.is_empty(), "{stats:?}");
     let cluster = client.get_cluster_metadata().await.unwrap();
     assert_eq!(cluster.nodes.len(), 1);
     client.delete_topic(&renamed, &t).await.unwrap();
