@@ -84,6 +84,12 @@ async fn scenario(transport: Transport) {
         let listed = client.get_client(me.client_id).await.unwrap().unwrap();
         assert_eq!(listed.address, me.address);
         assert!(client.get_client(u32::MAX - 7).await.unwrap().is_none());
+        // Iggy's HTTP API lists the same TCP clients.
+        let over_http = http.get_clients().await.unwrap();
+        assert_eq!(over_http.len(), 2, "{over_http:?}");
+        let one = http.get_client(me.client_id).await.unwrap().unwrap();
+        assert_eq!((one.address, one.user_id), (me.address.clone(), Some(0)));
+        assert!(http.get_client(u32::MAX - 7).await.unwrap().is_none());
         drop(other);
     }
 

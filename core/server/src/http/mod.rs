@@ -199,6 +199,8 @@ route_table!(authenticated_router, authenticated_routes, {
         delete(offsets::delete_group),
     ],
     "/stats" => [get(system::stats)],
+    "/clients" => [get(system::clients)],
+    "/clients/{client_id}" => [get(system::client)],
     "/cluster/metadata" => [get(system::cluster_metadata)],
     "/status/purge" => [get(status::purge_status)],
     "/metrics" => [get(metrics::scrape)],
