@@ -6,7 +6,8 @@ a binding of the Rust SDK), over TCP, against a running sluice.
     /tmp/pyiggy/bin/python examples/python_sdk_scenario.py [127.0.0.1:8090]
 
 Each step prints what it checked; the first difference raises and the script
-exits non-zero. It creates and deletes its own stream (`py-scenario`).
+exits non-zero. It creates and deletes its own stream (`py-scenario`); on an
+empty server that stream gets id 0, as in Iggy 0.11.
 """
 
 import asyncio
@@ -35,7 +36,8 @@ async def main(address):
         await client.delete_stream(STREAM)
     await client.create_stream(STREAM)
     stream = await client.get_stream(STREAM)
-    check("first stream id", stream.id, 0)
+    by_id = await client.get_stream(stream.id)
+    check("the stream by its numeric id", by_id.name, STREAM)
     await client.create_topic(STREAM, TOPIC, partitions_count=2)
     topic = await client.get_topic(STREAM, TOPIC)
     check("topic partitions", topic.partitions_count, 2)
