@@ -19,6 +19,19 @@ STREAM = "py-scenario"
 TOPIC = "events"
 
 
+async def poll(client, strategy, count, auto_commit):
+    """Partition 0 as consumer 1."""
+    return await client.poll_messages(
+        STREAM,
+        TOPIC,
+        consumer=Consumer.Single(1),
+        polling_strategy=strategy,
+        count=count,
+        auto_commit=auto_commit,
+        partition_id=0,
+    )
+
+
 def check(what, got, want):
     if got != want:
         raise AssertionError(f"{what}: got {got!r}, want {want!r}")
@@ -47,37 +60,12 @@ async def main(address):
     )
     print("ok  send 5 to partition 0")
 
-    consumer = Consumer.Single(1)
-    first = await client.poll_messages(
-        STREAM,
-        TOPIC,
-        consumer=consumer,
-        polling_strategy=PollingStrategy.Next(),
-        count=3,
-        auto_commit=True,
-        partition_id=0,
-    )
+    first = await poll(client, PollingStrategy.Next(), 3, True)
     check("next, auto-commit: offsets", [m.offset() for m in first], [0, 1, 2])
     check("payloads", [m.payload() for m in first], [b"m0", b"m1", b"m2"])
-    rest = await client.poll_messages(
-        STREAM,
-        TOPIC,
-        consumer=consumer,
-        polling_strategy=PollingStrategy.Next(),
-        count=10,
-        auto_commit=True,
-        partition_id=0,
-    )
+    rest = await poll(client, PollingStrategy.Next(), 10, True)
     check("next resumes after the committed offset", [m.offset() for m in rest], [3, 4])
-    by_offset = await client.poll_messages(
-        STREAM,
-        TOPIC,
-        consumer=consumer,
-        polling_strategy=PollingStrategy.Offset(4),
-        count=10,
-        auto_commit=False,
-        partition_id=0,
-    )
+    by_offset = await poll(client, PollingStrategy.Offset(4), 10, False)
     check("offset 4", [m.payload() for m in by_offset], [b"m4"])
 
     await client.create_consumer_group(STREAM, TOPIC, "billing")
@@ -85,26 +73,10 @@ async def main(address):
     check("consumer groups", [(g.id, g.name) for g in groups], [(0, "billing")])
 
     await client.purge_topic(STREAM, TOPIC)
-    after = await client.poll_messages(
-        STREAM,
-        TOPIC,
-        consumer=consumer,
-        polling_strategy=PollingStrategy.First(),
-        count=10,
-        auto_commit=False,
-        partition_id=0,
-    )
+    after = await poll(client, PollingStrategy.First(), 10, False)
     check("after purge, first", after, [])
     await client.send_messages(STREAM, TOPIC, 0, [SendMessage("fresh")])
-    fresh = await client.poll_messages(
-        STREAM,
-        TOPIC,
-        consumer=consumer,
-        polling_strategy=PollingStrategy.Next(),
-        count=10,
-        auto_commit=True,
-        partition_id=0,
-    )
+    fresh = await poll(client, PollingStrategy.Next(), 10, True)
     check(
         "after purge, next returns the fresh history",
         [(m.offset(), m.payload()) for m in fresh],
