@@ -10,6 +10,7 @@
 //! ```sh
 //! cargo run --release --example tcp_bench            # 100,000 x 1 KB per case
 //! SLUICE_BENCH_MESSAGES=20000 cargo run --release --example tcp_bench
+//! SLUICE_BENCH_TCP_ONLY=1 cargo run --release --example tcp_bench   # no HTTP rows
 //! ```
 //!
 //! Per case: 1 producer sends every message (batches of 1,000 and of 10),
@@ -190,6 +191,8 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
+    // `SLUICE_BENCH_TCP_ONLY=1` leaves out the HTTP rows (to profile the TCP path alone).
+    let tcp_only = std::env::var_os("SLUICE_BENCH_TCP_ONLY").is_some();
     let base = std::env::var("SLUICE_BENCH_DIR").map_or_else(|_| std::env::temp_dir(), Into::into);
     let dir = tempfile::tempdir_in(base).unwrap();
 
@@ -249,17 +252,19 @@ async fn main() {
             })
             .await
             .unwrap();
-            let rows = [
+            let mut rows = vec![
                 ("in-process engine", inproc),
                 (
                     "SDK TcpClient",
                     through_sdk(&tcp, &format!("tcp-{case}"), sdk, batch, n).await,
                 ),
-                (
+            ];
+            if !tcp_only {
+                rows.push((
                     "SDK HttpClient",
                     through_sdk(&http, &format!("http-{case}"), sdk, batch, n).await,
-                ),
-            ];
+                ));
+            }
             for (path, f) in rows {
                 println!(
                     "| {path} | {name} | {batch} | {:.0} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} | {:.2} | {:.2} |",

@@ -72,6 +72,26 @@ async fn scenario(transport: Transport) {
         transport == Transport::Http
     );
     http.login_user("iggy", "iggy").await.unwrap();
+    if transport == Transport::Tcp {
+        // The connection is one of the server's clients, as Iggy lists them
+        // (`iggy me`, `iggy client list`); a second one is not logged in.
+        let other = tcp_support::sdk_client(&server).await;
+        let me = client.get_me().await.unwrap();
+        assert_eq!((me.user_id, me.transport.as_str()), (Some(0), "TCP"));
+        let clients = client.get_clients().await.unwrap();
+        let users: Vec<Option<u32>> = clients.iter().map(|c| c.user_id).collect();
+        assert_eq!(users, [Some(0), None], "{clients:?}");
+        let listed = client.get_client(me.client_id).await.unwrap().unwrap();
+        assert_eq!(listed.address, me.address);
+        assert!(client.get_client(u32::MAX - 7).await.unwrap().is_none());
+        // Iggy's HTTP API lists the same TCP clients.
+        let over_http = http.get_clients().await.unwrap();
+        assert_eq!(over_http.len(), 2, "{over_http:?}");
+        let one = http.get_client(me.client_id).await.unwrap().unwrap();
+        assert_eq!((one.address, one.user_id), (me.address.clone(), Some(0)));
+        assert!(http.get_client(u32::MAX - 7).await.unwrap().is_none());
+        drop(other);
+    }
 
     // When it creates a stream and a topic (offsets persisted, messages default).
     let stream = client.create_stream("sdk-stream").await.unwrap();
@@ -293,6 +313,11 @@ async fn scenario(transport: Transport) {
         (1, 1, 2)
     );
     assert_eq!(stats.process_id, std::process::id());
+    // The process figures come from /proc (whose files report a size of 0).
+    assert!(stats.memory_usage.as_bytes_u64() > 0, "{stats:?}");
+    assert!(stats.total_memory.as_bytes_u64() > 0, "{stats:?}");
+    assert!(stats.threads_count > 0, "{stats:?}");
+    assert!(!stats.kernel_version.is_empty(), "{stats:?}");
     let cluster = client.get_cluster_metadata().await.unwrap();
     assert_eq!(cluster.nodes.len(), 1);
     client.delete_topic(&renamed, &t).await.unwrap();
@@ -301,5 +326,73 @@ async fn scenario(transport: Transport) {
     client.logout_user().await.unwrap();
     assert!(client.get_streams().await.is_err());
 
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_poll_of_more_slices_than_one_writev_takes_when_polled_over_tcp_then_every_message_arrives_intact()
+ {
+    // Given 1,500 messages of distinct sizes and contents in partition 0, sent in
+    // 3 batches (so the answer holds 3 Iggy batches), one with a user header.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let client = tcp_support::sdk_login(&server).await;
+    client.create_stream("big").await.unwrap();
+    let s = Identifier::named("big").unwrap();
+    let t = Identifier::named("t").unwrap();
+    client
+        .create_topic(&s, "t", &TopicCreateOptions::default())
+        .await
+        .unwrap();
+    let body = |i: usize| format!("{i:04}-{}", "x".repeat(i % 97));
+    for chunk in 0..3 {
+        let mut batch: Vec<IggyMessage> = (chunk * 500..(chunk + 1) * 500)
+            .map(|i| message(&body(i)))
+            .collect();
+        if chunk == 1 {
+            let headers = BTreeMap::from([(
+                HeaderKey::try_from("k").unwrap(),
+                HeaderValue::from_str("v").unwrap(),
+            )]);
+            batch[0] = IggyMessage::builder()
+                .payload(body(500).into())
+                .user_headers(headers)
+                .build()
+                .unwrap();
+        }
+        client
+            .send_messages(&s, &t, &Partitioning::partition_id(P0), &mut batch)
+            .await
+            .unwrap();
+    }
+
+    // When they are polled in one call (about 3,000 slices: more than the
+    // kernel's 1,024 per writev, so the write takes several calls).
+    let polled = client
+        .poll_messages(
+            &s,
+            &t,
+            Some(P0),
+            &Consumer::new(Identifier::numeric(1).unwrap()),
+            &PollingStrategy::offset(0),
+            1_500,
+            false,
+        )
+        .await
+        .unwrap();
+
+    // Then every message arrives whole, in order, the user header with its message.
+    let expected: Vec<String> = (0..1_500).map(body).collect();
+    assert_eq!(payloads(&polled), expected);
+    assert_eq!(offsets(&polled), (0..1_500).collect::<Vec<u64>>());
+    let with_headers: Vec<u64> = polled
+        .messages
+        .iter()
+        .filter(|m| m.user_headers.is_some())
+        .map(|m| m.header.offset)
+        .collect();
+    assert_eq!(with_headers, [500]);
+    // And the connection is still in step: the next call answers.
+    client.ping().await.unwrap();
     server.shutdown().await.unwrap();
 }

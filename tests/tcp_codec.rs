@@ -264,8 +264,7 @@ proptest! {
             }
         }
         let polled = Polled { partition_id: partition, current_offset: offset, messages: messages.clone() };
-        let mut out = Vec::new();
-        encode::polled(&mut out, &polled);
+        let out = encode::polled(polled, 0).to_vec();
         let response = PollMessagesResponse::decode(&out).unwrap();
         prop_assert_eq!((response.header.partition_id, response.header.current_offset, response.header.messages_count as usize), (partition, offset, messages.len()));
         let views: Vec<_> = response.messages.map(|m| m.unwrap()).collect();

@@ -93,12 +93,26 @@ pub fn engine_counts(engine: &Engine, stats: &mut Stats) {
 }
 
 fn read_text(engine: &Engine, path: &str) -> Option<String> {
-    engine
+    // Read to EOF, not to the file's length: `/proc` files report a size of
+    // 0 (`read_file` would answer nothing, and every figure would be 0).
+    let file = engine
         .storage()
-        .read_file(Path::new(path))
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
+        .open(Path::new(path), sluice_storage::OpenMode::Read)
+        .ok()?;
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while out.len() < PROC_FILE_LIMIT {
+        let n = file.read_at(out.len() as u64, &mut chunk).ok()?;
+        out.extend_from_slice(chunk.get(..n)?);
+        if n < chunk.len() {
+            break;
+        }
+    }
+    String::from_utf8(out).ok()
 }
+
+/// More than any of the `/proc` files read here holds.
+const PROC_FILE_LIMIT: usize = 1 << 20;
 
 /// `Key:   123 kB` lines of `/proc/self/status` and `/proc/meminfo`.
 fn field(text: &str, key: &str) -> Option<u64> {

@@ -152,6 +152,16 @@ impl ApiError {
         e
     }
 
+    pub fn client_not_found(client_id: u32) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            100,
+            "client_not_found",
+            format!("Client with ID: {client_id} was not found."),
+            Some("client_id"),
+        )
+    }
+
     pub fn offset_not_found(consumer_id: u32) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,

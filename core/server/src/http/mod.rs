@@ -62,8 +62,8 @@ pub struct Limits {
 #[derive(Debug, Default)]
 pub struct ServerInfo {
     pub started: Option<std::time::SystemTime>,
-    /// Open TCP connections.
-    pub tcp_clients: std::sync::atomic::AtomicUsize,
+    /// Open TCP connections (Iggy's clients).
+    pub tcp_clients: Arc<crate::tcp::clients::ClientRegistry>,
     /// Where the listeners are bound (set once both are).
     pub listeners: std::sync::OnceLock<crate::stats::Listeners>,
 }
@@ -199,6 +199,8 @@ route_table!(authenticated_router, authenticated_routes, {
         delete(offsets::delete_group),
     ],
     "/stats" => [get(system::stats)],
+    "/clients" => [get(system::clients)],
+    "/clients/{client_id}" => [get(system::client)],
     "/cluster/metadata" => [get(system::cluster_metadata)],
     "/status/purge" => [get(status::purge_status)],
     "/metrics" => [get(metrics::scrape)],

@@ -5,15 +5,17 @@
 //! - Rendering reads the engine and never changes it.
 //! - Layouts are Iggy's byte for byte; `tests/tcp_codec.rs` decodes every
 //!   encoder's output with the official SDK's decoders.
-//! - A polled batch is written once: each message's payload and headers are
-//!   copied from the engine's `Message` straight into the response buffer,
-//!   grouped into Iggy batches of messages sharing one append timestamp.
+//! - A polled payload is never copied here: the poll answer is a
+//!   `ReplyFrame` whose headers are encoded into the transport's buffer and
+//!   whose payloads are written from the engine's `Message`s (vectored), in
+//!   Iggy batches of messages sharing one append timestamp.
 
 use std::hash::Hasher as _;
 
 use twox_hash::XxHash3_64;
 
 use super::codec::{BATCH_HEADER_SIZE, MESSAGE_HEADER_SIZE};
+use super::reply::ReplyFrame;
 use super::wire::Put;
 use crate::engine::Engine;
 use crate::http::model::to_iggy_limit;
@@ -173,18 +175,21 @@ fn headers_len(m: &Message) -> usize {
         .sum()
 }
 
-/// The poll answer: the header, then one Iggy batch per run of messages
-/// that share an append timestamp (Iggy carries one timestamp per batch).
-pub fn polled(out: &mut Vec<u8>, polled: &Polled) {
-    out.put_u32(polled.partition_id);
-    out.put_u64(polled.current_offset);
-    out.put_u32(count_u32(polled.messages.len()));
-    let bytes: usize = polled
-        .messages
-        .iter()
-        .map(|m| MESSAGE_HEADER_SIZE + m.payload.len() + headers_len(m))
-        .sum();
-    out.reserve(bytes + BATCH_HEADER_SIZE);
+/// The poll answer as a frame: `reserve` zeroed bytes (for the frame
+/// header, which the caller writes), the poll header, then one Iggy batch
+/// per run of messages that share an append timestamp (Iggy carries one
+/// timestamp per batch). Payloads are not copied: the frame writes them
+/// from `polled.messages` (`ReplyFrame`); only headers are encoded here.
+pub fn polled(polled: Polled, reserve: usize) -> ReplyFrame {
+    let headers: usize = polled.messages.iter().map(headers_len).sum();
+    let mut own = Vec::with_capacity(
+        reserve + 16 + BATCH_HEADER_SIZE + polled.messages.len() * MESSAGE_HEADER_SIZE + headers,
+    );
+    own.resize(reserve, 0);
+    own.put_u32(polled.partition_id);
+    own.put_u64(polled.current_offset);
+    own.put_u32(count_u32(polled.messages.len()));
+    let mut cuts = Vec::with_capacity(polled.messages.len());
     let mut rest = polled.messages.as_slice();
     while let Some(first) = rest.first() {
         let run = rest
@@ -193,45 +198,55 @@ pub fn polled(out: &mut Vec<u8>, polled: &Polled) {
             .count()
             .max(1);
         let (batch, tail) = rest.split_at(run.min(rest.len()));
-        encode_batch(out, u64::from(polled.partition_id), batch);
+        encode_batch(&mut own, &mut cuts, u64::from(polled.partition_id), batch);
         rest = tail;
     }
+    ReplyFrame::with_payloads(own, cuts, polled.messages)
 }
 
-fn encode_batch(out: &mut Vec<u8>, partition: u64, batch: &[Message]) {
+/// One batch: its header and each message's header and user headers go
+/// into `own`, each payload's position into `cuts`.
+fn encode_batch(own: &mut Vec<u8>, cuts: &mut Vec<usize>, partition: u64, batch: &[Message]) {
     let Some(first) = batch.first() else {
         return;
     };
-    let header_at = out.len();
-    out.resize(header_at + BATCH_HEADER_SIZE, 0);
-    let blob_at = out.len();
+    let header_at = own.len();
+    own.resize(header_at + BATCH_HEADER_SIZE, 0);
+    let mut batch_length = BATCH_HEADER_SIZE;
     let mut checksums = Vec::with_capacity(batch.len());
     for m in batch {
-        let frame_at = out.len();
-        out.put_u64(0);
-        out.put_u128(m.id);
-        out.put_u32(u32::try_from(m.offset.saturating_sub(first.offset)).unwrap_or(u32::MAX));
-        out.put_u32(0);
-        out.put_u32(count_u32(headers_len(m)));
-        out.put_u32(count_u32(m.payload.len()));
-        out.put_u64(0);
-        out.extend_from_slice(&m.payload);
+        let frame_at = own.len();
+        own.put_u64(0);
+        own.put_u128(m.id);
+        own.put_u32(u32::try_from(m.offset.saturating_sub(first.offset)).unwrap_or(u32::MAX));
+        own.put_u32(0);
+        own.put_u32(count_u32(headers_len(m)));
+        own.put_u32(count_u32(m.payload.len()));
+        own.put_u64(0);
+        let cut = own.len();
+        cuts.push(cut);
         for (k, v) in m.headers.iter().flatten() {
-            tlv(out, STRING_KIND, k, v.kind, &v.value);
+            tlv(own, STRING_KIND, k, v.kind, &v.value);
         }
-        let checksum = XxHash3_64::oneshot(out.get(frame_at + 8..).unwrap_or(&[]));
-        if let Some(slot) = out.get_mut(frame_at..frame_at + 8) {
+        // Iggy's message checksum: everything after the checksum field, the
+        // payload (written later, from the message) in between.
+        let mut hash = XxHash3_64::new();
+        hash.write(own.get(frame_at + 8..cut).unwrap_or(&[]));
+        hash.write(&m.payload);
+        hash.write(own.get(cut..).unwrap_or(&[]));
+        let checksum = hash.finish();
+        if let Some(slot) = own.get_mut(frame_at..frame_at + 8) {
             slot.copy_from_slice(&checksum.to_le_bytes());
         }
         checksums.push(checksum);
+        batch_length += own.len() - frame_at + m.payload.len();
     }
-    let batch_length = (BATCH_HEADER_SIZE + (out.len() - blob_at)) as u64;
     let fields = [
         partition,
         first.offset,
         first.timestamp,
         first.timestamp,
-        batch_length,
+        batch_length as u64,
     ];
     let count = count_u32(batch.len());
     let mut hash = XxHash3_64::new();
@@ -248,9 +263,25 @@ fn encode_batch(out: &mut Vec<u8>, partition: u64, batch: &[Message]) {
     }
     header.put_u64(hash.finish());
     header.put_u32(count);
-    if let Some(slot) = out.get_mut(header_at..header_at + header.len()) {
+    if let Some(slot) = own.get_mut(header_at..header_at + header.len()) {
         slot.copy_from_slice(&header);
     }
+}
+
+/// Iggy's wire value of "no user" in a client entry.
+const NO_USER: u32 = u32::MAX;
+const TRANSPORT_TCP: u8 = 1;
+
+/// A client entry (`ClientResponse`); as a `get_me` or `get_client` answer
+/// it is the whole `ClientDetailsResponse`, since sluice has no group
+/// membership to list after it (`consumer_groups_count` 0).
+pub fn client(out: &mut Vec<u8>, id: u32, entry: &crate::tcp::clients::ClientEntry) {
+    out.put_u32(id);
+    out.put_u32(entry.user_id.unwrap_or(NO_USER));
+    out.put_u8(TRANSPORT_TCP);
+    out.put_u32(count_u32(entry.address.len()));
+    out.extend_from_slice(entry.address.as_bytes());
+    out.put_u32(0);
 }
 
 /// The login answer (`LoginRegisterResponse`).

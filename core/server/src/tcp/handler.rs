@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use super::codec::{self, Request, WireTopicOptions};
 use super::encode;
 use super::frame::{self, HEADER_SIZE, RequestHeader, op};
+use super::reply::ReplyFrame;
 use crate::engine::FIRST_ID;
 use crate::error::EngineError;
 use crate::http::AppState;
@@ -31,15 +32,42 @@ const INVALID_USERNAME: u32 = 43;
 const INVALID_PASSWORD: u32 = 44;
 const INVALID_MESSAGES_COUNT: u32 = 4009;
 
-/// What a connection knows about its login.
-#[derive(Debug, Default, Clone, Copy)]
+/// What a connection knows about itself and its login.
+#[derive(Debug, Clone, Copy)]
 pub struct Session {
+    /// The connection's id in `ServerInfo::tcp_clients` (Iggy's client id).
+    pub client_id: u32,
     /// `(session id, user id)` once logged in.
     pub bound: Option<(u64, u32)>,
 }
 
+impl Session {
+    pub fn new(client_id: u32) -> Self {
+        Session {
+            client_id,
+            bound: None,
+        }
+    }
+
+    /// Binds (or, with `None`, ends) the login, and tells the client registry.
+    fn bind(&mut self, state: &AppState, bound: Option<(u64, u32)>) {
+        self.bound = bound;
+        state
+            .info
+            .tcp_clients
+            .set_user(self.client_id, bound.map(|(_, user)| user));
+    }
+}
+
 /// A reply body, or an Iggy error code.
 type Outcome = Result<Vec<u8>, u32>;
+
+/// What a request answers: a body encoded here, or a poll's frame (whose
+/// payloads stay in the polled messages), or an Iggy error code.
+enum Body {
+    Bytes(Vec<u8>),
+    Polled(ReplyFrame),
+}
 
 fn api_code(e: ApiError) -> u32 {
     e.body.id
@@ -60,24 +88,32 @@ fn is_not_found(e: &EngineError) -> bool {
 }
 
 /// Builds the reply frame for `header` from an outcome.
-fn reply(header: &RequestHeader, outcome: Outcome) -> Vec<u8> {
+fn reply(header: &RequestHeader, outcome: Result<Body, u32>) -> ReplyFrame {
     let (status, body) = match outcome {
         Ok(body) => (0, body),
-        Err(code) => (code, Vec::new()),
+        Err(code) => (code, Body::Bytes(Vec::new())),
     };
-    // Result-framed operations answer success with Iggy's empty result section.
-    let framed = status == 0 && codec::is_result_framed(header.operation);
-    let prefix = if framed { 4 } else { 0 };
-    let mut out = vec![0u8; HEADER_SIZE + prefix];
-    out.extend_from_slice(&body);
-    let body_len = out.len() - HEADER_SIZE;
-    if frame::encode_reply_header(&mut out, header, status, body_len).is_err() {
+    let mut frame = match body {
+        // The poll encoder left room for the header in front.
+        Body::Polled(frame) => frame,
+        Body::Bytes(body) => {
+            // Result-framed operations answer success with Iggy's empty result section.
+            let framed = status == 0 && codec::is_result_framed(header.operation);
+            let prefix = if framed { 4 } else { 0 };
+            let mut out = Vec::with_capacity(HEADER_SIZE + prefix + body.len());
+            out.resize(HEADER_SIZE + prefix, 0);
+            out.extend_from_slice(&body);
+            ReplyFrame::bytes(out)
+        }
+    };
+    let body_len = frame.len().saturating_sub(HEADER_SIZE);
+    if frame::encode_reply_header(frame.own_mut(), header, status, body_len).is_err() {
         // A body over 4 GiB cannot be framed; answer the error instead.
         let mut small = vec![0u8; HEADER_SIZE];
         let _ = frame::encode_reply_header(&mut small, header, 1, 0);
-        return small;
+        return ReplyFrame::bytes(small);
     }
-    out
+    frame
 }
 
 /// Handles one complete frame.
@@ -86,7 +122,7 @@ pub async fn handle(
     session: &mut Session,
     header: &RequestHeader,
     body: &[u8],
-) -> Vec<u8> {
+) -> ReplyFrame {
     let outcome = match codec::command_code(header).and_then(|code| codec::decode(code, body)) {
         Err(e) => {
             tracing::debug!(error = %e, "refused a TCP request");
@@ -145,14 +181,30 @@ fn check_topic_compression(options: &WireTopicOptions) -> Result<(), u32> {
     check_compression(options.compression.as_deref()).map_err(api_code)
 }
 
-async fn run(state: &AppState, session: &mut Session, request: Request) -> Outcome {
-    match request {
+/// Iggy's `ClientDetailsResponse` of an open connection (`None`: not open).
+fn client_details(state: &AppState, id: u32) -> Option<Vec<u8>> {
+    let entry = state.info.tcp_clients.get(id)?;
+    let mut out = Vec::new();
+    encode::client(&mut out, id, &entry);
+    Some(out)
+}
+
+async fn run(state: &AppState, session: &mut Session, request: Request) -> Result<Body, u32> {
+    let bytes: Outcome = match request {
         Request::Ping => Ok(Vec::new()),
         Request::Unsupported(code) => {
             tracing::debug!(code, "TCP command not served by sluice");
             Err(FEATURE_UNAVAILABLE)
         }
-        Request::GetMe => Err(FEATURE_UNAVAILABLE),
+        Request::GetMe => client_details(state, session.client_id).ok_or(UNAUTHENTICATED),
+        Request::GetClient(id) => Ok(client_details(state, id).unwrap_or_default()),
+        Request::GetClients => {
+            let mut out = Vec::new();
+            for (id, entry) in state.info.tcp_clients.list() {
+                encode::client(&mut out, id, &entry);
+            }
+            Ok(out)
+        }
         Request::LoginRegister { username, password } => {
             if !(crate::auth::MIN_USERNAME_LEN..=crate::auth::MAX_USERNAME_LEN)
                 .contains(&username.len())
@@ -165,20 +217,20 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Outco
                 return Err(INVALID_PASSWORD);
             }
             // A new login replaces the connection's session, failed or not.
-            session.bound = None;
+            session.bind(state, None);
             let user_id = state
                 .auth
                 .verify_login(username, password)
                 .await
                 .map_err(api_code)?;
             let id = super::next_session();
-            session.bound = Some((id, user_id));
+            session.bind(state, Some((id, user_id)));
             let mut out = Vec::new();
             encode::login(&mut out, user_id, id);
             Ok(out)
         }
         Request::Logout => {
-            session.bound = None;
+            session.bind(state, None);
             Ok(Vec::new())
         }
         Request::GetClusterMetadata => {
@@ -382,11 +434,9 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Outco
                 return Err(INVALID_MESSAGES_COUNT);
             }
             let partition = partition.unwrap_or(FIRST_ID);
-            // The answer is encoded inside the engine call, so the polled
-            // messages are copied once, from the engine into the frame body.
-            engine(state, move |e| {
+            let polled = engine(state, move |e| {
                 let c = consumer.resolve(e, &stream, &topic)?;
-                let polled = e.poll(
+                Ok(e.poll(
                     &stream,
                     &topic,
                     partition,
@@ -394,12 +444,12 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Outco
                     strategy,
                     u64::from(count),
                     auto_commit,
-                )?;
-                let mut out = Vec::new();
-                encode::polled(&mut out, &polled);
-                Ok(out)
+                )?)
             })
-            .await
+            .await?;
+            // Encoded outside the engine lock; the payloads are not copied
+            // (the frame writes them from the polled messages).
+            return Ok(Body::Polled(encode::polled(polled, HEADER_SIZE)));
         }
         Request::GetConsumerOffset {
             consumer,
@@ -499,5 +549,6 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Outco
                 .await
                 .map(|()| Vec::new())
         }
-    }
+    };
+    bytes.map(Body::Bytes)
 }

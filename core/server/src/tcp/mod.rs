@@ -20,10 +20,12 @@
 //!   `tcp.idle_timeout` without a complete frame, or when the server stops.
 //!   At most `tcp.max_connections` are open; more are closed on accept.
 
+pub mod clients;
 pub mod codec;
 pub mod encode;
 pub mod frame;
 pub mod handler;
+pub mod reply;
 pub mod wire;
 
 use std::net::SocketAddr;
@@ -85,9 +87,10 @@ pub async fn serve(
                 let state = state.clone();
                 let stop = stop.clone();
                 tasks.spawn(async move {
-                    state.info.tcp_clients.fetch_add(1, Ordering::Relaxed);
-                    let outcome = connection(socket, &state, limits, stop).await;
-                    state.info.tcp_clients.fetch_sub(1, Ordering::Relaxed);
+                    // The entry is removed when the guard drops, however the task ends.
+                    let client = state.info.tcp_clients.register(peer.to_string());
+                    let outcome = connection(socket, &state, limits, stop, client.id()).await;
+                    drop(client);
                     if let Err(reason) = outcome {
                         tracing::debug!(%peer, %reason, "TCP connection closed");
                     }
@@ -164,9 +167,10 @@ async fn connection(
     state: &AppState,
     limits: TcpLimits,
     mut stop: watch::Receiver<bool>,
+    client_id: u32,
 ) -> Result<(), ConnectionEnd> {
     let _ = socket.set_nodelay(true);
-    let mut session = handler::Session::default();
+    let mut session = handler::Session::new(client_id);
     let mut header_buf = [0u8; HEADER_SIZE];
     let mut body = Vec::new();
     loop {
@@ -188,8 +192,24 @@ async fn connection(
             return Ok(());
         }
         let reply = handler::handle(state, &mut session, &header, &body).await;
-        socket.write_all(&reply).await?;
+        write_all_vectored(&mut socket, &mut reply.slices()).await?;
     }
+}
+
+/// Writes every slice, however many `writev` calls it takes (the kernel
+/// takes at most `IOV_MAX` slices, and maybe not all their bytes, per call).
+async fn write_all_vectored(
+    socket: &mut TcpStream,
+    mut slices: &mut [std::io::IoSlice<'_>],
+) -> std::io::Result<()> {
+    while !slices.is_empty() {
+        let n = socket.write_vectored(slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
 }
 
 /// Binds the listener (before anything is served, so a taken port fails
