@@ -219,14 +219,13 @@ fn without_persisting_the_plan_before_unlinking_a_check_fails() {
     );
 }
 
-/// Caught on the simulator branch (seed 30 at harsh rates, docs/simulation.md),
-/// but on main the same catcher's control run (every mechanism on) meets engine
-/// findings first: seed 3 lost acknowledged sends (the empty-segment reuse,
-/// fixed since, `seed_60_at_harsh_rates_keeps_every_acknowledged_send`), and
-/// then seed 30 degrades a partition whose `purge.obligation` is unreadable
-/// in both slots (open). Out of CI until that is fixed: no coverage counted.
+/// Caught by seed 181 at harsh rates (property (d): `Applied` while a dead
+/// offset file is durable). Its control runs met two engine findings first,
+/// both fixed since: the empty-segment reuse
+/// (`seed_60_at_harsh_rates_keeps_every_acknowledged_send`) and seed 30's
+/// unreadable obligation (`purge_regression`'s
+/// `an_obligation_write_after_a_re_dirty_stopped_between_its_renames_keeps_the_obligation`).
 #[test]
-#[ignore = "control run meets an open engine finding (obligation slots): see docs/simulation.md"]
 fn without_replacing_dead_offset_files_a_check_fails() {
     assert_caught(Mechanism::ReplaceDeadOffsetFile, &[RUNS]);
 }
