@@ -11,8 +11,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_server::PurgeMode;
+use sluice_server::metadata::Durability;
 use sluice_server::teeth::{self, Mechanism};
-use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
+use sluice_sim::explore::{Bounds, Case, POLICIES, TwoFaults, explore, run_case};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
@@ -25,6 +26,8 @@ enum Catcher {
         workload: Workload,
         stride: u64,
         two_faults: Option<TwoFaults>,
+        /// The message durability policies explored.
+        policies: &'static [Durability],
     },
     /// `sluice sim run` on seeds `first..=last` with `steps` steps, at the
     /// default fault rates (`harsh: false`) or at [`harsh`] ones, stopping at
@@ -76,6 +79,7 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
             workload,
             stride,
             two_faults,
+            policies,
         } => {
             let bounds = Bounds {
                 stride,
@@ -84,6 +88,7 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
                 purge_mode: PurgeMode::Obligation,
                 two_faults,
                 stop_at_first: true,
+                policies: policies.to_vec(),
             };
             let report = explore(workload, &bounds, |_| {}).unwrap();
             drop(off);
@@ -168,10 +173,11 @@ const RUNS: Catcher = Catcher::Runs {
 };
 
 /// The explorer's two-fault phase on one workload, the main phase reduced to
-/// its first operation.
-const fn two_faults(workload: Workload) -> Catcher {
+/// its first operation, under the given message durability policies.
+const fn two_faults(workload: Workload, policies: &'static [Durability]) -> Catcher {
     Catcher::Explore {
         workload,
+        policies,
         stride: 1_000,
         two_faults: Some(TwoFaults {
             first_stride: 1,
@@ -189,6 +195,7 @@ fn without_the_redo_of_dropped_removals_a_check_fails() {
             workload: Workload::Purge,
             stride: 1,
             two_faults: None,
+            policies: &POLICIES,
         }],
     );
 }
@@ -201,6 +208,7 @@ fn without_generation_filtering_at_recovery_a_check_fails() {
             workload: Workload::Purge,
             stride: 5,
             two_faults: None,
+            policies: &POLICIES,
         }],
     );
 }
@@ -215,7 +223,7 @@ fn without_generation_filtering_at_recovery_a_check_fails() {
 fn without_persisting_the_plan_before_unlinking_a_check_fails() {
     assert_caught(
         Mechanism::PersistPlanBeforeUnlink,
-        &[two_faults(Workload::Purge), RUNS],
+        &[two_faults(Workload::Purge, &POLICIES), RUNS],
     );
 }
 
@@ -230,37 +238,27 @@ fn without_replacing_dead_offset_files_a_check_fails() {
     assert_caught(Mechanism::ReplaceDeadOffsetFile, &[RUNS]);
 }
 
-/// Not caught yet (docs/simulation.md, "Teeth"): the gap needs a failed sync,
-/// a failed clean-up truncate, a crash, a failed sync after recovery and a
-/// power loss; the explorer runs no workload after recovery, and 200 random
-/// runs at the first harsh rates never meet it. The harsher rates find a
-/// violation that the engine shows with the mechanism on too (seed 60, in
-/// /work/coord/NOTES.md), so this stays out of CI until that is understood.
+/// The gap needs a failed sync, a failed clean-up truncate, a crash, then an
+/// acknowledged send and a power loss: the two-fault phase's cases that
+/// crash right after the second fault and send once more after recovery
+/// (`Case::then_send`) on the `append` workload. The mechanism only runs
+/// under `persisted` (recovery re-dirties no buffered tail), so `buffered`
+/// is not explored.
 #[test]
-#[ignore = "not caught yet: see docs/simulation.md"]
 fn without_re_dirtying_the_recovered_tail_a_check_fails() {
     assert_caught(
         Mechanism::RedirtyRecoveredTail,
-        &[
-            RUNS,
-            Catcher::Runs {
-                first: 1,
-                last: 300,
-                steps: 300,
-                harsh: 2,
-            },
-        ],
+        &[two_faults(Workload::Append, &[Durability::Persisted])],
     );
 }
 
-/// Not caught yet (docs/simulation.md, "Teeth"): the `offset-slots` two-fault
-/// sweep and 200 harsh random runs report nothing with the rule off. Kept
-/// out of CI (ignored) so it counts as no coverage.
+/// A failed store followed by a torn one, then a crash before the next store
+/// rewrites the damaged slot: the two-fault phase's cases that crash right
+/// after the second fault, on the `offset-slots` workload.
 #[test]
-#[ignore = "not caught yet: see docs/simulation.md"]
 fn without_the_offset_slot_sequence_rule_a_check_fails() {
     assert_caught(
         Mechanism::OffsetSlotSequence,
-        &[two_faults(Workload::OffsetSlots), RUNS],
+        &[two_faults(Workload::OffsetSlots, &POLICIES)],
     );
 }

@@ -150,6 +150,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                     second_stride: 1,
                 }),
                 stop_at_first: false,
+                policies: sluice_sim::explore::POLICIES.to_vec(),
             };
             let started = std::time::Instant::now();
             let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());

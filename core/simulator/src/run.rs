@@ -321,9 +321,10 @@ impl OffsetValues {
     }
 }
 
-/// `SLUICE_SIM_TRACE=<part>` prints, after each step, the storage operations
-/// whose path contains `<part>` (with `SLUICE_SIM_VERBOSE=1`, under their step).
-fn traced() -> Option<String> {
+/// `SLUICE_SIM_TRACE=<part>` prints the storage operations whose path
+/// contains `<part>`: after each step of a run (with `SLUICE_SIM_VERBOSE=1`,
+/// under their step), at the end of an explorer case.
+pub(crate) fn traced() -> Option<String> {
     std::env::var("SLUICE_SIM_TRACE")
         .ok()
         .filter(|v| !v.is_empty())

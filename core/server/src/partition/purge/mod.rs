@@ -212,6 +212,15 @@ impl Partition {
             self.obligation_unsynced = None;
         }
         let seq = self.obligation_seq + 1;
+        if seq == 1 && file.len()? > 0 {
+            // No record of this file was ever confirmed (else the next write
+            // would be number 2): what it holds is an earlier attempt at the
+            // first record, torn or never synced. Writing over it could mix
+            // two records' prefixes into a slot that reads as corrupt, not as
+            // a torn first write (and the partition would be degraded); an
+            // empty file keeps any torn write a prefix of one record.
+            file.truncate(0)?;
+        }
         OBLIGATION_LAYOUT
             .write(file, seq, ob)?
             .map_err(|e| EngineError::Internal(format!("obligation does not fit its slot: {e}")))?;
