@@ -30,6 +30,7 @@ const CI_TWO_FAULTS: TwoFaults = TwoFaults {
     first_stride: 9,
     window: 12,
     second_stride: 3,
+    recovery_window: 12,
 };
 
 fn assert_clean(workload: Workload) {

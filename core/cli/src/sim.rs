@@ -148,6 +148,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                     first_stride: two_fault_stride,
                     window: two_fault_window,
                     second_stride: 1,
+                    recovery_window: two_fault_window,
                 }),
                 stop_at_first: false,
                 policies: sluice_sim::explore::POLICIES.to_vec(),

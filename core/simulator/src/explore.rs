@@ -203,12 +203,17 @@ pub struct Bounds {
 /// it, checked after recovery and again after one more send per partition
 /// and a power loss (`Case::then_send`). And: the first fault (or none) with a process crash
 /// right after it, then a second fault (every mode) at each of the first
-/// `window` operations of recovery and the first reconciler pass.
+/// `recovery_window` operations of recovery and the first reconciler pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TwoFaults {
     pub first_stride: u64,
     pub window: u64,
     pub second_stride: u64,
+    /// How many operations of recovery (and the first reconciler pass) the
+    /// fault-in-recovery cases cover (0: all of them). `sluice sim explore`
+    /// uses `window`; a teeth test widens it for a gap that lies deep in
+    /// recovery.
+    pub recovery_window: u64,
 }
 
 impl TwoFaults {
@@ -218,6 +223,7 @@ impl TwoFaults {
             first_stride: 1,
             window: 16,
             second_stride: 1,
+            recovery_window: 16,
         }
     }
 }
@@ -532,10 +538,10 @@ fn two_fault_cases(
             then_send: false,
         };
         let (_, (r0, r1)) = run_case(workload, &base, bounds.purge_mode)?;
-        let stop = if two.window == 0 {
+        let stop = if two.recovery_window == 0 {
             r1
         } else {
-            r1.min(r0 + two.window)
+            r1.min(r0 + two.recovery_window)
         };
         let mut j = r0;
         while j < stop {
