@@ -217,3 +217,18 @@ fn two_torn_first_obligation_writes_do_not_degrade_the_partition() {
         "sluice sim explore --workload append --case {case}: {violations:?}"
     );
 }
+
+/// Seed 46 (`sim run --seeds 1..=500 --steps 2000`) lost an acknowledged
+/// persisted offset: a store whose file sync failed left an empty offset
+/// file; a later failed sync of `consumers/` dropped its name; after a
+/// crash the next store reused the file and synced the directory without
+/// redoing the name, so a power loss took the file and the offset.
+#[test]
+fn seed_46_keeps_every_acknowledged_offset() {
+    let r = run(46, 1_199, Rates::default()).unwrap();
+    assert!(
+        r.violations.is_empty(),
+        "sluice sim run --seed 46 --steps 1199: {:?}",
+        r.violations.first()
+    );
+}
