@@ -232,3 +232,18 @@ fn seed_46_keeps_every_acknowledged_offset() {
         r.violations.first()
     );
 }
+
+/// Seed 231 (`sim run --seeds 1..=500 --steps 2000`): a re-dirty of a group
+/// offset file stopped between its renames and a partial power loss made
+/// `groups/0.redirty` durable; recovery moved it back, but the removal of
+/// the leftover name was tracked nowhere, a failed sync of `groups/` dropped
+/// it, and the purge reached `Applied` with that dead file durable (d).
+#[test]
+fn seed_231_never_applies_a_purge_over_a_durable_redirty_leftover() {
+    let r = run(231, 1_758, Rates::default()).unwrap();
+    assert!(
+        r.violations.is_empty(),
+        "sluice sim run --seed 231 --steps 1758: {:?}",
+        r.violations.first()
+    );
+}

@@ -315,16 +315,20 @@ impl Partition {
         if !bases.is_empty() || !empty.is_empty() {
             partition.segment_names.force_redirty();
         }
+        partition
+            .segment_names
+            .note_repairs(log_report.repaired.clone());
         // A crash between the two renames of a re-dirty of the obligation's
         // name leaves `purge.obligation.redirty`: move it back first, or the
         // obligation (and its list of removals to redo) would be missed.
         let root_names = partition.storage.list_dir(&partition.paths.root)?;
         if root_names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
-            repair_redirty_leftovers(
+            let repairs = repair_redirty_leftovers(
                 partition.storage.as_ref(),
                 &partition.paths.root,
                 &root_names,
             )?;
+            partition.root_names.note_repairs(repairs);
         }
         let (loaded, file) = purge::load(&partition)?;
         partition.obligation_file = file;

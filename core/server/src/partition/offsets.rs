@@ -186,7 +186,8 @@ impl OffsetStore {
             .iter()
             .any(|n| n.ends_with(crate::dirsync::REDIRTY_SUFFIX))
         {
-            repair_redirty_leftovers(storage.as_ref(), dir, &names)?;
+            let repairs = repair_redirty_leftovers(storage.as_ref(), dir, &names)?;
+            store.names.note_repairs(repairs);
             names = storage.list_dir(dir)?;
         }
         for name in names {

@@ -397,7 +397,7 @@ impl Partition {
     }
 
     /// Up to `MAX_NAMES_PER_ROUND` dead names, and whether more remain.
-    fn scan_dead(&self, cutoff: u64) -> Result<(BTreeMap<DirKind, BTreeSet<String>>, bool)> {
+    fn scan_dead(&mut self, cutoff: u64) -> Result<(BTreeMap<DirKind, BTreeSet<String>>, bool)> {
         let mut round: BTreeMap<DirKind, BTreeSet<String>> = BTreeMap::new();
         let mut taken = 0usize;
         for dir in DirKind::ALL {
@@ -413,7 +413,9 @@ impl Partition {
                 // here and brought back by the next sync's redo (or the next
                 // recovery) after `Applied`. (The tracker still holds the
                 // name, so its next sync redoes it.)
-                repair_redirty_leftovers(self.storage.as_ref(), path, &names)?;
+                let repairs = repair_redirty_leftovers(self.storage.as_ref(), path, &names)?;
+                self.tracker_mut(dir).note_repairs(repairs);
+                let path = self.dir_path(dir);
                 names = self.storage.list_dir(path)?;
             }
             for name in names {
