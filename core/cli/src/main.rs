@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 mod bench;
 mod limits;
+mod login;
 mod sim;
 mod soak;
 mod status;

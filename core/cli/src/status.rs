@@ -28,6 +28,8 @@ use std::time::Duration;
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 use serde_json::Value;
+
+use crate::login::LoginError;
 use sluice_server::http::auth::{DEFAULT_ROOT_PASSWORD, DEFAULT_ROOT_USERNAME, RootSource};
 use sluice_server::http::status::STATES;
 
@@ -296,48 +298,31 @@ async fn login(
     url: &Url,
     creds: &Credentials,
 ) -> Result<String, Failure> {
-    let body = serde_json::json!({"username": creds.username, "password": creds.password});
-    let response = client
-        .post(url.clone())
-        .json(&body)
-        .send()
+    crate::login::login(client, url.clone(), &creds.username, &creds.password)
         .await
-        .map_err(|e| transport_error("login failed", base, &e))?;
-    let status = response.status();
-    let text = response
-        .text()
-        .await
-        .map_err(|e| transport_error("login failed", base, &e))?;
-    if !status.is_success() {
-        let code = serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|v| v["code"].as_str().map(str::to_string));
-        let rejected = matches!(
-            code.as_deref(),
-            Some("invalid_credentials" | "invalid_username" | "invalid_password")
-        ) || status == StatusCode::UNAUTHORIZED;
-        let detail = server_error(status, &text);
-        return Err(Failure::Server(if rejected {
-            format!(
-                "login to {base} failed: invalid credentials for user {:?} ({detail})",
-                creds.username
-            )
-        } else {
-            format!("login to {base} failed ({detail})")
-        }));
-    }
-    let identity: Value = serde_json::from_str(&text).map_err(|_| {
-        Failure::Server(format!(
-            "login to {base} answered HTTP {status} with a body that is not JSON; is it a sluice server?"
-        ))
-    })?;
-    identity["access_token"]["token"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| {
-            Failure::Server(format!(
+        .map_err(|e| match e {
+            LoginError::Transport(e) => transport_error("login failed", base, &e),
+            LoginError::Refused {
+                status,
+                body,
+                rejected,
+            } => {
+                let detail = server_error(status, &body);
+                Failure::Server(if rejected {
+                    format!(
+                        "login to {base} failed: invalid credentials for user {:?} ({detail})",
+                        creds.username
+                    )
+                } else {
+                    format!("login to {base} failed ({detail})")
+                })
+            }
+            LoginError::NotJson { status } => Failure::Server(format!(
+                "login to {base} answered HTTP {status} with a body that is not JSON; is it a sluice server?"
+            )),
+            LoginError::NoToken | LoginError::BadUrl(_) => Failure::Server(format!(
                 "login to {base} answered without an access token; is it a sluice server?"
-            ))
+            )),
         })
 }
 

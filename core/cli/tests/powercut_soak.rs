@@ -1,9 +1,12 @@
 //! The power-cut soak, CI-sized (issue 14): the real `sluice` binary keeps its
 //! data directory on the power-cut FUSE file system; every SIGKILL is
-//! followed by a cut (full, or with seeded partial writeback) and purges
-//! arm failing fsyncs on consumers/, groups/ or segments/. The oracle must
-//! find nothing wrong with sluice, and must find something wrong with the
-//! naive purge and with directory syncs that persist nothing.
+//! followed by a cut (full, or with seeded partial writeback), purges (of a
+//! topic or of the whole stream, over a persisted and two buffered topics)
+//! arm failing fsyncs on consumers/, groups/ or segments/, seeded windows
+//! refuse growth (ENOSPC), and seeded cycles store an offset on an unsynced
+//! buffered message before a full cut (ADR 0010). The oracle must find
+//! nothing wrong with sluice, and must find something wrong with the naive
+//! purge and with directory syncs that persist nothing.
 //!
 //! These tests need /dev/fuse and root; where FUSE is missing they fail and
 //! say so.
@@ -47,11 +50,17 @@ fn soak(extra: &[&str]) -> Soak {
 }
 
 fn number_after(text: &str, prefix: &str) -> u64 {
+    number_in(text, prefix, "")
+}
+
+/// The number right after `marker` on the line starting with `prefix`.
+fn number_in(text: &str, prefix: &str, marker: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|l| l.find(marker).map(|at| &l[at + marker.len()..]))
         .and_then(|l| l.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no line starting with {prefix:?} in:\n{text}"))
+        .unwrap_or_else(|| panic!("no {marker:?} on a line starting with {prefix:?} in:\n{text}"))
 }
 
 #[test]
@@ -87,6 +96,41 @@ fn given_a_power_cut_after_every_kill_when_soaking_on_the_fuse_mount_then_nothin
         s.stdout
     );
     assert!(number_after(&s.stdout, "operations acknowledged: ") > 0);
+    // The workload reached what the issue lists: buffered messages, stream
+    // purges, ENOSPC windows, and ADR 0010's continuation with the message
+    // sent after the loss returned by Next.
+    let acked = "operations acknowledged: ";
+    assert!(
+        number_in(&s.stdout, acked, "messages, ") > 0,
+        "{}",
+        s.stdout
+    );
+    assert!(
+        number_in(&s.stdout, acked, "stream purges ") > 0,
+        "{}",
+        s.stdout
+    );
+    assert!(
+        number_after(&s.stdout, "enospc windows: ") > 0,
+        "{}",
+        s.stdout
+    );
+    // Small segments: logs rolled between verifications, so cuts met sealed
+    // segments' tails and new segments' names, not one segment per log.
+    let segments = "segments of 4096 bytes: ";
+    assert!(number_after(&s.stdout, segments) > 0, "{}", s.stdout);
+    assert!(
+        number_in(&s.stdout, segments, "at most ") > 2,
+        "{}",
+        s.stdout
+    );
+    let adr = "recoveries that continue the log past a stored offset (ADR 0010): ";
+    assert!(number_after(&s.stdout, adr) > 0, "{}", s.stdout);
+    assert!(
+        number_in(&s.stdout, adr, "the next message sent ") > 0,
+        "{}",
+        s.stdout
+    );
 }
 
 #[test]

@@ -67,16 +67,9 @@ pub fn run(ctx: &mut Ctx, inproc: &InProcess) -> Result<Vec<Figure>> {
         .map_err(http)?;
         let base = format!("http://{}", server.local_addr);
         let client = reqwest::Client::new();
-        let login = call(
-            client
-                .post(format!("{base}/users/login"))
-                .json(&json!({"username": "iggy", "password": "iggy"})),
-        )
-        .await?;
-        let token = login["access_token"]["token"]
-            .as_str()
-            .ok_or_else(|| BenchError::Http(format!("no token in {login}")))?
-            .to_string();
+        let token = crate::login::login_default_root(&client, &base)
+            .await
+            .map_err(http)?;
         call(
             client
                 .post(format!("{base}/streams"))

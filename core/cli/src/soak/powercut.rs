@@ -11,7 +11,9 @@
 //!   of the soak's seed, the cycle and a counter, never of timing; which
 //!   request the failure then hits is timing, as the kill's moment is.
 //! - An armed failure that has not fired by the kill is disarmed by the cut,
-//!   so once faults stop (the verification after a restart) none is left.
+//!   so once faults stop (the verification after a restart) none is left;
+//!   the soak switches ENOSPC off before every cut, so no restart starts on
+//!   a full disk.
 //! - After every cut the file system's own invariant is checked (the backing
 //!   directory is exactly the durable view); a broken judge is an error, not
 //!   a verdict.
@@ -79,11 +81,11 @@ impl PowerCut {
     }
 
     /// Cuts the power after the `which`-th kill of `cycle` (the server is
-    /// dead and reaped). Returns the cut's description, or the file system's
-    /// broken invariant.
-    pub fn cut_after_kill(&self, cycle: u64, which: u64) -> Result<String, String> {
+    /// dead and reaped); `full` rules out partial writeback. Returns the
+    /// cut's description, or the file system's broken invariant.
+    pub fn cut_after_kill(&self, cycle: u64, which: u64, full: bool) -> Result<String, String> {
         let mut rng = Rng::for_parts(&[self.seed, cycle, which, u64::MAX - 2]);
-        let partial = rng.below(100) < self.partial_percent;
+        let partial = rng.below(100) < self.partial_percent && !full;
         let seed = partial.then(|| rng.next_u64());
         self.mount.handle().cut(seed);
         {
@@ -130,6 +132,12 @@ impl PowerCut {
             .into_iter()
             .filter(|d| d.ends_with(&suffix) && d.contains("/partitions/"))
             .collect()
+    }
+
+    /// Every growth (create, mkdir, growing write, extending truncate) is
+    /// refused with ENOSPC while `on`.
+    pub fn set_enospc(&self, on: bool) {
+        self.mount.handle().set_enospc(on);
     }
 
     /// Failing fsyncs that fired so far.

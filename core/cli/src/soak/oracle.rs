@@ -1,0 +1,789 @@
+//! The oracle: what the soak knows of every request, and the checks that
+//! judge a recovered server against it.
+//!
+//! Invariants:
+//! - Every request is recorded with a tick taken before it was sent and one
+//!   after its answer (`NEVER` without one), so "answered before sent" is
+//!   exact and anything in doubt allows both outcomes.
+//! - The checks are pure functions of the record and what the server served
+//!   (no I/O here), so they are unit-tested below on hand-made histories.
+//! - A `persisted` log is gap-free but for ADR 0010 continuations; a
+//!   `buffered` log may also skip what a power cut took from a sealed
+//!   segment (ADR 0004 §3 step 4), and such a gap is allowed from then on,
+//!   never a repeated offset.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::topics;
+use super::topics::{Durability, Scope};
+
+/// `(generation, from, to)`: a recovery found a partition's log ending at
+/// `from` with an offset `to - 1` stored, so the log continues at `to`.
+pub(super) type Continuation = (u64, u64, u64);
+
+/// A value of the global logical clock.
+pub(super) type Tick = u64;
+/// "Not answered": after every tick.
+pub(super) const NEVER: Tick = u64::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Kind {
+    Consumer,
+    Group,
+}
+
+/// One offset: an individual consumer (id = client number) or a consumer
+/// group (`g<client number>`), in one partition. Each is used by one client
+/// only, so its operations are sequential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct OffKey {
+    pub(super) topic: u32,
+    pub(super) kind: Kind,
+    pub(super) client: u32,
+    pub(super) partition: u32,
+}
+
+impl OffKey {
+    pub(super) fn consumer_id(&self) -> String {
+        match self.kind {
+            Kind::Consumer => self.client.to_string(),
+            Kind::Group => format!("g{}", self.client),
+        }
+    }
+
+    pub(super) fn kind_query(&self) -> &'static str {
+        match self.kind {
+            Kind::Consumer => "",
+            Kind::Group => "&consumer_kind=consumer_group",
+        }
+    }
+}
+
+impl std::fmt::Display for OffKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            Kind::Consumer => "consumer",
+            Kind::Group => "group",
+        };
+        write!(
+            f,
+            "{kind} {} of {} partition {}",
+            self.consumer_id(),
+            topics::spec(self.topic).name,
+            self.partition
+        )
+    }
+}
+
+/// What an offset can be: none, an offset, or unknown (an `auto_commit` poll
+/// in doubt may have stored any offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Val {
+    None,
+    At(u64),
+    Any,
+}
+
+impl std::fmt::Display for Val {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Val::None => write!(f, "none"),
+            Val::At(o) => write!(f, "{o}"),
+            Val::Any => write!(f, "any"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Msg {
+    pub(super) topic: u32,
+    pub(super) partition: u32,
+    pub(super) client: u32,
+    /// The client's send sequence in its cycle: a client sends one batch at
+    /// a time, so its messages must keep (cycle, seq) order in the log.
+    pub(super) seq: u64,
+    pub(super) cycle: u64,
+    pub(super) start: Tick,
+    pub(super) end: Tick,
+    pub(super) acked: bool,
+    /// Found absent once (or could not have been sent): must never be served.
+    pub(super) never: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct PurgeRec {
+    pub(super) scope: Scope,
+    pub(super) start: Tick,
+    pub(super) end: Tick,
+    pub(super) acked: bool,
+    /// Decided at the next verification.
+    pub(super) effective: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OffOp {
+    pub(super) start: Tick,
+    pub(super) end: Tick,
+    pub(super) acked: bool,
+    pub(super) effect: Val,
+    pub(super) what: &'static str,
+}
+
+#[derive(Debug, Default, Clone)]
+pub(super) struct Counts {
+    pub(super) sends: u64,
+    pub(super) messages: u64,
+    /// Of `messages`, those acknowledged under `buffered`.
+    pub(super) messages_buffered: u64,
+    pub(super) polls: u64,
+    pub(super) stores: u64,
+    pub(super) deletes: u64,
+    /// Of `stores` and `deletes`, those acknowledged under `buffered`.
+    pub(super) offsets_buffered: u64,
+    pub(super) purges: u64,
+    pub(super) stream_purges: u64,
+    pub(super) refused: u64,
+    /// Refused with 507 `storage_full` or 503 `unavailable` while the file
+    /// system refused growth (not acknowledged: nothing may have changed).
+    pub(super) refused_full: u64,
+    pub(super) enospc_windows: u64,
+    /// ENOSPC windows that ended while the server kept serving.
+    pub(super) enospc_closed_live: u64,
+    /// Cycles that ended with an offset stored on an unsynced `buffered`
+    /// message, a kill and a full cut (ADR 0010's path, on purpose).
+    pub(super) continuation_cycles: u64,
+    /// Of those, recoveries that continued the log and whose `Next` then
+    /// returned the message sent after the loss.
+    pub(super) continuation_probes: u64,
+    pub(super) in_doubt: u64,
+    pub(super) kills_in_purge: u64,
+    pub(super) kills_at_start: u64,
+    pub(super) cuts: u64,
+    /// Recoveries that found an offset stored past the log's end, so the log
+    /// continues after it (ADR 0010).
+    pub(super) continuations: u64,
+    /// Partitions found at a verification with more than one segment: the
+    /// log rolled since its last purge (proof that rolls are soaked).
+    pub(super) partitions_rolled: u64,
+    /// The most segments one partition had at a verification.
+    pub(super) segments_most: u64,
+    /// Gaps a power cut left in a `buffered` log: a sealed segment lost its
+    /// unsynced tail and a later one kept its own (ADR 0004 §3 step 4).
+    pub(super) cut_gaps: u64,
+}
+
+impl Counts {
+    pub(super) fn acknowledged(&self) -> u64 {
+        self.sends
+            + self.polls
+            + self.stores
+            + self.deletes
+            + self.purges
+            + self.stream_purges
+            + self.refused
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Oracle {
+    pub(super) seed: u64,
+    pub(super) messages: HashMap<String, Msg>,
+    pub(super) purges: Vec<PurgeRec>,
+    /// Offset operations since the last verification, per key.
+    pub(super) offset_ops: BTreeMap<OffKey, Vec<OffOp>>,
+    /// Offsets observed at the last verification.
+    pub(super) offset_base: BTreeMap<OffKey, Val>,
+    /// The tick of the last verification: every later operation starts after it.
+    pub(super) base_tick: Tick,
+    /// Per topic, the committed purge generation.
+    pub(super) generations: Vec<u64>,
+    /// Per topic, `(start, end)` of the last purge that took effect on it.
+    pub(super) fences: Vec<Option<(Tick, Tick)>>,
+    /// When the current cycle's server was dead and reaped.
+    pub(super) kill_tick: Tick,
+    pub(super) counts: Counts,
+    pub(super) violations: Vec<String>,
+    /// Every payload a poll served at `(topic, partition, offset)`: what a
+    /// stored offset may have named.
+    pub(super) served_at: HashMap<(u32, u32, u64), Vec<String>>,
+    /// The offset each payload was first served at: a message keeps its
+    /// offset for as long as it exists.
+    pub(super) offset_of: HashMap<String, u64>,
+    /// Per `(topic, partition)`, the ADR 0010 continuations seen at
+    /// verifications: `(generation, from, to)`: the recovered log ended at
+    /// `from` while an offset `to - 1 >= from` was stored, so the log
+    /// continues at `to`.
+    pub(super) jumps: BTreeMap<(u32, u32), Vec<Continuation>>,
+    /// Per `(topic, partition)`, `(generation, confirmed_at, floor)` of the
+    /// last verification: a message sent after it in that generation must
+    /// get an offset `>= floor` (past the log and every stored offset, ADR
+    /// 0010).
+    pub(super) floors: BTreeMap<(u32, u32), (u64, Tick, u64)>,
+    /// The offset an ADR 0010 cycle stored before its cut: the next
+    /// verification probes that the log continues past it.
+    pub(super) continuation: Option<(OffKey, u64)>,
+}
+
+impl Oracle {
+    /// An oracle that knows nothing yet: no message, purge or offset.
+    pub(super) fn new(seed: u64) -> Oracle {
+        Oracle {
+            seed,
+            messages: HashMap::new(),
+            purges: Vec::new(),
+            offset_ops: BTreeMap::new(),
+            offset_base: BTreeMap::new(),
+            base_tick: 0,
+            generations: vec![0; topics::count() as usize],
+            fences: vec![None; topics::count() as usize],
+            kill_tick: NEVER,
+            counts: Counts::default(),
+            violations: Vec::new(),
+            served_at: HashMap::new(),
+            offset_of: HashMap::new(),
+            jumps: BTreeMap::new(),
+            floors: BTreeMap::new(),
+            continuation: None,
+        }
+    }
+
+    pub(super) fn violation(&mut self, cycle: u64, what: String) {
+        let line = format!("seed {} cycle {cycle}: {what}", self.seed);
+        eprintln!("VIOLATION {line}");
+        self.violations.push(line);
+    }
+
+    /// The start of the last acknowledged purge of `topic` answered before
+    /// `tick`: messages acknowledged before it must not be served at `tick`.
+    pub(super) fn live_fence(&self, topic: u32, tick: Tick) -> Option<Tick> {
+        let mut fence = self.fence(topic).map(|(s, _)| s);
+        for p in &self.purges {
+            if p.acked && p.end < tick && p.scope.covers(topic) {
+                fence = Some(fence.map_or(p.start, |f: Tick| f.max(p.start)));
+            }
+        }
+        fence
+    }
+
+    pub(super) fn fence(&self, topic: u32) -> Option<(Tick, Tick)> {
+        self.fences.get(topic as usize).copied().flatten()
+    }
+
+    pub(super) fn generation(&self, topic: u32) -> u64 {
+        self.generations.get(topic as usize).copied().unwrap_or(0)
+    }
+
+    /// A message keeps the offset it was first served at; `problems` gets
+    /// the one it moved from.
+    pub(super) fn note_offset(&mut self, payload: &str, offset: u64) -> Option<u64> {
+        match self.offset_of.get(payload) {
+            Some(first) if *first != offset => Some(*first),
+            Some(_) => None,
+            None => {
+                self.offset_of.insert(payload.to_string(), offset);
+                None
+            }
+        }
+    }
+
+    /// Checks one poll answer from a live server.
+    pub(super) fn check_poll(
+        &mut self,
+        cycle: u64,
+        (topic, partition): (u32, u32),
+        poll_start: Tick,
+        what: &str,
+        polled: &[(u64, String)],
+    ) {
+        let fence = self.live_fence(topic, poll_start);
+        let jumps = jumps_of(self, (topic, partition));
+        let mut problems = Vec::new();
+        for w in polled.windows(2) {
+            if w[1].0 != w[0].0 + 1 && !jumps.contains(&(w[0].0 + 1, w[1].0)) {
+                problems.push(format!(
+                    "{what}: offsets not consecutive ({} then {}; ADR 0010 continuations {jumps:?})",
+                    w[0].0, w[1].0
+                ));
+            }
+        }
+        for (offset, payload) in polled {
+            let seen = self
+                .served_at
+                .entry((topic, partition, *offset))
+                .or_default();
+            if !seen.contains(payload) {
+                seen.push(payload.clone());
+            }
+            if let Some(first) = self.note_offset(payload, *offset) {
+                problems.push(format!(
+                    "{what}: served {payload} at offset {offset}, first served at offset {first}: a message changed its offset"
+                ));
+            }
+            match self.messages.get(payload) {
+                None => problems.push(format!(
+                    "{what}: served a message never sent: offset {offset} payload {payload:?}"
+                )),
+                Some(m) if m.partition != partition || m.topic != topic => problems.push(format!(
+                    "{what}: message {payload} of {} partition {} served from {} partition {partition}",
+                    topics::spec(m.topic).name,
+                    m.partition,
+                    topics::spec(topic).name
+                )),
+                Some(m) if m.never => problems.push(format!(
+                    "{what}: served message {payload} (offset {offset}) which an earlier verification found purged or never written"
+                )),
+                Some(m) if fence.is_some_and(|f| m.end < f) => problems.push(format!(
+                    "{what}: served purged message {payload} (offset {offset}): acknowledged before a purge that was acknowledged before this poll"
+                )),
+                Some(_) => {}
+            }
+        }
+        for p in problems {
+            self.violation(cycle, p);
+        }
+    }
+}
+
+/// The offsets allowed after `ops` (one owner's, in order) and `purges`
+/// (sequential, each resetting the offset), starting from `base`, in every
+/// order that respects real time: if one was answered before the other was
+/// sent, it comes first. Operations not acknowledged may also not have happened.
+///
+/// Under `persisted` offsets only the end of such an order is allowed. Under
+/// `buffered` a power cut may keep any state the order passes through after
+/// its last purge (whichever store or delete last reached the disk), but
+/// never one from before that purge: the purge itself is persisted, and an
+/// offset of an older generation must not move a consumer.
+pub(super) fn allowed_offsets(
+    base: Val,
+    ops: &[OffOp],
+    purges: &[(Tick, Tick)],
+    durability: Durability,
+) -> BTreeSet<Val> {
+    let mut out = BTreeSet::new();
+    let mut seen = HashSet::new();
+    let mut stack = vec![(0usize, 0usize, base)];
+    while let Some((i, j, v)) = stack.pop() {
+        if !seen.insert((i, j, v)) {
+            continue;
+        }
+        let settled = match durability {
+            Durability::Persisted => i == ops.len() && j == purges.len(),
+            Durability::Buffered => j == purges.len(),
+        };
+        if settled {
+            out.insert(v);
+        }
+        if let Some(op) = ops.get(i) {
+            if purges.get(j).is_none_or(|p| p.1 >= op.start) {
+                stack.push((i + 1, j, op.effect));
+            }
+            if !op.acked {
+                stack.push((i + 1, j, v));
+            }
+        }
+        if let Some(p) = purges.get(j)
+            && ops.get(i).is_none_or(|op| op.end >= p.0)
+        {
+            stack.push((i, j + 1, Val::None));
+        }
+    }
+    out
+}
+
+/// Checks one offset read at a verification against the operations on it
+/// and the purges since the last one, and against ADR 0010.
+pub(super) fn check_offset(
+    o: &mut Oracle,
+    cycle: u64,
+    key: OffKey,
+    observed: Val,
+    log: &[(u64, String)],
+) {
+    // The log's end: one past its last message (it may have ADR 0010 gaps).
+    let end = log.last().map_or(0, |(last, _)| last + 1);
+    let since = o.base_tick;
+    let kill_tick = o.kill_tick;
+    let base = o.offset_base.get(&key).copied().unwrap_or(Val::None);
+    let purges: Vec<(Tick, Tick)> = o
+        .purges
+        .iter()
+        .filter(|p| p.start > since && p.effective == Some(true) && p.scope.covers(key.topic))
+        .map(|p| (p.start, p.end))
+        .collect();
+    let ops: Vec<OffOp> = o
+        .offset_ops
+        .get(&key)
+        .map(|ops| {
+            ops.iter()
+                .copied()
+                .filter(|op| op.acked || op.start < kill_tick)
+                .collect()
+        })
+        .unwrap_or_default();
+    let durability = topics::spec(key.topic).offsets;
+    let allowed = allowed_offsets(base, &ops, &purges, durability);
+    if !allowed.contains(&observed) && !allowed.contains(&Val::Any) {
+        let history: Vec<String> = ops
+            .iter()
+            .map(|op| {
+                format!(
+                    "{} {} [{}..{}]{}",
+                    op.what,
+                    op.effect,
+                    op.start,
+                    if op.end == NEVER {
+                        "-".to_string()
+                    } else {
+                        op.end.to_string()
+                    },
+                    if op.acked { "" } else { " in doubt" }
+                )
+            })
+            .collect();
+        let allowed: Vec<String> = allowed.iter().map(Val::to_string).collect();
+        o.violation(
+            cycle,
+            format!(
+                "offset of {key} ({}) is {observed}, allowed {{{}}} (before: {base}; operations: {}; purges since: {purges:?})",
+                durability.as_str(),
+                allowed.join(", "),
+                history.join(", ")
+            ),
+        );
+    }
+    // ADR 0010: an offset past the recovered log is legitimate only if the
+    // message it named was never acknowledged, was purged, or was
+    // acknowledged under `buffered`; one that had to survive is a violation.
+    if let Val::At(s) = observed
+        && s >= end
+    {
+        let fence = o.fence(key.topic);
+        let named = o
+            .served_at
+            .get(&(key.topic, key.partition, s))
+            .cloned()
+            .unwrap_or_default();
+        for payload in named {
+            let required = o
+                .messages
+                .get(&payload)
+                .is_some_and(|m| must_survive(m, fence));
+            if required {
+                o.violation(
+                    cycle,
+                    format!(
+                        "offset of {key} is {s}, beyond the log ending at {end}, and names acknowledged message {payload}, which had to survive"
+                    ),
+                );
+            }
+        }
+    }
+    o.offset_base.insert(key, observed);
+    o.offset_ops.remove(&key);
+}
+
+/// Whether a power cut must leave `m` in its log: acknowledged `persisted`,
+/// not purged since (`fence`: its topic's last purge that took effect).
+pub(super) fn must_survive(m: &Msg, fence: Option<(Tick, Tick)>) -> bool {
+    !m.never
+        && m.acked
+        && topics::spec(m.topic).messages == Durability::Persisted
+        && fence.is_none_or(|(_, e)| e < m.start)
+}
+
+/// The ADR 0010 continuations allowed in a partition's log of the current
+/// generation, as `(from, to)`.
+pub(super) fn jumps_of(o: &Oracle, (topic, partition): (u32, u32)) -> Vec<(u64, u64)> {
+    let generation = o.generation(topic);
+    o.jumps
+        .get(&(topic, partition))
+        .map(|jumps| {
+            jumps
+                .iter()
+                .filter(|(g, _, _)| *g == generation)
+                .map(|(_, from, to)| (*from, *to))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The gaps of `log` (from 0) that `jumps` does not explain, as `(from, to)`.
+pub(super) fn cut_gaps(jumps: &[(u64, u64)], log: &[(u64, String)]) -> Vec<(u64, u64)> {
+    let mut expected = 0u64;
+    let mut gaps = Vec::new();
+    for (offset, _) in log {
+        if *offset > expected && !jumps.contains(&(expected, *offset)) {
+            gaps.push((expected, *offset));
+        }
+        expected = offset + 1;
+    }
+    gaps
+}
+
+/// A log starts at 0 and is gap-free, except that it may skip from `from`
+/// straight to `to` for each allowed `(from, to)` (ADR 0010) and nowhere else.
+pub(super) fn gap_problem(jumps: &[(u64, u64)], log: &[(u64, String)]) -> Option<String> {
+    let mut expected = 0u64;
+    for (i, (offset, _)) in log.iter().enumerate() {
+        if *offset != expected && !jumps.contains(&(expected, *offset)) {
+            return Some(format!(
+                "the log is not gap-free from 0 (but for ADR 0010 continuations {jumps:?}): position {i} holds offset {offset}, expected {expected}"
+            ));
+        }
+        expected = offset + 1;
+    }
+    None
+}
+
+/// Checks one partition's whole log after a restart and records what it
+/// proved: present messages are confirmed, absent ones may never come back.
+pub(super) fn check_log(
+    o: &mut Oracle,
+    cycle: u64,
+    (topic, partition): (u32, u32),
+    log: &[(u64, String)],
+    confirmed_at: Tick,
+    power_cut: bool,
+) {
+    let fence = o.fence(topic);
+    let generation = o.generation(topic);
+    let name = topics::spec(topic).name;
+    let mut problems = Vec::new();
+    if power_cut && topics::spec(topic).messages == Durability::Buffered {
+        // ADR 0004 §3 step 4: under `buffered`, a power cut may take a
+        // sealed segment's unsynced tail (or whole segment) and keep a later
+        // one's, so the log skips offsets, never repeats one. Such a gap is
+        // allowed from now on, like an ADR 0010 continuation; whether a
+        // skipped message had to survive is judged below, and under
+        // `persisted` any gap stays a violation.
+        let known = jumps_of(o, (topic, partition));
+        let gaps = cut_gaps(&known, log);
+        o.counts.cut_gaps += gaps.len() as u64;
+        let jumps = o.jumps.entry((topic, partition)).or_default();
+        jumps.extend(gaps.into_iter().map(|(from, to)| (generation, from, to)));
+    }
+    if let Some(problem) = gap_problem(&jumps_of(o, (topic, partition)), log) {
+        problems.push(format!("{name} partition {partition}: {problem}"));
+    }
+    // ADR 0010: a message sent after the last verification (in the same
+    // generation) gets an offset past every offset stored at that recovery.
+    let floor = o
+        .floors
+        .get(&(topic, partition))
+        .copied()
+        .filter(|(g, _, _)| *g == generation);
+    let mut present = HashMap::new();
+    for (offset, payload) in log {
+        if let Some(first) = o.note_offset(payload, *offset) {
+            problems.push(format!(
+                "{name} partition {partition}: {payload} is at offset {offset}, first served at offset {first}: a message changed its offset"
+            ));
+        }
+        if let Some((_, after, floor)) = floor
+            && *offset < floor
+            && o.messages.get(payload).is_some_and(|m| m.start > after)
+        {
+            problems.push(format!(
+                "{name} partition {partition}: {payload}, sent after the last recovery, got offset {offset}, below {floor} (past the log and every stored offset then): Next may skip it"
+            ));
+        }
+        if present.insert(payload.clone(), *offset).is_some() {
+            problems.push(format!(
+                "{name} partition {partition}: message {payload} is served twice"
+            ));
+        }
+        match o.messages.get(payload) {
+            None => problems.push(format!(
+                "{name} partition {partition}: offset {offset} holds a message never sent: {payload:?}"
+            )),
+            Some(m) if m.partition != partition || m.topic != topic => problems.push(format!(
+                "{name} partition {partition}: offset {offset} holds {payload}, sent to {} partition {}",
+                topics::spec(m.topic).name,
+                m.partition
+            )),
+            Some(m) if m.never => problems.push(format!(
+                "{name} partition {partition}: offset {offset} holds {payload} (sent in cycle {}), which an earlier verification found purged, lost or never written: resurrected",
+                m.cycle
+            )),
+            Some(m) if fence.is_some_and(|(s, _)| m.end < s) => problems.push(format!(
+                "{name} partition {partition}: offset {offset} holds {payload} (cycle {}), acknowledged before a purge that took effect: a purged message is served",
+                m.cycle
+            )),
+            Some(_) => {}
+        }
+    }
+    // Lost acknowledged messages, and each client's order.
+    // Per client: (offset, (cycle, seq), payload) of each present message.
+    type Seen<'a> = Vec<(u64, (u64, u64), &'a str)>;
+    let mut by_client: BTreeMap<u32, Seen<'_>> = BTreeMap::new();
+    let mut lost = Vec::new();
+    for (payload, m) in &o.messages {
+        if m.partition != partition || m.topic != topic || m.never {
+            continue;
+        }
+        match present.get(payload) {
+            Some(offset) => by_client.entry(m.client).or_default().push((
+                *offset,
+                (m.cycle, m.seq),
+                payload.as_str(),
+            )),
+            None => {
+                if must_survive(m, fence) {
+                    lost.push(format!("{payload} (cycle {})", m.cycle));
+                }
+            }
+        }
+    }
+    if !lost.is_empty() {
+        lost.sort();
+        problems.push(format!(
+            "{name} partition {partition}: {} acknowledged persisted message(s) lost: {}",
+            lost.len(),
+            lost.join(", ")
+        ));
+    }
+    for (client, mut seen) in by_client {
+        seen.sort();
+        for w in seen.windows(2) {
+            if w[1].1 < w[0].1 {
+                problems.push(format!(
+                    "{name} partition {partition}: client {client}'s messages out of send order: {} at offset {} before {} at offset {}",
+                    w[0].2, w[0].0, w[1].2, w[1].0
+                ));
+            }
+        }
+    }
+    for p in problems {
+        o.violation(cycle, p);
+    }
+    for (payload, m) in o.messages.iter_mut() {
+        if m.partition != partition || m.topic != topic || m.never {
+            continue;
+        }
+        if present.contains_key(payload) {
+            m.acked = true;
+            m.start = confirmed_at;
+            m.end = confirmed_at;
+        } else {
+            m.never = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_of(offsets: &[u64]) -> Vec<(u64, String)> {
+        offsets.iter().map(|o| (*o, format!("m{o}"))).collect()
+    }
+
+    #[test]
+    fn the_log_may_skip_only_at_an_adr_0010_continuation() {
+        // Given a recovery that found the log ending at 2 and an offset 4 stored,
+        let jumps = [(2, 5)];
+        // then skipping exactly from 2 to 5 is allowed,
+        assert_eq!(gap_problem(&jumps, &log_of(&[0, 1, 5, 6])), None);
+        assert_eq!(gap_problem(&jumps, &log_of(&[0, 1])), None);
+        // and every other gap, or a start past 0, is not.
+        assert!(gap_problem(&jumps, &log_of(&[0, 1, 4])).is_some());
+        assert!(gap_problem(&jumps, &log_of(&[0, 2])).is_some());
+        assert!(gap_problem(&[], &log_of(&[0, 1, 5])).is_some());
+        assert!(gap_problem(&[], &log_of(&[1])).is_some());
+        // The gaps a cut left, those no continuation explains.
+        assert_eq!(cut_gaps(&[], &log_of(&[3, 4, 8])), vec![(0, 3), (5, 8)]);
+        assert_eq!(cut_gaps(&[(0, 3)], &log_of(&[3, 4, 8])), vec![(5, 8)]);
+        assert!(cut_gaps(&[], &log_of(&[0, 1, 2])).is_empty());
+        assert_eq!(gap_problem(&[(0, 3)], &log_of(&[3, 4])), None);
+    }
+
+    /// An oracle that saw `n` messages `m0..` acknowledged in `topic`'s
+    /// partition 0, the i-th at ticks (2i+1, 2i+2).
+    fn acknowledged(topic: u32, n: u64) -> Oracle {
+        let mut o = Oracle::new(1);
+        for i in 0..n {
+            o.messages.insert(
+                format!("m{i}"),
+                Msg {
+                    topic,
+                    partition: 0,
+                    client: 1,
+                    seq: i,
+                    cycle: 0,
+                    start: 2 * i + 1,
+                    end: 2 * i + 2,
+                    acked: true,
+                    never: false,
+                },
+            );
+        }
+        o
+    }
+
+    #[test]
+    fn a_cut_may_leave_a_gap_between_segments_of_a_buffered_log_only() {
+        // Given m0..m3 acknowledged and a recovered log that lost m2 (a
+        // sealed segment's unsynced tail) but kept m3,
+        let log = log_of(&[0, 1, 3]);
+        // when the topic's messages are `buffered` and the power was cut,
+        let mut o = acknowledged(1, 4);
+        check_log(&mut o, 1, (1, 0), &log, 100, true);
+        // then the gap is allowed, counted, and allowed from then on;
+        assert!(o.violations.is_empty(), "{:?}", o.violations);
+        assert_eq!(o.counts.cut_gaps, 1);
+        assert_eq!(jumps_of(&o, (1, 0)), vec![(2, 3)]);
+        // without a cut the same log is a violation,
+        let mut o = acknowledged(1, 4);
+        check_log(&mut o, 1, (1, 0), &log, 100, false);
+        assert!(!o.violations.is_empty());
+        // and under `persisted` it is one even after a cut (m2 is lost).
+        let mut o = acknowledged(0, 4);
+        check_log(&mut o, 1, (0, 0), &log, 100, true);
+        assert!(
+            o.violations.iter().any(|v| v.contains("not gap-free")),
+            "{:?}",
+            o.violations
+        );
+        assert!(
+            o.violations.iter().any(|v| v.contains("lost: m2")),
+            "{:?}",
+            o.violations
+        );
+        assert_eq!(o.counts.cut_gaps, 0);
+    }
+
+    fn op(start: Tick, end: Tick, acked: bool, effect: Val) -> OffOp {
+        OffOp {
+            start,
+            end,
+            acked,
+            effect,
+            what: "t",
+        }
+    }
+
+    #[test]
+    fn a_store_answered_before_a_purge_was_sent_is_gone() {
+        let ops = [op(1, 2, true, Val::At(5))];
+        let allowed = allowed_offsets(Val::None, &ops, &[(3, 4)], Durability::Persisted);
+        assert_eq!(allowed, BTreeSet::from([Val::None]));
+    }
+
+    #[test]
+    fn a_store_sent_after_a_purge_was_answered_survives_it() {
+        let ops = [op(5, 6, true, Val::At(1))];
+        let allowed = allowed_offsets(Val::At(9), &ops, &[(3, 4)], Durability::Persisted);
+        assert_eq!(allowed, BTreeSet::from([Val::At(1)]));
+    }
+
+    #[test]
+    fn overlapping_or_in_doubt_operations_allow_both_outcomes() {
+        let ops = [op(1, 5, true, Val::At(2))];
+        let allowed = allowed_offsets(Val::None, &ops, &[(3, 4)], Durability::Persisted);
+        assert_eq!(allowed, BTreeSet::from([Val::None, Val::At(2)]));
+        let ops = [op(1, 2, true, Val::At(2)), op(3, NEVER, false, Val::At(7))];
+        let allowed = allowed_offsets(Val::None, &ops, &[], Durability::Persisted);
+        assert_eq!(allowed, BTreeSet::from([Val::At(2), Val::At(7)]));
+    }
+}
