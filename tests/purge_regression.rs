@@ -417,25 +417,18 @@ fn the_naive_purge_fails_the_same_scenarios() {
 
 /// ADR 0003's L3: a crash between the two renames that re-dirty the
 /// obligation's name leaves only `purge.obligation.redirty`. Recovery must
-/// move it back before loading the obligation, or it would rebuild a blank
-/// `Requested` and lose the list of removals an earlier attempt made (which
-/// must be redone before any sync can confirm them).
-#[test]
-fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
-    // Given: a purge whose first cleanup attempt removed the old files but
-    // could not sync `segments/`, so its removals are recorded and pending.
-    let sim = SimStorage::new(SimConfig {
-        seed: 5,
-        sync_failure: SyncFailureSemantics::Linux,
-        capacity: None,
-    });
-    let mut engine = open(&sim, PurgeMode::Obligation);
+
+/// A durable two-message history, then a purge whose first cleanup attempt
+/// removed the old files but could not sync `segments/`: its removals are
+/// recorded in the obligation and pending.
+fn purge_with_pending_segment_removals(sim: &SimStorage) -> (Engine, Obligation) {
+    let mut engine = open(sim, PurgeMode::Obligation);
     engine.create_stream(None, STREAM).unwrap();
     engine
         .create_topic(&s(), None, TOPIC, 1, TopicOptions::default(), 0, 0, 1)
         .unwrap();
     send(&mut engine, &["old-0", "old-1"]);
-    make_everything_durable(&sim);
+    make_everything_durable(sim);
     sim.fail_when(
         OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
         Fault::io(FaultMode::Before),
@@ -446,6 +439,18 @@ fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
     let before = engine.partition(KEY).unwrap().obligation().unwrap().clone();
     assert_ne!(before.state(), PurgeState::Applied);
     assert!(!before.removed().is_empty(), "{before:?}");
+    (engine, before)
+}
+
+/// move it back before loading the obligation, or it would rebuild a blank
+/// `Requested` and lose the list of removals an earlier attempt made (which
+/// must be redone before any sync can confirm them).
+#[test]
+fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
+    // Given: a purge whose first cleanup attempt removed the old files but
+    // could not sync `segments/`, so its removals are recorded and pending.
+    let sim = linux_sim(5);
+    let (engine, before) = purge_with_pending_segment_removals(&sim);
 
     // When: the process dies between the two renames of a re-dirty of the
     // obligation's name (the state that crash leaves, made by hand).
@@ -480,22 +485,7 @@ fn an_obligation_write_after_a_re_dirty_stopped_between_its_renames_keeps_the_ob
     // `segments/` (its removals are recorded and pending), then a restart,
     // after which the obligation's name must be re-dirtied before it counts.
     let sim = linux_sim(17);
-    let mut engine = open(&sim, PurgeMode::Obligation);
-    engine.create_stream(None, STREAM).unwrap();
-    engine
-        .create_topic(&s(), None, TOPIC, 1, TopicOptions::default(), 0, 0, 1)
-        .unwrap();
-    send(&mut engine, &["old-0", "old-1"]);
-    make_everything_durable(&sim);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
-    engine.purge_topic(&s(), &t()).unwrap();
-    let before = engine.partition(KEY).unwrap().obligation().unwrap().clone();
-    assert!(!before.removed().is_empty(), "{before:?}");
+    let (engine, before) = purge_with_pending_segment_removals(&sim);
     drop(engine);
     sim.crash(Crash::Process);
     let mut engine = open(&sim, PurgeMode::Obligation);
