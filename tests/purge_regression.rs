@@ -19,11 +19,12 @@ use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
 use sluice_server::partition::Consumer;
 use sluice_server::partition::PollingStrategy;
 use sluice_server::partition::log::NewMessage;
-use sluice_server::partition::purge::PurgeState;
+use sluice_server::partition::purge::{OBLIGATION_LAYOUT, Obligation, PurgeState};
+use sluice_server::slots::SlotRead;
 use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
-    Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage,
+    Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, OpenMode, SimConfig, SimStorage,
     SyncFailureSemantics,
 };
 use support::make_everything_durable;
@@ -416,25 +417,18 @@ fn the_naive_purge_fails_the_same_scenarios() {
 
 /// ADR 0003's L3: a crash between the two renames that re-dirty the
 /// obligation's name leaves only `purge.obligation.redirty`. Recovery must
-/// move it back before loading the obligation, or it would rebuild a blank
-/// `Requested` and lose the list of removals an earlier attempt made (which
-/// must be redone before any sync can confirm them).
-#[test]
-fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
-    // Given: a purge whose first cleanup attempt removed the old files but
-    // could not sync `segments/`, so its removals are recorded and pending.
-    let sim = SimStorage::new(SimConfig {
-        seed: 5,
-        sync_failure: SyncFailureSemantics::Linux,
-        capacity: None,
-    });
-    let mut engine = open(&sim, PurgeMode::Obligation);
+
+/// A durable two-message history, then a purge whose first cleanup attempt
+/// removed the old files but could not sync `segments/`: its removals are
+/// recorded in the obligation and pending.
+fn purge_with_pending_segment_removals(sim: &SimStorage) -> (Engine, Obligation) {
+    let mut engine = open(sim, PurgeMode::Obligation);
     engine.create_stream(None, STREAM).unwrap();
     engine
         .create_topic(&s(), None, TOPIC, 1, TopicOptions::default(), 0, 0, 1)
         .unwrap();
     send(&mut engine, &["old-0", "old-1"]);
-    make_everything_durable(&sim);
+    make_everything_durable(sim);
     sim.fail_when(
         OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
         Fault::io(FaultMode::Before),
@@ -445,6 +439,18 @@ fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
     let before = engine.partition(KEY).unwrap().obligation().unwrap().clone();
     assert_ne!(before.state(), PurgeState::Applied);
     assert!(!before.removed().is_empty(), "{before:?}");
+    (engine, before)
+}
+
+/// move it back before loading the obligation, or it would rebuild a blank
+/// `Requested` and lose the list of removals an earlier attempt made (which
+/// must be redone before any sync can confirm them).
+#[test]
+fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
+    // Given: a purge whose first cleanup attempt removed the old files but
+    // could not sync `segments/`, so its removals are recorded and pending.
+    let sim = linux_sim(5);
+    let (engine, before) = purge_with_pending_segment_removals(&sim);
 
     // When: the process dies between the two renames of a re-dirty of the
     // obligation's name (the state that crash leaves, made by hand).
@@ -463,6 +469,114 @@ fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
     assert_eq!(recovered.attempts(), before.attempts());
     assert!(sim.exists(&paths.obligation).unwrap());
     assert!(!sim.exists(&aside).unwrap());
+}
+
+/// Found by `sim run` (seed 30 at sim_teeth's harsh rates): a re-dirty of the
+/// obligation's name that stops between its two renames leaves the file
+/// under `purge.obligation.redirty`. The next obligation write must still go
+/// into that file: opening the name afresh would start a second file holding
+/// one slot, a torn write there would leave it with none, and recovery, which
+/// keeps the name over the leftover, would then find no readable obligation
+/// while a purge is committed (a degraded partition, or the recorded
+/// removals forgotten).
+#[test]
+fn an_obligation_write_after_a_re_dirty_stopped_between_its_renames_keeps_the_obligation() {
+    // Given: a purge whose cleanup removed the old files but could not sync
+    // `segments/` (its removals are recorded and pending), then a restart,
+    // after which the obligation's name must be re-dirtied before it counts.
+    let sim = linux_sim(17);
+    let (engine, before) = purge_with_pending_segment_removals(&sim);
+    drop(engine);
+    sim.crash(Crash::Process);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+
+    // When: the reconciler's retry re-dirties the name, the rename back
+    // fails, every later obligation write tears, and the process dies.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Rename).path_ends_with("/purge.obligation.redirty"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Write).path_ends_with("/purge.obligation"),
+        Fault::io(FaultMode::TornWrite),
+        1,
+        u32::MAX,
+    );
+    engine.reconcile();
+    drop(engine);
+    sim.crash(Crash::Process);
+    sim.clear_faults();
+    let engine = open(&sim, PurgeMode::Obligation);
+
+    // Then: the partition serves, and its obligation still names the
+    // removals it must make durable.
+    let p = engine.partition(KEY).unwrap();
+    assert_eq!(p.degraded_reason(), None);
+    let recovered = p.obligation().unwrap();
+    assert_eq!(recovered.generation(), before.generation());
+    assert_eq!(recovered.removed(), before.removed(), "{recovered:?}");
+}
+
+/// Recovery reads the obligation through the page cache, so the newest record
+/// it finds may be one whose sync failed in the process that wrote it. The
+/// slot holding the newest *durable* record is then the other one, where the
+/// next write goes: the recovered record must be made durable first, or a
+/// torn next write and a power loss leave no readable record at all.
+#[test]
+fn a_recovered_obligation_record_whose_sync_failed_is_made_durable_before_the_next_write() {
+    // Given: a purge whose first obligation record is durable and whose next
+    // one never is (its sync fails, and so does the retry's), then a crash;
+    // recovery reads that unsynced record from the page cache.
+    let sim = linux_sim(19);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+    engine.create_stream(None, STREAM).unwrap();
+    engine
+        .create_topic(&s(), None, TOPIC, 1, TopicOptions::default(), 0, 0, 1)
+        .unwrap();
+    send(&mut engine, &["old-0", "old-1"]);
+    make_everything_durable(&sim);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_ends_with("/purge.obligation"),
+        Fault::io(FaultMode::Before),
+        1,
+        2,
+    );
+    engine.purge_topic(&s(), &t()).unwrap();
+    drop(engine);
+    sim.crash(Crash::Process);
+    let mut engine = open(&sim, PurgeMode::Obligation);
+    assert_eq!(engine.partition(KEY).unwrap().degraded_reason(), None);
+
+    // When: the reconciler's next obligation writes tear, the kernel writes
+    // the torn page back on its own (as Linux may at any time), and power is
+    // lost.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Write).path_ends_with("/purge.obligation"),
+        Fault::io(FaultMode::TornWrite),
+        0,
+        u32::MAX,
+    );
+    engine.reconcile();
+    drop(engine);
+    sim.clear_faults();
+    let paths = sluice_server::layout::PartitionPaths::new(Path::new(DATA), KEY);
+    sim.open(&paths.obligation, OpenMode::Read)
+        .unwrap()
+        .sync()
+        .unwrap();
+    sim.crash(Crash::PowerLoss);
+
+    // Then: the file still holds a record (the newest durable one or the one
+    // before it), not garbage nor nothing, and the partition serves.
+    let durable = support::durable_file(&sim, &paths.obligation).unwrap();
+    match OBLIGATION_LAYOUT.decode::<Obligation>(&durable) {
+        SlotRead::Valid { value, .. } => assert_eq!(value.generation(), 1),
+        other => panic!("no readable obligation after a torn write: {other:?}"),
+    }
+    let engine = open(&sim, PurgeMode::Obligation);
+    assert_eq!(engine.partition(KEY).unwrap().degraded_reason(), None);
 }
 
 /// Cleanup across partitions runs `concurrency` at a time: a topic purge over

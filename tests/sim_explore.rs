@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_server::PurgeMode;
-use sluice_sim::explore::{Bounds, TwoFaults, explore};
+use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
@@ -20,6 +20,7 @@ fn ci_bounds(mode: PurgeMode) -> Bounds {
         purge_mode: mode,
         two_faults: Some(CI_TWO_FAULTS),
         stop_at_first: false,
+        policies: sluice_sim::explore::POLICIES.to_vec(),
     }
 }
 
@@ -29,6 +30,7 @@ const CI_TWO_FAULTS: TwoFaults = TwoFaults {
     first_stride: 9,
     window: 12,
     second_stride: 3,
+    recovery_window: 12,
 };
 
 fn assert_clean(workload: Workload) {
@@ -101,6 +103,7 @@ fn the_explorer_finds_the_iggy_bug_in_the_naive_purge() {
         purge_mode: PurgeMode::NaiveIggyOrder,
         two_faults: None,
         stop_at_first: false,
+        policies: sluice_sim::explore::POLICIES.to_vec(),
     };
     // When: every crash point is explored.
     let report = explore(Workload::Purge, &bounds, |_| {}).unwrap();
@@ -193,6 +196,54 @@ fn seed_60_at_harsh_rates_keeps_every_acknowledged_send() {
     assert!(
         r.violations.is_empty(),
         "seed 60 (harsh rates, tests/sim_explore.rs): {:?}",
+        r.violations.first()
+    );
+}
+
+/// Found by the two-fault phase's crash-then-send cases: the very first
+/// obligation write of a purge tears, its retry (a different record: it
+/// carries the error) tears too, and the process dies. Nothing was ever
+/// confirmed in that file, yet the two prefixes mixed into a slot that
+/// reads as corrupt, not as a torn first write, and recovery degraded the
+/// partition (docs/simulation.md, "Teeth").
+#[test]
+fn two_torn_first_obligation_writes_do_not_degrade_the_partition() {
+    // Given / when: the explorer's case, through the production engine.
+    let case = Case::parse("buffered:linux:59:torn:process:4:f63-torn:then-send").unwrap();
+    let (violations, _) = run_case(Workload::Append, &case, PurgeMode::Obligation).unwrap();
+    // Then: no violation (the partition serves, nothing acknowledged is lost).
+    assert!(
+        violations.is_empty(),
+        "sluice sim explore --workload append --case {case}: {violations:?}"
+    );
+}
+
+/// Seed 46 (`sim run --seeds 1..=500 --steps 2000`) lost an acknowledged
+/// persisted offset: a store whose file sync failed left an empty offset
+/// file; a later failed sync of `consumers/` dropped its name; after a
+/// crash the next store reused the file and synced the directory without
+/// redoing the name, so a power loss took the file and the offset.
+#[test]
+fn seed_46_keeps_every_acknowledged_offset() {
+    let r = run(46, 1_199, Rates::default()).unwrap();
+    assert!(
+        r.violations.is_empty(),
+        "sluice sim run --seed 46 --steps 1199: {:?}",
+        r.violations.first()
+    );
+}
+
+/// Seed 231 (`sim run --seeds 1..=500 --steps 2000`): a re-dirty of a group
+/// offset file stopped between its renames and a partial power loss made
+/// `groups/0.redirty` durable; recovery moved it back, but the removal of
+/// the leftover name was tracked nowhere, a failed sync of `groups/` dropped
+/// it, and the purge reached `Applied` with that dead file durable (d).
+#[test]
+fn seed_231_never_applies_a_purge_over_a_durable_redirty_leftover() {
+    let r = run(231, 1_758, Rates::default()).unwrap();
+    assert!(
+        r.violations.is_empty(),
+        "sluice sim run --seed 231 --steps 1758: {:?}",
         r.violations.first()
     );
 }

@@ -11,8 +11,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_server::PurgeMode;
+use sluice_server::metadata::Durability;
 use sluice_server::teeth::{self, Mechanism};
-use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
+use sluice_sim::explore::{Bounds, Case, POLICIES, TwoFaults, explore, run_case};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
@@ -25,6 +26,8 @@ enum Catcher {
         workload: Workload,
         stride: u64,
         two_faults: Option<TwoFaults>,
+        /// The message durability policies explored.
+        policies: &'static [Durability],
     },
     /// `sluice sim run` on seeds `first..=last` with `steps` steps, at the
     /// default fault rates (`harsh: false`) or at [`harsh`] ones, stopping at
@@ -76,6 +79,7 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
             workload,
             stride,
             two_faults,
+            policies,
         } => {
             let bounds = Bounds {
                 stride,
@@ -84,6 +88,7 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
                 purge_mode: PurgeMode::Obligation,
                 two_faults,
                 stop_at_first: true,
+                policies: policies.to_vec(),
             };
             let report = explore(workload, &bounds, |_| {}).unwrap();
             drop(off);
@@ -159,24 +164,18 @@ fn assert_caught(mechanism: Mechanism, catchers: &[Catcher]) {
     );
 }
 
-/// The random-run catcher: the first failing seed of a bounded range.
-const RUNS: Catcher = Catcher::Runs {
-    first: 1,
-    last: 200,
-    steps: 300,
-    harsh: 1,
-};
-
 /// The explorer's two-fault phase on one workload, the main phase reduced to
-/// its first operation.
-const fn two_faults(workload: Workload) -> Catcher {
+/// its first operation, under the given message durability policies.
+const fn two_faults(workload: Workload, policies: &'static [Durability]) -> Catcher {
     Catcher::Explore {
         workload,
+        policies,
         stride: 1_000,
         two_faults: Some(TwoFaults {
             first_stride: 1,
             window: 12,
             second_stride: 1,
+            recovery_window: 12,
         }),
     }
 }
@@ -189,6 +188,7 @@ fn without_the_redo_of_dropped_removals_a_check_fails() {
             workload: Workload::Purge,
             stride: 1,
             two_faults: None,
+            policies: &POLICIES,
         }],
     );
 }
@@ -201,67 +201,77 @@ fn without_generation_filtering_at_recovery_a_check_fails() {
             workload: Workload::Purge,
             stride: 5,
             two_faults: None,
+            policies: &POLICIES,
         }],
     );
 }
 
-/// Not caught yet (docs/simulation.md, "Teeth"): the gap is a crash between
-/// an unlink and the next obligation write, then a failed directory sync
-/// before cleanup confirms it; the fault-in-recovery phase only reaches the
-/// first 12 operations of recovery, and 200 harsh runs (which crash only
-/// between steps) never meet it. Ignored: counts as no coverage.
+/// The gap is a crash between an unlink and the next obligation write, then
+/// a failed directory sync before cleanup confirms the removal: recovery's
+/// sync of `segments/` lies about 55 operations into recovery and the first
+/// reconciler pass, so the fault-in-recovery cases cover all of it
+/// (`recovery_window: 0`); the two-fault cases inside the window are cut to
+/// one operation, every second first index is taken, and only `persisted`
+/// is explored (under `buffered` the old segments' names were never durable,
+/// so their dropped removal leaves nothing behind).
 #[test]
-#[ignore = "not caught yet: see docs/simulation.md"]
 fn without_persisting_the_plan_before_unlinking_a_check_fails() {
     assert_caught(
         Mechanism::PersistPlanBeforeUnlink,
-        &[two_faults(Workload::Purge), RUNS],
+        &[Catcher::Explore {
+            workload: Workload::Purge,
+            stride: 1_000,
+            two_faults: Some(TwoFaults {
+                first_stride: 2,
+                window: 1,
+                second_stride: 1,
+                recovery_window: 0,
+            }),
+            policies: &[Durability::Persisted],
+        }],
     );
 }
 
-/// Caught on the simulator branch (seed 30 at harsh rates, docs/simulation.md),
-/// but on main the same catcher's control run (every mechanism on) meets engine
-/// findings first: seed 3 lost acknowledged sends (the empty-segment reuse,
-/// fixed since, `seed_60_at_harsh_rates_keeps_every_acknowledged_send`), and
-/// then seed 30 degrades a partition whose `purge.obligation` is unreadable
-/// in both slots (open). Out of CI until that is fixed: no coverage counted.
+/// Caught by seed 212 at harsh rates (property (d): `Applied` while a dead
+/// offset file is durable). Its control runs met two engine findings first,
+/// both fixed since: the empty-segment reuse
+/// (`seed_60_at_harsh_rates_keeps_every_acknowledged_send`) and seed 30's
+/// unreadable obligation (`purge_regression`'s
+/// `an_obligation_write_after_a_re_dirty_stopped_between_its_renames_keeps_the_obligation`).
 #[test]
-#[ignore = "control run meets an open engine finding (obligation slots): see docs/simulation.md"]
 fn without_replacing_dead_offset_files_a_check_fails() {
-    assert_caught(Mechanism::ReplaceDeadOffsetFile, &[RUNS]);
+    assert_caught(
+        Mechanism::ReplaceDeadOffsetFile,
+        &[Catcher::Runs {
+            first: 1,
+            last: 300,
+            steps: 300,
+            harsh: 1,
+        }],
+    );
 }
 
-/// Not caught yet (docs/simulation.md, "Teeth"): the gap needs a failed sync,
-/// a failed clean-up truncate, a crash, a failed sync after recovery and a
-/// power loss; the explorer runs no workload after recovery, and 200 random
-/// runs at the first harsh rates never meet it. The harsher rates find a
-/// violation that the engine shows with the mechanism on too (seed 60, in
-/// /work/coord/NOTES.md), so this stays out of CI until that is understood.
+/// The gap needs a failed sync, a failed clean-up truncate, a crash, then an
+/// acknowledged send and a power loss: the two-fault phase's cases that
+/// crash right after the second fault and send once more after recovery
+/// (`Case::then_send`) on the `append` workload. The mechanism only runs
+/// under `persisted` (recovery re-dirties no buffered tail), so `buffered`
+/// is not explored.
 #[test]
-#[ignore = "not caught yet: see docs/simulation.md"]
 fn without_re_dirtying_the_recovered_tail_a_check_fails() {
     assert_caught(
         Mechanism::RedirtyRecoveredTail,
-        &[
-            RUNS,
-            Catcher::Runs {
-                first: 1,
-                last: 300,
-                steps: 300,
-                harsh: 2,
-            },
-        ],
+        &[two_faults(Workload::Append, &[Durability::Persisted])],
     );
 }
 
-/// Not caught yet (docs/simulation.md, "Teeth"): the `offset-slots` two-fault
-/// sweep and 200 harsh random runs report nothing with the rule off. Kept
-/// out of CI (ignored) so it counts as no coverage.
+/// A failed store followed by a torn one, then a crash before the next store
+/// rewrites the damaged slot: the two-fault phase's cases that crash right
+/// after the second fault, on the `offset-slots` workload.
 #[test]
-#[ignore = "not caught yet: see docs/simulation.md"]
 fn without_the_offset_slot_sequence_rule_a_check_fails() {
     assert_caught(
         Mechanism::OffsetSlotSequence,
-        &[two_faults(Workload::OffsetSlots), RUNS],
+        &[two_faults(Workload::OffsetSlots, &POLICIES)],
     );
 }

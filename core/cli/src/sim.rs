@@ -148,8 +148,10 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                     first_stride: two_fault_stride,
                     window: two_fault_window,
                     second_stride: 1,
+                    recovery_window: two_fault_window,
                 }),
                 stop_at_first: false,
+                policies: sluice_sim::explore::POLICIES.to_vec(),
             };
             let started = std::time::Instant::now();
             let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -148,11 +148,15 @@ fn redo(
 
 /// Recovery: a crash between the two renames of a re-dirty leaves
 /// `name.redirty`; move it back (or drop it if `name` exists again).
+/// Returns the name changes made, for the caller's tracker to note: they are
+/// as undurable as any other (a failed sync of the directory drops them, and
+/// a dead file durable under the leftover name would outlive an `Applied`).
 pub fn repair_redirty_leftovers(
     storage: &dyn DurableStorage,
     dir: &Path,
     names: &[String],
-) -> Result<(), StorageError> {
+) -> Result<Vec<(String, NameChange)>, StorageError> {
+    let mut changes = Vec::new();
     for leftover in names.iter().filter(|n| n.ends_with(REDIRTY_SUFFIX)) {
         let base = &leftover[..leftover.len() - REDIRTY_SUFFIX.len()];
         let from = dir.join(leftover);
@@ -160,8 +164,24 @@ pub fn repair_redirty_leftovers(
             storage.remove_file(&from)?;
         } else {
             storage.rename(&from, &dir.join(base))?;
+            changes.push((base.to_string(), NameChange::Created));
         }
+        changes.push((leftover.clone(), NameChange::Removed));
         tracing::info!(dir = %dir.display(), name = base, "repaired an interrupted re-dirty rename");
     }
-    Ok(())
+    Ok(changes)
+}
+
+impl DirTracker {
+    /// Notes the changes a repair made (see [`repair_redirty_leftovers`]);
+    /// they are redone before the next sync confirms them.
+    pub fn note_repairs(&mut self, changes: Vec<(String, NameChange)>) {
+        if changes.is_empty() {
+            return;
+        }
+        for (name, change) in changes {
+            self.note(&name, change);
+        }
+        self.force_redirty();
+    }
 }

@@ -100,12 +100,18 @@ impl SlotLayout {
         // Record 1 always goes to slot 1, at the end of the file. If slot 0 was
         // never written (absent or zeros) and slot 1 is cut short, the very
         // first write was torn: nothing was ever acknowledged, so the file is
-        // empty, not corrupt. Full-length damage (a flipped bit) stays Invalid.
-        let slot0_never_written = bytes[..self.slot_size.min(bytes.len())]
-            .iter()
-            .all(|&b| b == 0);
+        // empty, not corrupt. So it is if slot 1 holds only zeros: the first
+        // write's sync failed and Linux evicted its pages, which then read
+        // back as the disk holds them (ADR 0002 §2.3). Damage to a record
+        // (a flipped bit) stays Invalid.
+        let never_written = |i: usize| {
+            let start = (i * self.slot_size).min(bytes.len());
+            let end = ((i + 1) * self.slot_size).min(bytes.len());
+            bytes[start..end].iter().all(|&b| b == 0)
+        };
         match (slot(0), slot(1)) {
-            (Err(_), Err(FrameError::Truncated { .. })) if slot0_never_written => SlotRead::Empty,
+            (Err(_), Err(FrameError::Truncated { .. })) if never_written(0) => SlotRead::Empty,
+            (Err(_), Err(_)) if never_written(0) && never_written(1) => SlotRead::Empty,
             (Ok(a), Ok(b)) => {
                 let (newer, _) = if a.seq >= b.seq { (a, b) } else { (b, a) };
                 SlotRead::Valid {
@@ -197,6 +203,16 @@ mod tests {
             buf.extend_from_slice(&rec[..cut]);
             assert_eq!(L.decode::<u64>(&buf), SlotRead::Empty, "cut {cut}");
         }
+    }
+
+    #[test]
+    fn a_first_write_read_back_as_zeros_is_empty_not_corrupt() {
+        // Given: the first record's sync failed and its pages were evicted,
+        // so the file keeps its length but reads as zeros.
+        let rec = L.encode(1, &10u64).unwrap();
+        let buf = vec![0u8; L.slot_offset(1) as usize + rec.len()];
+        // Then: nothing was ever written.
+        assert_eq!(L.decode::<u64>(&buf), SlotRead::Empty);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use sluice_storage::{Crash, FaultMode, SyncFailureSemantics};
 
 use crate::oracle::Violation;
 use crate::workload::Workload;
-use crate::world::World;
+use crate::world::{Step, World};
 
 /// Seeds for the partial-writeback power losses.
 pub const WRITEBACK_SEEDS: [u64; 3] = [1, 2, 3];
@@ -45,6 +45,11 @@ pub struct Case {
     pub second: Option<u64>,
     /// A second fault in the window, at this trace index (after `index`).
     pub second_fault: Option<(u64, FaultMode)>,
+    /// After recovery (checked), the workload goes on: one more send to
+    /// every partition, then the power is cut and everything is checked
+    /// again. What recovery took from the page cache must stay readable
+    /// under the acknowledged writes that follow it.
+    pub then_send: bool,
 }
 
 fn crash_name(c: Crash) -> String {
@@ -74,6 +79,9 @@ impl fmt::Display for Case {
         if let Some((j, m)) = self.second_fault {
             write!(f, ":f{j}-{m}")?;
         }
+        if self.then_send {
+            write!(f, ":then-send")?;
+        }
         Ok(())
     }
 }
@@ -82,9 +90,9 @@ impl Case {
     /// Parses the `Display` form (the `--case` argument of a reproducer).
     pub fn parse(s: &str) -> Result<Case, String> {
         let parts: Vec<&str> = s.split(':').collect();
-        if parts.len() < 6 || parts.len() > 8 {
+        if parts.len() < 6 || parts.len() > 9 {
             return Err(format!(
-                "case '{s}': expected policy:semantics:index:fault:crash:continue[:second][:f<index>-<fault>]"
+                "case '{s}': expected policy:semantics:index:fault:crash:continue[:second][:f<index>-<fault>][:then-send]"
             ));
         }
         let policy = match parts[0] {
@@ -108,8 +116,11 @@ impl Case {
         let fault = mode(parts[3])?;
         let mut second = None;
         let mut second_fault = None;
+        let mut then_send = false;
         for extra in &parts[6..] {
-            if let Some(rest) = extra.strip_prefix('f') {
+            if *extra == "then-send" {
+                then_send = true;
+            } else if let Some(rest) = extra.strip_prefix('f') {
                 let (j, m) = rest
                     .split_once('-')
                     .ok_or_else(|| format!("bad second fault '{extra}'"))?;
@@ -136,6 +147,7 @@ impl Case {
             continue_ops: num(parts[5], "continue")?,
             second,
             second_fault,
+            then_send,
         })
     }
 }
@@ -158,6 +170,9 @@ pub struct Report {
     pub by_phase: BTreeMap<String, u64>,
 }
 
+/// Both message durability policies, in the order the explorer takes them.
+pub const POLICIES: [Durability; 2] = [Durability::Buffered, Durability::Persisted];
+
 /// Which parts of the space to cover.
 #[derive(Debug, Clone)]
 pub struct Bounds {
@@ -174,6 +189,9 @@ pub struct Bounds {
     /// Stop at the first operation index that found a violation (teeth
     /// tests only need one; `states_explored` then counts what ran).
     pub stop_at_first: bool,
+    /// The message durability policies explored (both by default; a teeth
+    /// test aimed at a `persisted`-only mechanism skips `buffered`).
+    pub policies: Vec<Durability>,
 }
 
 /// The two-fault phase: a first fault (every mode, or none) at every
@@ -181,14 +199,21 @@ pub struct Bounds {
 /// later index `j` up to `window` operations after it (0: to the end of the
 /// window), either a second fault (every mode; the workload then finishes and
 /// the process crashes or the power is cut) or a crash right after `j`
-/// (process or power). And: the first fault (or none) with a process crash
+/// (process or power), or a second fault with the process dying right after
+/// it, checked after recovery and again after one more send per partition
+/// and a power loss (`Case::then_send`). And: the first fault (or none) with a process crash
 /// right after it, then a second fault (every mode) at each of the first
-/// `window` operations of recovery and the first reconciler pass.
+/// `recovery_window` operations of recovery and the first reconciler pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TwoFaults {
     pub first_stride: u64,
     pub window: u64,
     pub second_stride: u64,
+    /// How many operations of recovery (and the first reconciler pass) the
+    /// fault-in-recovery cases cover (0: all of them). `sluice sim explore`
+    /// uses `window`; a teeth test widens it for a gap that lies deep in
+    /// recovery.
+    pub recovery_window: u64,
 }
 
 impl TwoFaults {
@@ -198,6 +223,7 @@ impl TwoFaults {
             first_stride: 1,
             window: 16,
             second_stride: 1,
+            recovery_window: 16,
         }
     }
 }
@@ -211,6 +237,7 @@ impl Bounds {
             purge_mode: PurgeMode::default(),
             two_faults: Some(TwoFaults::full()),
             stop_at_first: false,
+            policies: POLICIES.to_vec(),
         }
     }
 }
@@ -320,12 +347,36 @@ pub fn run_case(
             e.reconcile_at(u64::MAX);
         }
         recovery_end = world.sim.op_count();
+        if case.then_send {
+            violations.extend(world.check_applied_means_removed());
+            violations.extend(world.check());
+            for partition in 0..workload.shape(case.policy).partitions {
+                world.step(&Step::Send {
+                    partition,
+                    payloads: vec![format!("then-send-{partition}")],
+                });
+            }
+            world.crash(Crash::PowerLoss);
+            if let Err(e) = world.open() {
+                violations.push(Violation {
+                    property: 'f',
+                    partition: "-".into(),
+                    detail: format!("recovery failed after the power loss that followed: {e}"),
+                });
+                return Ok((violations, (recovery_start, recovery_end)));
+            }
+        }
     }
     if let Err(v) = world.finish_cleanup(CLEANUP_PASSES) {
         violations.push(v);
     }
     violations.extend(world.check_applied_means_removed());
     violations.extend(world.check());
+    if let Some(part) = crate::run::traced() {
+        for e in world.sim.trace().iter().filter(|e| e.path.contains(&part)) {
+            eprintln!("    {e}");
+        }
+    }
     Ok((violations, (recovery_start, recovery_end)))
 }
 
@@ -367,7 +418,7 @@ pub fn explore(
             });
         }
     };
-    for policy in [Durability::Buffered, Durability::Persisted] {
+    for &policy in &bounds.policies {
         for semantics in [SyncFailureSemantics::Linux, SyncFailureSemantics::Forgiving] {
             let (first, end) = window_range(workload, policy, semantics, bounds.purge_mode)?;
             let mut index = first;
@@ -392,6 +443,7 @@ pub fn explore(
                                 continue_ops,
                                 second: None,
                                 second_fault: None,
+                                then_send: false,
                             };
                             let (vs, (r0, r1)) = run_case(workload, &case, bounds.purge_mode)?;
                             let phase = match continue_ops {
@@ -483,12 +535,13 @@ fn two_fault_cases(
             continue_ops: 0,
             second: None,
             second_fault: None,
+            then_send: false,
         };
         let (_, (r0, r1)) = run_case(workload, &base, bounds.purge_mode)?;
-        let stop = if two.window == 0 {
+        let stop = if two.recovery_window == 0 {
             r1
         } else {
-            r1.min(r0 + two.window)
+            r1.min(r0 + two.recovery_window)
         };
         let mut j = r0;
         while j < stop {
@@ -515,6 +568,7 @@ fn two_fault_cases(
                 continue_ops: TO_END,
                 second: None,
                 second_fault: None,
+                then_send: false,
             };
             for second in FaultMode::ALL {
                 for crash in [Crash::Process, Crash::PowerLoss] {
@@ -526,6 +580,21 @@ fn two_fault_cases(
                     let (vs, _) = run_case(workload, &case, bounds.purge_mode)?;
                     record("two_faults", &case, vs);
                 }
+                // The process dies right after the second fault: what the
+                // two faults left is recovered (and checked) before the
+                // workload's next operation can repair it (a store after a
+                // torn one rewrites the slot the tear damaged); then a send
+                // follows and the power is cut (a recovered tail the disk
+                // lacks must not leave a hole under it).
+                let case = Case {
+                    crash: Crash::Process,
+                    continue_ops: j - index,
+                    second_fault: Some((j, second)),
+                    then_send: true,
+                    ..base
+                };
+                let (vs, _) = run_case(workload, &case, bounds.purge_mode)?;
+                record("two_faults_crash_then_send", &case, vs);
             }
             for crash in [Crash::Process, Crash::PowerLoss] {
                 let case = Case {

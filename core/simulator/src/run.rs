@@ -140,6 +140,7 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     let mut sent = 0u64;
     let mut generation_tag = 0u64;
     let mut values = OffsetValues::new(PARTITIONS);
+    let mut shown = 0u64;
     for n in 0..steps {
         if rng.chance_ppm(rates.crash_ppm) {
             let crash = match rng.below(3) {
@@ -230,6 +231,20 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                 eprintln!("step {n}: {step:?} -> {}", if ok { "ok" } else { "failed" });
             }
         }
+        if let Some(filter) = traced() {
+            let trace = world.sim.trace();
+            for e in trace
+                .iter()
+                .skip(usize::try_from(shown).unwrap_or(usize::MAX))
+            {
+                if e.path.contains(&filter)
+                    || e.target.as_deref().is_some_and(|t| t.contains(&filter))
+                {
+                    eprintln!("    {e}");
+                }
+            }
+            shown = trace.len() as u64;
+        }
         for v in world
             .check_applied_means_removed()
             .into_iter()
@@ -304,6 +319,15 @@ impl OffsetValues {
             gens.truncate(KEPT + 1);
         }
     }
+}
+
+/// `SLUICE_SIM_TRACE=<part>` prints the storage operations whose path
+/// contains `<part>`: after each step of a run (with `SLUICE_SIM_VERBOSE=1`,
+/// under their step), at the end of an explorer case.
+pub(crate) fn traced() -> Option<String> {
+    std::env::var("SLUICE_SIM_TRACE")
+        .ok()
+        .filter(|v| !v.is_empty())
 }
 
 /// `SLUICE_SIM_VERBOSE=1` prints every step of a run on stderr (for reproducers).

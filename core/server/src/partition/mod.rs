@@ -103,6 +103,15 @@ pub struct Partition {
     obligation: Option<purge::Obligation>,
     /// Sequence number of the newest obligation slot written or read.
     obligation_seq: u64,
+    /// The obligation file, opened once per process (by recovery, or by the
+    /// first write) and kept: a re-dirty of its name moves it aside between
+    /// two renames, and opening the name then would start a second file.
+    obligation_file: Option<Box<dyn sluice_storage::DurableFile>>,
+    /// The newest record recovery read back, while it is not known to be on
+    /// disk (an earlier process's sync of it may have failed): rewritten and
+    /// synced before the other slot, which may hold the newest durable
+    /// record, is overwritten.
+    obligation_unsynced: Option<purge::Obligation>,
     /// Whether the obligation file's name is known durable.
     obligation_named: bool,
     root_names: DirTracker,
@@ -129,6 +138,8 @@ impl Partition {
             root_names: DirTracker::new(&paths.root),
             obligation: None,
             obligation_seq: 0,
+            obligation_file: None,
+            obligation_unsynced: None,
             obligation_named: false,
             cleanup_worked_on: std::collections::BTreeSet::new(),
             paths,
@@ -304,18 +315,23 @@ impl Partition {
         if !bases.is_empty() || !empty.is_empty() {
             partition.segment_names.force_redirty();
         }
+        partition
+            .segment_names
+            .note_repairs(log_report.repaired.clone());
         // A crash between the two renames of a re-dirty of the obligation's
         // name leaves `purge.obligation.redirty`: move it back first, or the
         // obligation (and its list of removals to redo) would be missed.
         let root_names = partition.storage.list_dir(&partition.paths.root)?;
         if root_names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
-            repair_redirty_leftovers(
+            let repairs = repair_redirty_leftovers(
                 partition.storage.as_ref(),
                 &partition.paths.root,
                 &root_names,
             )?;
+            partition.root_names.note_repairs(repairs);
         }
-        let loaded = purge::load(&partition)?;
+        let (loaded, file) = purge::load(&partition)?;
+        partition.obligation_file = file;
         if loaded != purge::LoadedObligation::Missing {
             // Found in the page cache: an earlier process's failed sync of the
             // partition directory may have dropped the name, and a plain sync
@@ -374,6 +390,8 @@ impl Partition {
         std::mem::swap(&mut next.root_names, &mut self.root_names);
         next.obligation = self.obligation.take();
         next.obligation_seq = self.obligation_seq;
+        next.obligation_file = self.obligation_file.take();
+        next.obligation_unsynced = self.obligation_unsynced.take();
         next.obligation_named = self.obligation_named;
         next.degraded = self.degraded.take();
         *self = next;

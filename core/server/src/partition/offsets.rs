@@ -186,7 +186,8 @@ impl OffsetStore {
             .iter()
             .any(|n| n.ends_with(crate::dirsync::REDIRTY_SUFFIX))
         {
-            repair_redirty_leftovers(storage.as_ref(), dir, &names)?;
+            let repairs = repair_redirty_leftovers(storage.as_ref(), dir, &names)?;
+            store.names.note_repairs(repairs);
             names = storage.list_dir(dir)?;
         }
         for name in names {
@@ -417,11 +418,18 @@ impl OffsetStore {
             None => self.storage.open(&path, OpenMode::CreateNew)?,
             Some(file) => match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref())? {
                 // Never written (a store whose write failed): nothing to keep.
-                SlotRead::Empty => file,
+                // Its name was created by that store, perhaps in an earlier
+                // process, and a failed directory sync since may have dropped
+                // it: redo it before the next sync counts it durable.
+                SlotRead::Empty => {
+                    self.names.force_redirty();
+                    file
+                }
                 // A record of this generation not in memory (a failed write
                 // that memory could not follow): continue its sequence.
                 SlotRead::Valid { seq, value, .. } if value.generation == self.generation => {
                     self.names.note(&name, NameChange::Created);
+                    self.names.force_redirty();
                     return Ok(Entry::unsynced(value.offset, seq, file));
                 }
                 // Writing into it instead is ADR 0008's finding B.

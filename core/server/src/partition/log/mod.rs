@@ -47,6 +47,9 @@ pub struct LogRecovery {
     /// Segments (their `.log` names) that held no batch: not served, left in
     /// place for a roll at the same base to reuse or the next purge to remove.
     pub skipped_empty: Vec<String>,
+    /// Name changes made repairing interrupted re-dirty renames, for the
+    /// segments directory's tracker (see `repair_redirty_leftovers`).
+    pub repaired: Vec<(String, crate::dirsync::NameChange)>,
 }
 
 #[derive(Debug)]
@@ -105,7 +108,8 @@ impl Log {
             .iter()
             .any(|n| n.ends_with(crate::dirsync::REDIRTY_SUFFIX))
         {
-            crate::dirsync::repair_redirty_leftovers(storage.as_ref(), dir, &names)?;
+            report.repaired =
+                crate::dirsync::repair_redirty_leftovers(storage.as_ref(), dir, &names)?;
             names = storage.list_dir(dir)?;
         }
         let mut bases = Vec::new();

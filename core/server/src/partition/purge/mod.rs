@@ -23,7 +23,7 @@ pub mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use sluice_storage::{ErrorKind, OpenMode};
+use sluice_storage::{DurableFile, ErrorKind, OpenMode};
 
 use super::Partition;
 use super::offsets::{OffsetRecord, read_record};
@@ -77,14 +77,15 @@ pub enum LoadedObligation {
     Invalid(String),
 }
 
-/// Reads a partition's obligation file.
-pub fn load(p: &Partition) -> Result<LoadedObligation> {
-    let file = match p.storage.open(&p.paths.obligation, OpenMode::Read) {
+/// Reads a partition's obligation file; also returns the file, opened for
+/// writing, for the partition to keep (see `Partition::obligation_file`).
+pub fn load(p: &Partition) -> Result<(LoadedObligation, Option<Box<dyn DurableFile>>)> {
+    let file = match p.storage.open(&p.paths.obligation, OpenMode::ReadWrite) {
         Ok(f) => f,
-        Err(e) if e.kind == ErrorKind::NotFound => return Ok(LoadedObligation::Missing),
+        Err(e) if e.kind == ErrorKind::NotFound => return Ok((LoadedObligation::Missing, None)),
         Err(e) => return Err(e.into()),
     };
-    Ok(match OBLIGATION_LAYOUT.read::<Obligation>(file.as_ref())? {
+    let loaded = match OBLIGATION_LAYOUT.read::<Obligation>(file.as_ref())? {
         SlotRead::Empty => LoadedObligation::Missing,
         SlotRead::Valid { seq, value, .. } => match value.validate() {
             Ok(()) => LoadedObligation::Valid {
@@ -96,7 +97,8 @@ pub fn load(p: &Partition) -> Result<LoadedObligation> {
         SlotRead::Invalid { first, second } => {
             LoadedObligation::Invalid(format!("slot 0: {first}; slot 1: {second}"))
         }
-    })
+    };
+    Ok((loaded, Some(file)))
 }
 
 impl Partition {
@@ -110,6 +112,8 @@ impl Partition {
             LoadedObligation::Missing => Some(Obligation::request(g)),
             LoadedObligation::Valid { seq, obligation } => {
                 self.obligation_seq = seq;
+                // Read through the page cache: perhaps never on disk.
+                self.obligation_unsynced = Some(obligation.clone());
                 if obligation.generation() == g {
                     Some(obligation)
                 } else if obligation.generation() < g {
@@ -182,11 +186,43 @@ impl Partition {
         let Some(ob) = self.obligation.as_ref() else {
             return Ok(());
         };
-        let path = self.paths.obligation.clone();
-        let file = self.storage.open(&path, OpenMode::CreateOrOpen)?;
+        if self.obligation_file.is_none() {
+            // Only here while no handle was ever opened: the name was never
+            // noted, so no re-dirty can have moved the file aside.
+            let file = self
+                .storage
+                .open(&self.paths.obligation, OpenMode::CreateOrOpen)?;
+            self.obligation_file = Some(file);
+        }
+        let Some(file) = self.obligation_file.as_deref() else {
+            return Err(EngineError::Internal("obligation file vanished".into()));
+        };
+        if let Some(newest) = &self.obligation_unsynced {
+            // The record recovery read may exist only in the page cache (its
+            // sync failed in the process that wrote it); then the other slot,
+            // which the write below overwrites, holds the newest durable
+            // record. Make the newest one durable first: the same bytes into
+            // the same slot, so a torn rewrite changes nothing it held.
+            OBLIGATION_LAYOUT
+                .write(file, self.obligation_seq, newest)?
+                .map_err(|e| {
+                    EngineError::Internal(format!("obligation does not fit its slot: {e}"))
+                })?;
+            file.sync()?;
+            self.obligation_unsynced = None;
+        }
         let seq = self.obligation_seq + 1;
+        if seq == 1 && file.len()? > 0 {
+            // No record of this file was ever confirmed (else the next write
+            // would be number 2): what it holds is an earlier attempt at the
+            // first record, torn or never synced. Writing over it could mix
+            // two records' prefixes into a slot that reads as corrupt, not as
+            // a torn first write (and the partition would be degraded); an
+            // empty file keeps any torn write a prefix of one record.
+            file.truncate(0)?;
+        }
         OBLIGATION_LAYOUT
-            .write(file.as_ref(), seq, ob)?
+            .write(file, seq, ob)?
             .map_err(|e| EngineError::Internal(format!("obligation does not fit its slot: {e}")))?;
         file.sync()?;
         self.obligation_seq = seq;
@@ -361,7 +397,7 @@ impl Partition {
     }
 
     /// Up to `MAX_NAMES_PER_ROUND` dead names, and whether more remain.
-    fn scan_dead(&self, cutoff: u64) -> Result<(BTreeMap<DirKind, BTreeSet<String>>, bool)> {
+    fn scan_dead(&mut self, cutoff: u64) -> Result<(BTreeMap<DirKind, BTreeSet<String>>, bool)> {
         let mut round: BTreeMap<DirKind, BTreeSet<String>> = BTreeMap::new();
         let mut taken = 0usize;
         for dir in DirKind::ALL {
@@ -377,7 +413,9 @@ impl Partition {
                 // here and brought back by the next sync's redo (or the next
                 // recovery) after `Applied`. (The tracker still holds the
                 // name, so its next sync redoes it.)
-                repair_redirty_leftovers(self.storage.as_ref(), path, &names)?;
+                let repairs = repair_redirty_leftovers(self.storage.as_ref(), path, &names)?;
+                self.tracker_mut(dir).note_repairs(repairs);
+                let path = self.dir_path(dir);
                 names = self.storage.list_dir(path)?;
             }
             for name in names {
