@@ -415,9 +415,6 @@ fn the_naive_purge_fails_the_same_scenarios() {
     assert!(!naive_shows_the_bug(NoFailure, Persisted));
 }
 
-/// ADR 0003's L3: a crash between the two renames that re-dirty the
-/// obligation's name leaves only `purge.obligation.redirty`. Recovery must
-
 /// A durable two-message history, then a purge whose first cleanup attempt
 /// removed the old files but could not sync `segments/`: its removals are
 /// recorded in the obligation and pending.
@@ -442,6 +439,8 @@ fn purge_with_pending_segment_removals(sim: &SimStorage) -> (Engine, Obligation)
     (engine, before)
 }
 
+/// ADR 0003's L3: a crash between the two renames that re-dirty the
+/// obligation's name leaves only `purge.obligation.redirty`. Recovery must
 /// move it back before loading the obligation, or it would rebuild a blank
 /// `Requested` and lose the list of removals an earlier attempt made (which
 /// must be redone before any sync can confirm them).
