@@ -26,12 +26,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use reqwest::{StatusCode, Url};
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::login::LoginError;
 use sluice_server::http::auth::{DEFAULT_ROOT_PASSWORD, DEFAULT_ROOT_USERNAME, RootSource};
-use sluice_server::http::status::STATES;
+use sluice_server::http::status::{PurgeStatus, STATES};
 
 /// Default server URL (the server's embedded default listen address).
 pub const DEFAULT_URL: &str = "http://127.0.0.1:3000";
@@ -357,53 +356,6 @@ async fn fetch_status(
         )));
     }
     Ok(text)
-}
-
-/// `GET /status/purge`, as `core/server/src/http/status.rs` answers it.
-#[derive(Debug, Deserialize)]
-struct PurgeStatus {
-    summary: Summary,
-    partitions: Vec<PartitionRow>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Summary {
-    partitions: u64,
-    states: BTreeMap<String, u64>,
-    stuck: u64,
-    degraded: u64,
-    reconciler: ReconcilerSummary,
-}
-
-#[derive(Debug, Deserialize)]
-struct ReconcilerSummary {
-    passes: u64,
-    attempts: u64,
-    failures: u64,
-    pending: u64,
-    last_pass_duration_ms: Option<f64>,
-    period_ms: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct PartitionRow {
-    stream_id: u32,
-    topic_id: u32,
-    partition_id: u32,
-    committed_generation: u64,
-    degraded: bool,
-    obligation: Option<ObligationRow>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ObligationRow {
-    generation: u64,
-    state: String,
-    attempts: u32,
-    last_error: Option<String>,
-    next_attempt_in_ms: Option<u64>,
-    stuck: bool,
-    degraded: bool,
 }
 
 fn yes_no(b: bool) -> &'static str {

@@ -69,14 +69,14 @@ struct SiteLabel {
 /// Engine figures as of the last scrape.
 #[derive(Debug, Default, Clone)]
 struct EngineView {
-    states: BTreeMap<&'static str, u64>,
+    states: BTreeMap<String, u64>,
     stuck: u64,
     degraded: u64,
     pending: u64,
     attempts: u64,
     failures: u64,
-    attempts_by_dir: BTreeMap<&'static str, u64>,
-    failures_by_site: BTreeMap<&'static str, u64>,
+    attempts_by_dir: BTreeMap<String, u64>,
+    failures_by_site: BTreeMap<String, u64>,
     passes: u64,
 }
 
@@ -140,7 +140,7 @@ impl Collector for EngineCollector {
             )?;
             for (state, n) in &view.states {
                 let labels = StateLabel {
-                    state: (*state).to_string(),
+                    state: state.clone(),
                 };
                 ConstGauge::new(i64::try_from(*n).unwrap_or(i64::MAX))
                     .encode(family.encode_family(&labels)?)?;
@@ -180,27 +180,17 @@ impl Collector for EngineCollector {
             &mut encoder,
             "sluice_purge_cleanup_dir_attempts",
             "Purge cleanup attempts that removed a file from or synced each directory kind",
-            view.attempts_by_dir.iter().map(|(d, n)| {
-                (
-                    DirLabel {
-                        dir: (*d).to_string(),
-                    },
-                    *n,
-                )
-            }),
+            view.attempts_by_dir
+                .iter()
+                .map(|(d, n)| (DirLabel { dir: d.clone() }, *n)),
         )?;
         counter_family(
             &mut encoder,
             "sluice_purge_cleanup_site_failures",
             "Failed purge cleanup attempts by where the failing operation was",
-            view.failures_by_site.iter().map(|(site, n)| {
-                (
-                    SiteLabel {
-                        site: (*site).to_string(),
-                    },
-                    *n,
-                )
-            }),
+            view.failures_by_site
+                .iter()
+                .map(|(site, n)| (SiteLabel { site: site.clone() }, *n)),
         )?;
         counter(
             &mut encoder,

@@ -12,13 +12,18 @@
 //!   call, so no purge or cleanup step can land half-way through it.
 //! - The summary counts the partitions the filters kept; the reconciler
 //!   figures are global.
+//! - The response types below are the one definition of this JSON: the
+//!   server serialises them and `sluice status` deserialises the same types,
+//!   so the two cannot drift. Names are owned strings (not typed enums) so a
+//!   client still reads an answer naming a state or directory kind it does
+//!   not know, and the maps keep their alphabetical key order.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::{ApiError, ApiResult};
@@ -36,40 +41,44 @@ pub const STATES: [&str; 5] = [
     "none",
 ];
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PurgeStatus {
     pub summary: Summary,
     pub partitions: Vec<PartitionRow>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     pub partitions: u64,
     /// Partitions per obligation state (`none`: never purged).
-    pub states: BTreeMap<&'static str, u64>,
+    pub states: BTreeMap<String, u64>,
     pub stuck: u64,
     pub degraded: u64,
     pub reconciler: ReconcilerSummary,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReconcilerSummary {
     pub passes: u64,
     pub attempts: u64,
     pub failures: u64,
     /// Attempts that worked on each directory kind (removed a file from it
-    /// or synced it): `segments`, `consumers`, `groups`.
-    pub attempts_by_dir: BTreeMap<&'static str, u64>,
+    /// or synced it): `segments`, `consumers`, `groups`. Empty when read
+    /// from a server that predates it.
+    #[serde(default)]
+    pub attempts_by_dir: BTreeMap<String, u64>,
     /// Failed attempts by where the failing operation was: a directory kind,
-    /// `obligation` (the obligation file) or `other`.
-    pub failures_by_site: BTreeMap<&'static str, u64>,
+    /// `obligation` (the obligation file) or `other`. Empty when read from a
+    /// server that predates it.
+    #[serde(default)]
+    pub failures_by_site: BTreeMap<String, u64>,
     pub pending: u64,
     /// Duration of the last periodic pass, `null` before the first one.
     pub last_pass_duration_ms: Option<f64>,
     pub period_ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PartitionRow {
     pub stream_id: u32,
     pub topic_id: u32,
@@ -79,10 +88,11 @@ pub struct PartitionRow {
     pub obligation: Option<ObligationRow>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ObligationRow {
     pub generation: u64,
-    pub state: &'static str,
+    /// One of [`STATES`] other than `none`.
+    pub state: String,
     pub attempts: u32,
     pub last_error: Option<String>,
     /// Time until the reconciler retries; `null` when nothing is pending.
@@ -151,7 +161,7 @@ pub fn snapshot(
     };
     let now_ms = SystemClock.now_micros() / 1000;
     let reconciler = engine.reconciler();
-    let mut states: BTreeMap<&'static str, u64> = STATES.iter().map(|s| (*s, 0)).collect();
+    let mut states: BTreeMap<String, u64> = STATES.iter().map(|s| (s.to_string(), 0)).collect();
     let (mut stuck, mut degraded) = (0, 0);
     let mut rows = Vec::new();
     for p in engine.partitions() {
@@ -163,7 +173,7 @@ pub fn snapshot(
         let pending = reconciler.status(key);
         let obligation = p.obligation().map(|o| ObligationRow {
             generation: o.generation(),
-            state: o.state().as_str(),
+            state: o.state().as_str().to_string(),
             attempts: o.attempts(),
             last_error: o
                 .last_error()
@@ -173,11 +183,11 @@ pub fn snapshot(
             stuck: pending.is_some_and(|e| e.stuck),
             degraded: is_degraded,
         });
-        let state = obligation.as_ref().map_or("none", |o| o.state);
+        let state = obligation.as_ref().map_or("none", |o| o.state.as_str());
         if filter.state.as_deref().is_some_and(|f| f != state) {
             continue;
         }
-        *states.entry(state).or_default() += 1;
+        *states.entry(state.to_string()).or_default() += 1;
         if obligation.as_ref().is_some_and(|o| o.stuck) {
             stuck += 1;
         }
@@ -206,11 +216,11 @@ pub fn snapshot(
                 failures: stats.failures,
                 attempts_by_dir: DirKind::ALL
                     .iter()
-                    .map(|d| (d.as_str(), stats.dir_attempts(*d)))
+                    .map(|d| (d.as_str().to_string(), stats.dir_attempts(*d)))
                     .collect(),
                 failures_by_site: FailureSite::ALL
                     .iter()
-                    .map(|f| (f.as_str(), stats.site_failures(*f)))
+                    .map(|f| (f.as_str().to_string(), stats.site_failures(*f)))
                     .collect(),
                 pending: reconciler.pending().len() as u64,
                 last_pass_duration_ms: last_pass_us.map(|us| us as f64 / 1000.0),
@@ -254,5 +264,62 @@ mod tests {
         ] {
             assert!(STATES.contains(&state_name(s)));
         }
+    }
+
+    #[test]
+    fn given_a_status_answer_when_read_back_then_it_serialises_to_the_same_bytes() {
+        // Given an answer with every field set, as the endpoint sends it.
+        let row = |partition_id, obligation| PartitionRow {
+            stream_id: 1,
+            topic_id: 2,
+            partition_id,
+            committed_generation: 3,
+            degraded: false,
+            obligation,
+        };
+        let status = PurgeStatus {
+            summary: Summary {
+                partitions: 2,
+                states: STATES.iter().map(|s| (s.to_string(), 1)).collect(),
+                stuck: 1,
+                degraded: 0,
+                reconciler: ReconcilerSummary {
+                    passes: 7,
+                    attempts: 3,
+                    failures: 2,
+                    attempts_by_dir: DirKind::ALL
+                        .iter()
+                        .map(|d| (d.as_str().to_string(), 4))
+                        .collect(),
+                    failures_by_site: FailureSite::ALL
+                        .iter()
+                        .map(|f| (f.as_str().to_string(), 5))
+                        .collect(),
+                    pending: 1,
+                    last_pass_duration_ms: Some(0.25),
+                    period_ms: 1000,
+                },
+            },
+            partitions: vec![
+                row(0, None),
+                row(
+                    1,
+                    Some(ObligationRow {
+                        generation: 3,
+                        state: state_name(PurgeState::Requested).to_string(),
+                        attempts: 2,
+                        last_error: Some("EIO, injected fault".to_string()),
+                        next_attempt_in_ms: Some(400),
+                        stuck: true,
+                        degraded: false,
+                    }),
+                ),
+            ],
+        };
+        let sent = serde_json::to_string(&status).unwrap();
+        // When a client deserialises it into the same types and serialises
+        // it again, then nothing is lost or reordered.
+        let read: PurgeStatus = serde_json::from_str(&sent).unwrap();
+        assert_eq!(serde_json::to_string(&read).unwrap(), sent);
     }
 }
