@@ -20,7 +20,6 @@
 //!   error: messages name the URL (which may not carry credentials) and the
 //!   server's error code and reason (which the server keeps free of secrets).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -478,6 +477,7 @@ mod tests {
 
     use super::*;
     use clap::Parser;
+    use std::collections::BTreeMap;
 
     #[derive(Parser, Debug)]
     struct Cli {
