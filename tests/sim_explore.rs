@@ -247,3 +247,28 @@ fn seed_231_never_applies_a_purge_over_a_durable_redirty_leftover() {
         r.violations.first()
     );
 }
+
+/// Found by the two-fault phase's crash-then-send cases on `append`
+/// (`persisted`): a send rolls to a new segment at offset 3, its file sync
+/// takes effect but reports an error (not acknowledged), and the clean-up
+/// truncate takes effect in the page cache only and reports an error too.
+/// After the process crash recovery sees that segment empty and skips it,
+/// the next send reuses offset 3 in the previous segment, and the power loss
+/// brings the durable, never acknowledged batch back at offset 3: the log
+/// served two batches at one offset.
+#[test]
+fn a_skipped_empty_segment_never_resurrects_an_unacknowledged_offset() {
+    for case in [
+        "persisted:linux:95:after:process:1:f96-after:then-send",
+        "persisted:linux:104:after:process:1:f105-after:then-send",
+    ] {
+        // Given / when: the explorer's case, through the production engine.
+        let case = Case::parse(case).unwrap();
+        let (violations, _) = run_case(Workload::Append, &case, PurgeMode::Obligation).unwrap();
+        // Then: one batch per offset, and Next skips no acknowledged message.
+        assert!(
+            violations.is_empty(),
+            "sluice sim explore --workload append --case {case}: {violations:?}"
+        );
+    }
+}

@@ -134,6 +134,8 @@ impl Log {
                 report.tail_cuts.push((seg.log_path.clone(), issue));
             }
             if seg.is_empty() {
+                let mut seg = seg;
+                seg.make_durably_empty()?;
                 // Nothing acknowledged: a roll whose first write was lost, or
                 // a name a power loss kept without its bytes. Its base may lie
                 // beyond the real data, so it must not set `next_offset`. It

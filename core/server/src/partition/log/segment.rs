@@ -486,6 +486,24 @@ impl Segment {
         self.carry_unsure()
     }
 
+    /// Makes an empty recovered segment durably empty before its offsets
+    /// can be given out again. Recovery found no batch in the page cache,
+    /// but the disk may still hold one: a failed send's sync can take effect
+    /// while reporting an error, and its clean-up truncate can reach only
+    /// the page cache. Recovery skips the segment, the next send reuses its
+    /// base offset in an earlier segment, and a power loss would bring the
+    /// never acknowledged batch back at that same offset. The truncate is
+    /// redone first so the length is dirty again even if a failed sync of
+    /// an earlier process dropped that state.
+    pub fn make_durably_empty(&mut self) -> Result<()> {
+        debug_assert!(self.is_empty(), "only an empty segment is emptied");
+        self.log.truncate(0)?;
+        self.sync_log()?;
+        self.carried_to = 0;
+        self.durable_to = 0;
+        Ok(())
+    }
+
     /// Makes this segment's bytes durable (at a graceful shutdown, and
     /// before a roll seals it under `persisted`), rewriting first any bytes
     /// a failed sync may have left neither durable nor dirty.
