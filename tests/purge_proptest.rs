@@ -729,7 +729,11 @@ impl World {
     fn open(&mut self) -> Check {
         for attempt in 1..=OPEN_ATTEMPTS {
             let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
-            match Engine::open(storage, self.clock.clone(), EngineConfig::new(DATA, 5)) {
+            match Engine::open(
+                storage,
+                self.clock.clone(),
+                EngineConfig::deterministic(DATA, 5),
+            ) {
                 Ok((mut engine, report)) => {
                     self.note(format!(
                         "  open #{attempt}: stale_records={} degraded={:?}",
@@ -1573,9 +1577,12 @@ impl World {
         drop(self.engine.take());
         self.sim.crash(Crash::PowerLoss);
         let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
-        let (engine, report) =
-            Engine::open(storage, self.clock.clone(), EngineConfig::new(DATA, 5))
-                .map_err(|e| format!("open after the final power loss failed: {e}"))?;
+        let (engine, report) = Engine::open(
+            storage,
+            self.clock.clone(),
+            EngineConfig::deterministic(DATA, 5),
+        )
+        .map_err(|e| format!("open after the final power loss failed: {e}"))?;
         if report.stale_records != 0 {
             return fail(format!(
                 "after cleanup reached Applied, a power loss brought back {} stale records: {:?}",

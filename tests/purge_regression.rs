@@ -61,7 +61,7 @@ impl FailedDir {
 
 fn open(sim: &SimStorage, mode: PurgeMode) -> Engine {
     let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
-    let mut config = EngineConfig::new(DATA, 7);
+    let mut config = EngineConfig::deterministic(DATA, 7);
     config.purge_mode = mode;
     Engine::open(storage, Arc::new(ManualClock::new(1_000_000)), config)
         .unwrap()
@@ -591,7 +591,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
         capacity: None,
     });
     let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
-    let mut config = EngineConfig::new(DATA, 7);
+    let mut config = EngineConfig::deterministic(DATA, 7);
     config.reconciler.concurrency = 4;
     let mut engine = Engine::open(storage, Arc::new(ManualClock::new(1_000_000)), config)
         .unwrap()

@@ -53,7 +53,7 @@ pub fn key() -> PartitionKey {
 }
 
 pub fn config(data_dir: &Path) -> EngineConfig {
-    EngineConfig::new(data_dir, 1)
+    EngineConfig::deterministic(data_dir, 1)
 }
 
 /// Where the default partition's files live under `data_dir`.

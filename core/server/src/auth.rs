@@ -31,7 +31,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand_core::{OsRng, RngCore};
 use serde::{Deserialize, Serialize};
-use sluice_storage::{DurableStorage, ErrorKind, OpenMode};
+use sluice_storage::{DurableStorage, ErrorKind};
 
 use crate::http::error::{ApiError, ApiResult};
 
@@ -45,7 +45,7 @@ pub const MAX_USERNAME_LEN: usize = 50;
 pub const MIN_PASSWORD_LEN: usize = 3;
 pub const MAX_PASSWORD_LEN: usize = 100;
 /// Where a generated root password's hash is kept, inside the data directory.
-pub const CREDENTIALS_FILE: &str = "root.credentials";
+pub use crate::layout::CREDENTIALS_FILE;
 const GENERATED_PASSWORD_LEN: usize = 24;
 const MAX_BACKOFF_DOUBLINGS: u32 = 5;
 
@@ -264,30 +264,21 @@ pub fn setup_root(
     }
 }
 
-/// Atomic, durable replace: write a fresh temporary file, sync it, rename it
-/// over the target, sync the data directory.
+/// Stores the root user's credentials durably (`persist::replace_file`).
 fn store_credentials(
     storage: &dyn DurableStorage,
     data_dir: &Path,
     user: &RootUser,
 ) -> Result<(), String> {
     let bytes = serde_json::to_vec(user).map_err(|e| e.to_string())?;
-    let target = data_dir.join(CREDENTIALS_FILE);
-    let tmp = data_dir.join(format!("{CREDENTIALS_FILE}.tmp"));
-    match storage.remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind == ErrorKind::NotFound => {}
-        Err(e) => return Err(e.to_string()),
-    }
-    let file = storage
-        .open(&tmp, OpenMode::CreateNew)
-        .map_err(|e| e.to_string())?;
-    file.write_at(0, &bytes).map_err(|e| e.to_string())?;
-    file.sync().map_err(|e| e.to_string())?;
-    drop(file);
-    storage.rename(&tmp, &target).map_err(|e| e.to_string())?;
-    storage.sync_dir(data_dir).map_err(|e| e.to_string())?;
-    Ok(())
+    crate::persist::replace_file(
+        storage,
+        data_dir,
+        CREDENTIALS_FILE,
+        &format!("{CREDENTIALS_FILE}.tmp"),
+        &bytes,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// A live access token.

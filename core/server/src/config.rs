@@ -29,7 +29,8 @@ pub const DEFAULT_HTTP_ADDRESS: &str = "127.0.0.1:3000";
 pub const DEFAULT_MAX_BODY_BYTES: usize = 10 << 20;
 pub const DEFAULT_RECONCILER_PERIOD_MS: u64 = 1000;
 /// Cleanup is mostly waiting on fsyncs, so more partitions than cores.
-pub const DEFAULT_RECONCILER_CONCURRENCY: usize = 8;
+pub const DEFAULT_RECONCILER_CONCURRENCY: usize =
+    crate::partition::reconciler::DEFAULT_CLEANUP_CONCURRENCY;
 const MAX_RECONCILER_CONCURRENCY: u64 = 256;
 pub const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
 pub const DEFAULT_FAILED_LOGIN_DELAY_MS: u64 = 500;

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! <data>/metadata                                   streams, topics, partitions, generations
+//! <data>/metadata.tmp                               a metadata save in progress
+//! <data>/root.credentials                           the root user's password hash
 //! <data>/streams/<s>/topics/<t>/partitions/<p>/
 //!     segments/<generation:020>-<base_offset:020>.log   message batches
 //!     segments/<generation:020>-<base_offset:020>.idx   sparse index
@@ -11,13 +13,36 @@
 //! ```
 //! Generation and base offset are zero-padded so a directory listing (sorted
 //! bytewise) is already in (generation, offset) order.
+//!
+//! Invariant: no other module spells a directory or file name; each asks
+//! this one (a rename of a directory is then one edit, and a test that
+//! builds a path agrees with the engine by construction).
 
 use std::path::{Path, PathBuf};
 
-use crate::metadata::PartitionKey;
+use crate::metadata::{PartitionKey, TopicKey};
 
 /// The directory under the data directory that holds every stream.
 pub const STREAMS_DIR: &str = "streams";
+/// A stream's directory of topics.
+pub const TOPICS_DIR: &str = "topics";
+/// A topic's directory of partitions.
+pub const PARTITIONS_DIR: &str = "partitions";
+/// A partition's directories, as named inside the partition directory.
+pub const SEGMENTS_DIR: &str = "segments";
+pub const CONSUMERS_DIR: &str = "consumers";
+pub const GROUPS_DIR: &str = "groups";
+/// The root user's credentials (a password hash, never the password).
+pub const CREDENTIALS_FILE: &str = "root.credentials";
+/// A partition's purge cleanup obligation (two slots).
+pub const OBLIGATION_FILE: &str = "purge.obligation";
+/// The metadata file and the temporary name a save writes first.
+pub const METADATA_FILE: &str = "metadata";
+pub const METADATA_TMP: &str = "metadata.tmp";
+/// A segment's two files: the message batches and the sparse index.
+pub const LOG_EXT: &str = "log";
+pub const INDEX_EXT: &str = "idx";
+pub const SEGMENT_EXTS: [&str; 2] = [LOG_EXT, INDEX_EXT];
 
 #[derive(Debug, Clone)]
 pub struct PartitionPaths {
@@ -28,32 +53,45 @@ pub struct PartitionPaths {
     pub obligation: PathBuf,
 }
 
-pub fn topic_dir(data: &Path, stream: u32, topic: u32) -> PathBuf {
-    stream_dir(data, stream)
-        .join("topics")
-        .join(topic.to_string())
+pub fn streams_dir(data: &Path) -> PathBuf {
+    data.join(STREAMS_DIR)
 }
 
 pub fn stream_dir(data: &Path, stream: u32) -> PathBuf {
-    data.join(STREAMS_DIR).join(stream.to_string())
+    streams_dir(data).join(stream.to_string())
+}
+
+pub fn topics_dir(data: &Path, stream: u32) -> PathBuf {
+    stream_dir(data, stream).join(TOPICS_DIR)
+}
+
+pub fn topic_dir(data: &Path, stream: u32, topic: u32) -> PathBuf {
+    topics_dir(data, stream).join(topic.to_string())
+}
+
+pub fn partitions_dir(data: &Path, topic: TopicKey) -> PathBuf {
+    topic_dir(data, topic.stream, topic.topic).join(PARTITIONS_DIR)
+}
+
+/// The name of a partition's directory inside `partitions_dir`.
+pub fn partition_dir_name(partition: u32) -> String {
+    partition.to_string()
 }
 
 impl PartitionPaths {
     pub fn new(data: &Path, key: PartitionKey) -> Self {
-        let root = topic_dir(data, key.stream, key.topic)
-            .join("partitions")
-            .join(key.partition.to_string());
+        let root = partitions_dir(data, key.topic_key()).join(partition_dir_name(key.partition));
         PartitionPaths {
-            segments: root.join("segments"),
-            consumers: root.join("consumers"),
-            groups: root.join("groups"),
-            obligation: root.join(crate::partition::purge::OBLIGATION_FILE),
+            segments: root.join(SEGMENTS_DIR),
+            consumers: root.join(CONSUMERS_DIR),
+            groups: root.join(GROUPS_DIR),
+            obligation: root.join(OBLIGATION_FILE),
             root,
         }
     }
 }
 
-/// A segment's file names.
+/// A segment's file names (`ext` is `LOG_EXT` or `INDEX_EXT`).
 pub fn segment_name(generation: u64, base_offset: u64, ext: &str) -> String {
     format!("{generation:020}-{base_offset:020}.{ext}")
 }

@@ -19,6 +19,7 @@ pub mod identifier;
 pub mod layout;
 pub mod metadata;
 pub mod partition;
+pub mod persist;
 pub mod server;
 pub mod slots;
 pub mod stats;

@@ -166,8 +166,6 @@ pub async fn start(
 ) -> Result<RunningServer, ServerError> {
     let config = options.config;
     let mut engine_config = EngineConfig::new(config.data_dir.clone(), options.seed);
-    engine_config.reconciler.period_ms =
-        u64::try_from(config.reconciler.period.as_millis()).unwrap_or(u64::MAX);
     engine_config.reconciler.concurrency = config.reconciler.concurrency;
     apply_test_faults(&mut engine_config)?;
     let data_dir = config.data_dir.clone();

@@ -291,6 +291,7 @@ pub fn run_case(
         world.step(&step);
     }
     let mut violations = world.check_applied_means_removed();
+    violations.extend(world.invariant_violations());
     world.crash(case.crash);
     world.sim.clear_faults();
     let recovery_start = world.sim.op_count();
@@ -322,6 +323,7 @@ pub fn run_case(
                 partition: "-".into(),
                 detail: format!("recovery failed after the second crash: {e}"),
             });
+            violations.extend(world.invariant_violations());
             return Ok((violations, (recovery_start, recovery_end)));
         }
     } else {
@@ -341,6 +343,7 @@ pub fn run_case(
                 partition: "-".into(),
                 detail: format!("recovery failed: {e}"),
             });
+            violations.extend(world.invariant_violations());
             return Ok((violations, (recovery_start, recovery_start)));
         }
         if let Some(e) = world.engine.as_mut() {
@@ -363,6 +366,7 @@ pub fn run_case(
                     partition: "-".into(),
                     detail: format!("recovery failed after the power loss that followed: {e}"),
                 });
+                violations.extend(world.invariant_violations());
                 return Ok((violations, (recovery_start, recovery_end)));
             }
         }

@@ -3,9 +3,11 @@
 //! step; crashes and recovery go through the same `Engine::open` the server uses.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use sluice_server::clock::ManualClock;
+use sluice_server::layout::PartitionPaths;
 use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
@@ -71,6 +73,9 @@ pub struct World {
     consumers: BTreeMap<u32, Vec<(bool, u32)>>,
     seed: u64,
     purge_mode: PurgeMode,
+    /// The first broken engine invariant seen (`Engine::check_invariants`,
+    /// checked after every step and every recovery), until a check reports it.
+    broken: Option<String>,
 }
 
 fn s() -> Identifier {
@@ -121,6 +126,7 @@ impl World {
             consumers: BTreeMap::new(),
             seed,
             purge_mode,
+            broken: None,
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine_mut()?;
@@ -157,17 +163,43 @@ impl World {
         let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
         // A restarted process's clock is later than anything written before.
         self.clock.advance(1_000_000);
-        let mut config = EngineConfig::new(DATA_DIR, self.seed);
+        let mut config = EngineConfig::deterministic(DATA_DIR, self.seed);
         config.reconciler.seed = self.seed;
         config.purge_mode = self.purge_mode;
         let (engine, _) =
             Engine::open(storage, self.clock.clone(), config).map_err(|e| e.to_string())?;
         self.engine = Some(engine);
+        self.note_invariants();
         Ok(())
     }
 
     /// Applies one step, recording what was acknowledged. Returns whether it succeeded.
     pub fn step(&mut self, step: &Step) -> bool {
+        let ok = self.apply(step);
+        self.note_invariants();
+        ok
+    }
+
+    /// Records the first broken engine invariant, for the next check to report.
+    fn note_invariants(&mut self) {
+        if self.broken.is_none()
+            && let Some(engine) = &self.engine
+            && let Err(e) = engine.check_invariants()
+        {
+            self.broken = Some(e.to_string());
+        }
+    }
+
+    /// A broken engine invariant as a violation of property (i), once.
+    pub fn invariant_violations(&mut self) -> Vec<Violation> {
+        self.broken
+            .take()
+            .map(|detail| violation('i', "-", detail))
+            .into_iter()
+            .collect()
+    }
+
+    fn apply(&mut self, step: &Step) -> bool {
         let Some(engine) = self.engine.as_mut() else {
             return false;
         };
@@ -280,8 +312,9 @@ impl World {
         let view = self.sim.durable_view();
         let mut out = Vec::new();
         for p in 0..self.shape.partitions {
-            let root = format!("{DATA_DIR}/streams/0/topics/0/partitions/{p}");
-            let Some(NodeView::File(bytes)) = view.get(&format!("{root}/purge.obligation")) else {
+            let paths = PartitionPaths::new(Path::new(DATA_DIR), key(p));
+            let root = paths.root.to_string_lossy().into_owned();
+            let Some(NodeView::File(bytes)) = view.get(&*paths.obligation.to_string_lossy()) else {
                 continue;
             };
             let SlotRead::Valid { value: ob, .. } = OBLIGATION_LAYOUT.decode::<Obligation>(bytes)
@@ -399,23 +432,24 @@ impl World {
     /// Observes and checks every partition against the oracle; then the
     /// observed state becomes the baseline for the next window.
     pub fn check(&mut self) -> Vec<Violation> {
+        let mut out = self.invariant_violations();
         // While storage keeps failing, the engine may refuse service (its
         // metadata is in doubt): that is the correct answer, not a violation.
         // The final check runs after faults stop, when it must serve again.
         if self.unavailable() {
-            return Vec::new();
+            return out;
         }
         let seen = match self.observe() {
             Ok(s) => s,
-            Err(v) => return vec![v],
+            Err(v) => {
+                out.push(v);
+                return out;
+            }
         };
-        let mut out = Vec::new();
-        let generations: Vec<u64> = seen.values().map(|o| o.generation).collect();
         for (k, o) in &seen {
             out.extend(self.oracle.check(*k, o));
             self.oracle.settle(*k, o);
         }
-        let _ = generations;
         out
     }
 }

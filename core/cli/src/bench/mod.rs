@@ -291,7 +291,6 @@ fn server_reconciler(args: &BenchArgs) -> ReconcilerSettings {
 /// concurrency from the server's settings.
 pub fn engine_config(data: &Path, seed: u64, reconciler: &ReconcilerSettings) -> EngineConfig {
     let mut config = EngineConfig::new(data.to_path_buf(), seed);
-    config.reconciler.period_ms = u64::try_from(reconciler.period.as_millis()).unwrap_or(u64::MAX);
     config.reconciler.concurrency = reconciler.concurrency;
     config
 }

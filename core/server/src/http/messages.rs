@@ -310,9 +310,8 @@ pub async fn send(
     drop(body);
     let (sent, sid, tid) = state
         .engine(move |e| {
-            let (sid, tid) = e.resolve_topic(&s, &t)?;
             let sent = e.send(&s, &t, &partitioning, messages)?;
-            Ok((sent, sid, tid))
+            Ok((sent, sent.topic.stream, sent.topic.topic))
         })
         .await?;
     let (iggy, sluice) = match sent.durability {

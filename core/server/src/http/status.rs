@@ -156,7 +156,7 @@ pub fn snapshot(
         .map(|s| engine.resolve_stream(s))
         .transpose()?;
     let topic = match (&filter.stream, &filter.topic) {
-        (Some(s), Some(t)) => Some(engine.resolve_topic(s, t)?.1),
+        (Some(s), Some(t)) => Some(engine.resolve_topic(s, t)?.topic),
         _ => None,
     };
     let now_ms = SystemClock.now_micros() / 1000;

@@ -143,7 +143,7 @@ pub async fn get_topic(
     let t = identifier("topic_id", &topic_id)?;
     let details = state
         .engine(move |e| {
-            let (sid, _) = e.resolve_topic(&s, &t)?;
+            let sid = e.resolve_stream(&s)?;
             Ok(model::topic_details(e, sid, e.topic(&s, &t)?))
         })
         .await?;

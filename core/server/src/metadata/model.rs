@@ -138,6 +138,44 @@ impl std::fmt::Display for PartitionKey {
     }
 }
 
+impl PartitionKey {
+    pub fn topic_key(self) -> TopicKey {
+        TopicKey {
+            stream: self.stream,
+            topic: self.topic,
+        }
+    }
+}
+
+/// A topic's coordinates: what an `Identifier` pair resolves to, once, at the
+/// API edge (engine/keys.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopicKey {
+    pub stream: u32,
+    pub topic: u32,
+}
+
+impl TopicKey {
+    pub fn partition(self, partition: u32) -> PartitionKey {
+        PartitionKey {
+            stream: self.stream,
+            topic: self.topic,
+            partition,
+        }
+    }
+
+    /// Every partition key this topic can have, as a map range.
+    pub fn partition_range(self) -> std::ops::RangeInclusive<PartitionKey> {
+        self.partition(0)..=self.partition(u32::MAX)
+    }
+}
+
+impl std::fmt::Display for TopicKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.stream, self.topic)
+    }
+}
+
 impl Metadata {
     pub fn partition_keys(&self) -> Vec<PartitionKey> {
         let mut out = Vec::new();
@@ -175,5 +213,45 @@ impl Metadata {
 
     pub fn topic(&self, stream: u32, topic: u32) -> Option<&TopicMeta> {
         self.streams.get(&stream)?.topics.get(&topic)
+    }
+
+    /// The id bookkeeping every commit must keep: each map entry is filed
+    /// under its own id, and each high-water mark lies above every live id
+    /// (it records that an id was used, engine/catalog.rs `assign_id`).
+    pub fn check_ids(&self) -> Result<(), String> {
+        let above = |next: u64, id: u32| next > u64::from(id);
+        for (&sid, s) in &self.streams {
+            if s.id != sid || !above(self.next_stream_id, sid) {
+                return Err(format!(
+                    "stream {sid} (id {}, next {})",
+                    s.id, self.next_stream_id
+                ));
+            }
+            for (&tid, t) in &s.topics {
+                if t.id != tid || !above(s.next_topic_id, tid) {
+                    return Err(format!(
+                        "topic {sid}/{tid} (id {}, next {})",
+                        t.id, s.next_topic_id
+                    ));
+                }
+                for (&pid, p) in &t.partitions {
+                    if p.id != pid || !above(t.next_partition_id, pid) {
+                        return Err(format!(
+                            "partition {sid}/{tid}/{pid} (id {}, next {})",
+                            p.id, t.next_partition_id
+                        ));
+                    }
+                }
+                for (&gid, g) in &t.groups {
+                    if g.id != gid || !above(t.next_group_id, gid) {
+                        return Err(format!(
+                            "group {gid} of topic {sid}/{tid} (id {}, next {})",
+                            g.id, t.next_group_id
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -1,8 +1,8 @@
 //! Durable metadata: one framed file replaced atomically.
 //!
-//! A write is: create `metadata.tmp` fresh, write the record, sync it, rename
-//! it over `metadata`, sync the data directory. The rename is the commit point
-//! (docs/adr/0004-on-disk-layout-and-formats.md).
+//! A write is `persist::replace_file`: create `metadata.tmp` fresh, write the
+//! record, sync it, rename it over `metadata`, sync the data directory. The
+//! rename is the commit point (docs/adr/0004-on-disk-layout-and-formats.md).
 //!
 //! Invariants:
 //! - After any crash, `metadata` holds either the previous or the new record,
@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sluice_storage::{DurableStorage, ErrorKind, OpenMode};
+use sluice_storage::{DurableStorage, ErrorKind};
 
 use super::model::Metadata;
 use crate::error::{EngineError, Result};
@@ -50,11 +50,7 @@ impl MetadataStore {
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.join("metadata")
-    }
-
-    fn tmp_path(&self) -> PathBuf {
-        self.dir.join("metadata.tmp")
+        self.dir.join(crate::layout::METADATA_FILE)
     }
 
     /// Loads the committed metadata, or `None` for a fresh data directory.
@@ -99,18 +95,13 @@ impl MetadataStore {
     pub fn save(&self, meta: &Metadata) -> Result<()> {
         let bytes = frame::encode(Magic::METADATA, METADATA_VERSION, meta)
             .map_err(|e| EngineError::Internal(format!("metadata does not encode: {e}")))?;
-        let tmp = self.tmp_path();
-        match self.storage.remove_file(&tmp) {
-            Ok(()) => {}
-            Err(e) if e.kind == ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
-        let file = self.storage.open(&tmp, OpenMode::CreateNew)?;
-        file.write_at(0, &bytes)?;
-        file.sync()?;
-        drop(file);
-        self.storage.rename(&tmp, &self.path())?;
-        self.storage.sync_dir(&self.dir)?;
+        crate::persist::replace_file(
+            self.storage.as_ref(),
+            &self.dir,
+            crate::layout::METADATA_FILE,
+            crate::layout::METADATA_TMP,
+            &bytes,
+        )?;
         Ok(())
     }
 }

@@ -24,7 +24,9 @@ use sluice_storage::DurableStorage;
 
 use crate::dirsync::{DirTracker, NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
-use crate::layout::{PartitionPaths, parse_segment_name, segment_name};
+use crate::layout::{
+    INDEX_EXT, LOG_EXT, PartitionPaths, SEGMENT_EXTS, parse_segment_name, segment_name,
+};
 use crate::metadata::{PartitionKey, TopicOptions};
 use log::{Log, LogRecovery, Message};
 use offsets::{OffsetKind, OffsetRecovery, OffsetStore};
@@ -287,7 +289,7 @@ impl Partition {
         // vanish with an older segment's name.
         let bases = partition.log.segment_bases();
         for base in &bases {
-            for ext in ["log", "idx"] {
+            for ext in SEGMENT_EXTS {
                 partition
                     .segment_names
                     .note(&segment_name(generation, *base, ext), NameChange::Created);
@@ -306,10 +308,10 @@ impl Partition {
             .collect();
         for name in &empty {
             partition.segment_names.note(name, NameChange::Created);
-            if let Some(stem) = name.strip_suffix(".log") {
+            if let Some(stem) = name.strip_suffix(&format!(".{LOG_EXT}")) {
                 partition
                     .segment_names
-                    .note(&format!("{stem}.idx"), NameChange::Created);
+                    .note(&format!("{stem}.{INDEX_EXT}"), NameChange::Created);
             }
         }
         if !bases.is_empty() || !empty.is_empty() {
@@ -492,7 +494,7 @@ impl Partition {
         if self.log.segment_count() > segments_before
             && let Some(base) = self.log.last_segment_base()
         {
-            for ext in ["log", "idx"] {
+            for ext in SEGMENT_EXTS {
                 self.segment_names.note(
                     &segment_name(self.generation, base, ext),
                     NameChange::Created,

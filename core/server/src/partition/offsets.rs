@@ -68,8 +68,8 @@ pub enum OffsetKind {
 impl OffsetKind {
     pub fn dir_name(self) -> &'static str {
         match self {
-            OffsetKind::Consumer => "consumers",
-            OffsetKind::Group => "groups",
+            OffsetKind::Consumer => crate::layout::CONSUMERS_DIR,
+            OffsetKind::Group => crate::layout::GROUPS_DIR,
         }
     }
 }

@@ -314,7 +314,7 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
         }
         Request::GetTopic(s, t) => {
             get(state, move |e, out| {
-                let (sid, _) = e.resolve_topic(&s, &t)?;
+                let sid = e.resolve_stream(&s)?;
                 encode::topic_details(out, e, sid, e.topic(&s, &t)?);
                 Ok(())
             })
@@ -412,8 +412,8 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             messages,
         } => {
             engine(state, move |e| {
-                let (sid, tid) = e.resolve_topic(&stream, &topic)?;
                 let sent = e.send(&stream, &topic, &partitioning, messages)?;
+                let (sid, tid) = (sent.topic.stream, sent.topic.topic);
                 let mut out = Vec::with_capacity(24);
                 encode::send_confirmation(&mut out, sid, tid, sent.partition_id, sent.base_offset);
                 Ok(out)

@@ -32,7 +32,7 @@ use sluice_storage::DurableStorage;
 
 use crate::error::{EngineError, Result};
 use crate::frame::{self, Magic};
-use crate::layout::{parse_segment_name, segment_name};
+use crate::layout::{INDEX_EXT, LOG_EXT, parse_segment_name, segment_name};
 
 /// What recovery found in a segment directory.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -116,8 +116,8 @@ impl Log {
         for name in &names {
             match parse_segment_name(name) {
                 Some((g, _, _)) if g < floor => report.stale_files.push(name.clone()),
-                Some((g, base, "log")) if g <= generation => bases.push((g, base)),
-                Some((g, _, "idx")) if g <= generation => {}
+                Some((g, base, LOG_EXT)) if g <= generation => bases.push((g, base)),
+                Some((g, _, INDEX_EXT)) if g <= generation => {}
                 _ => report.foreign_files.push(name.clone()),
             }
         }
@@ -146,7 +146,7 @@ impl Log {
                 // purge removes it with the rest of its generation.
                 report
                     .skipped_empty
-                    .push(segment_name(seg_generation, base, "log"));
+                    .push(segment_name(seg_generation, base, LOG_EXT));
                 continue;
             }
             data_seen = true;

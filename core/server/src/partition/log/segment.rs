@@ -23,7 +23,7 @@ use super::message::{
 };
 use crate::error::{EngineError, Result};
 use crate::frame::{self, FrameError, HEADER_LEN, Magic};
-use crate::layout::segment_name;
+use crate::layout::{INDEX_EXT, LOG_EXT, segment_name};
 
 /// Index an entry at least every this many bytes of log.
 pub const INDEX_INTERVAL: u64 = 4096;
@@ -104,8 +104,8 @@ impl Segment {
         generation: u64,
         base_offset: u64,
     ) -> Result<Segment> {
-        let log_path = dir.join(segment_name(generation, base_offset, "log"));
-        let idx_path = dir.join(segment_name(generation, base_offset, "idx"));
+        let log_path = dir.join(segment_name(generation, base_offset, LOG_EXT));
+        let idx_path = dir.join(segment_name(generation, base_offset, INDEX_EXT));
         let log = storage.open(&log_path, OpenMode::CreateOrOpen)?;
         let idx = storage.open(&idx_path, OpenMode::CreateOrOpen)?;
         // A leftover from an earlier failed attempt at this same segment holds
@@ -141,8 +141,8 @@ impl Segment {
         base_offset: u64,
         is_last: bool,
     ) -> Result<(Segment, Option<ScanIssue>)> {
-        let log_path = dir.join(segment_name(generation, base_offset, "log"));
-        let idx_path = dir.join(segment_name(generation, base_offset, "idx"));
+        let log_path = dir.join(segment_name(generation, base_offset, LOG_EXT));
+        let idx_path = dir.join(segment_name(generation, base_offset, INDEX_EXT));
         let log = storage.open(&log_path, OpenMode::ReadWrite)?;
         let idx = storage.open(&idx_path, OpenMode::CreateOrOpen)?;
         let file_len = log.len()?;

@@ -62,7 +62,7 @@ pub const OBLIGATION_LAYOUT: SlotLayout = SlotLayout {
 };
 
 /// The obligation file's name in the partition directory.
-pub const OBLIGATION_FILE: &str = "purge.obligation";
+pub use crate::layout::OBLIGATION_FILE;
 
 /// What the obligation file said at recovery.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,6 +17,9 @@ use sluice_storage::sim::SimRng;
 use crate::metadata::PartitionKey;
 use crate::partition::purge::DirKind;
 
+mod pass;
+pub use pass::{PassReport, run_pass};
+
 /// Where a cleanup attempt failed, for operators: one of the three
 /// directories, the obligation file, or anything else (the metadata in doubt,
 /// an internal error).
@@ -61,10 +64,16 @@ fn dir_index(dir: DirKind) -> usize {
     }
 }
 
+/// Partitions cleaned at the same time by default, in the shipped server and
+/// in every engine built with `EngineConfig::new` (simulations choose 1,
+/// explicitly: `EngineConfig::deterministic`).
+pub const DEFAULT_CLEANUP_CONCURRENCY: usize = 8;
+
+/// How the reconciler schedules cleanup. How often the server starts a pass
+/// is the server's setting (`config::ReconcilerSettings::period`), not the
+/// engine's: the engine runs a pass when it is called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReconcilerConfig {
-    /// How often the server runs a pass when nothing else triggers one.
-    pub period_ms: u64,
     pub backoff_base_ms: u64,
     pub backoff_cap_ms: u64,
     /// Consecutive failures before a partition is flagged stuck.
@@ -82,12 +91,11 @@ pub struct ReconcilerConfig {
 impl Default for ReconcilerConfig {
     fn default() -> Self {
         ReconcilerConfig {
-            period_ms: 1000,
             backoff_base_ms: 100,
             backoff_cap_ms: 60_000,
             stuck_after: 5,
             max_per_pass: 64,
-            concurrency: 1,
+            concurrency: DEFAULT_CLEANUP_CONCURRENCY,
             seed: 0,
         }
     }

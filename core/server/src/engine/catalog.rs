@@ -1,0 +1,481 @@
+//! The catalog: streams, topics, partitions and consumer groups.
+//!
+//! Invariants:
+//! - Ids are assigned as Iggy 0.11 assigns them (`assign_id`): the lowest id
+//!   no live resource holds, a pure function of the live set, so a restart
+//!   assigns what the running server would have.
+//! - A new partition's directories are durable before the metadata naming it
+//!   is committed (`dirs.rs`); a reused id's leftovers are removed durably
+//!   before the commit, so nothing of a deleted resource is ever adopted.
+//! - A deletion commits the metadata first; only then are the resource's
+//!   files removed (they are garbage from the commit on, never data).
+//! - After every change, `partitions` matches the metadata one to one and the
+//!   reconciler tracks no deleted partition (asserted in debug builds).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use sluice_storage::ErrorKind;
+
+use super::{Engine, FIRST_ID, MAX_NAME_LEN, MAX_PARTITIONS, TopicKey};
+use crate::error::{EngineError, Result};
+use crate::identifier::Identifier;
+use crate::layout::{stream_dir, topic_dir};
+use crate::metadata::{
+    GroupMeta, Metadata, PartitionKey, PartitionMeta, StreamMeta, TopicMeta, TopicOptions,
+};
+use crate::partition::Consumer;
+
+fn check_name(what: &'static str, name: &str) -> Result<()> {
+    if name.trim().is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(EngineError::Invalid {
+            what,
+            reason: format!("name must be 1 to {MAX_NAME_LEN} bytes and not blank"),
+        });
+    }
+    if name.parse::<u32>().is_ok() {
+        return Err(EngineError::Invalid {
+            what,
+            reason: format!("name '{name}' is numeric and would be read as an id"),
+        });
+    }
+    Ok(())
+}
+
+/// Picks the id for a new resource in one id space, the way Iggy 0.11 does:
+/// the lowest id no live resource holds (a pure function of the live set, so a
+/// restart assigns what the running server would have). An explicit
+/// `requested` id must not be live.
+///
+/// The space's high-water mark `next` is raised past the id either way. It no
+/// longer picks ids; it records which ids were ever used, so a caller can tell
+/// that an id being reused may still have a deleted resource's leftovers on
+/// disk and must clear them durably before committing (`create_group`,
+/// `create_partition_dirs`).
+fn assign_id(
+    kind: &'static str,
+    next: &mut u64,
+    requested: Option<u32>,
+    is_live: impl Fn(u32) -> bool,
+) -> Result<u32> {
+    let id = match requested {
+        Some(id) if is_live(id) => return Err(EngineError::IdTaken { kind, id }),
+        Some(id) => id,
+        None => (FIRST_ID..=u32::MAX)
+            .find(|&i| !is_live(i))
+            .ok_or_else(|| EngineError::Invalid {
+                what: "id",
+                reason: format!("every {kind} id is in use"),
+            })?,
+    };
+    *next = (*next).max(u64::from(id) + 1);
+    Ok(id)
+}
+
+impl Engine {
+    pub fn create_stream(&mut self, id: Option<u32>, name: &str) -> Result<StreamMeta> {
+        check_name("stream name", name)?;
+        let now = self.clock.now_micros();
+        self.commit(|m| {
+            if m.streams.values().any(|s| s.name == name) {
+                return Err(EngineError::NameTaken {
+                    kind: "stream",
+                    name: name.into(),
+                });
+            }
+            let streams = &m.streams;
+            let id = assign_id("stream", &mut m.next_stream_id, id, |i| {
+                streams.contains_key(&i)
+            })?;
+            let s = StreamMeta {
+                id,
+                name: name.to_string(),
+                created_at: now,
+                topics: BTreeMap::new(),
+                next_topic_id: u64::from(FIRST_ID),
+            };
+            m.streams.insert(id, s.clone());
+            Ok(s)
+        })
+    }
+
+    pub fn update_stream(&mut self, id: &Identifier, name: &str) -> Result<()> {
+        check_name("stream name", name)?;
+        let s = self.resolve_stream(id)?;
+        self.commit(|m| {
+            if m.streams.values().any(|x| x.name == name && x.id != s) {
+                return Err(EngineError::NameTaken {
+                    kind: "stream",
+                    name: name.into(),
+                });
+            }
+            if let Some(st) = m.streams.get_mut(&s) {
+                st.name = name.to_string();
+            }
+            Ok(())
+        })
+    }
+
+    pub fn delete_stream(&mut self, id: &Identifier) -> Result<()> {
+        let s = self.resolve_stream(id)?;
+        self.commit(|m| {
+            m.streams.remove(&s);
+            Ok(())
+        })?;
+        self.drop_partitions(|k| k.stream == s);
+        self.balance.retain(|k, _| k.stream != s);
+        self.assert_invariants("delete_stream");
+        self.remove_tree(&stream_dir(&self.config.data_dir, s));
+        Ok(())
+    }
+
+    /// Forgets the partitions a deletion committed away, in memory and in the
+    /// reconciler (their obligations died with them: nothing of theirs is
+    /// data any more).
+    fn drop_partitions(&mut self, deleted: impl Fn(&PartitionKey) -> bool) -> Vec<PartitionKey> {
+        let keys: Vec<PartitionKey> = self
+            .partitions
+            .keys()
+            .copied()
+            .filter(|k| deleted(k))
+            .collect();
+        for key in &keys {
+            self.partitions.remove(key);
+            self.reconciler.forget(*key);
+        }
+        keys
+    }
+
+    /// Best-effort removal of a deleted resource's files: the metadata no
+    /// longer names them, so a leftover is garbage, never data.
+    fn remove_tree(&self, dir: &Path) {
+        match self.storage.remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove a deleted resource's files")
+            }
+        }
+        if let Some(parent) = dir.parent()
+            && let Err(e) = self.storage.sync_dir(parent)
+        {
+            tracing::warn!(dir = %parent.display(), error = %e, "directory sync after removal failed");
+        }
+    }
+
+    // ---- topics --------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_topic(
+        &mut self,
+        stream: &Identifier,
+        id: Option<u32>,
+        name: &str,
+        partitions: u32,
+        options: TopicOptions,
+        message_expiry: u64,
+        max_topic_size: u64,
+        replication_factor: u8,
+    ) -> Result<TopicMeta> {
+        check_name("topic name", name)?;
+        if partitions > MAX_PARTITIONS {
+            return Err(EngineError::Invalid {
+                what: "partitions_count",
+                reason: format!("{partitions} exceeds the limit of {MAX_PARTITIONS}"),
+            });
+        }
+        let s = self.resolve_stream(stream)?;
+        let st = &self.meta.streams[&s];
+        if st.topics.values().any(|t| t.name == name) {
+            return Err(EngineError::NameTaken {
+                kind: "topic",
+                name: name.into(),
+            });
+        }
+        let mut next_topic_id = st.next_topic_id;
+        let id = assign_id("topic", &mut next_topic_id, id, |i| {
+            st.topics.contains_key(&i)
+        })?;
+        let now = self.clock.now_micros();
+        let topic = TopicMeta {
+            id,
+            name: name.to_string(),
+            created_at: now,
+            options,
+            message_expiry,
+            max_topic_size,
+            replication_factor: replication_factor.max(1),
+            partitions: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            next_partition_id: u64::from(FIRST_ID) + u64::from(partitions),
+            next_group_id: u64::from(FIRST_ID),
+        };
+        let ids: Vec<u32> = (FIRST_ID..FIRST_ID + partitions).collect();
+        let key = TopicKey {
+            stream: s,
+            topic: id,
+        };
+        let created = self.create_partition_dirs(key, options, &ids)?;
+        let committed = self.commit(|m| {
+            let mut topic = topic.clone();
+            for &p in &ids {
+                topic.partitions.insert(
+                    p,
+                    PartitionMeta {
+                        id: p,
+                        created_at: now,
+                        committed_generation: 0,
+                    },
+                );
+            }
+            let st = stream_of(m, s);
+            st.next_topic_id = st.next_topic_id.max(next_topic_id);
+            st.topics.insert(id, topic.clone());
+            Ok(topic)
+        })?;
+        for p in created {
+            self.partitions.insert(p.key, p);
+        }
+        self.assert_invariants("create_topic");
+        Ok(committed)
+    }
+
+    /// Creates the directories of the new partitions `ids` and makes every name
+    /// they need durable, before the metadata naming them is committed.
+    ///
+    /// - A partition directory that already exists is a leftover (a deleted
+    ///   partition's, or an earlier failed attempt's). It is removed and the
+    ///   removal synced *before* fresh directories are created, so a leftover
+    ///   file can never be adopted by the new partition.
+    /// - Every name on the way up to the data directory is synced through a
+    ///   `DirTracker`. A name this call created is noted as created. A name
+    ///   that already existed is known durable if a committed partition lies
+    ///   below it (its creation was synced before that commit). Otherwise an
+    ///   earlier attempt, perhaps by an earlier process, created it, and a
+    ///   failed sync may have dropped it (Linux semantics): it is noted and
+    ///   re-dirtied (renamed away and back; nothing below it is live) before
+    ///   its parent is synced. So a retry after a failed sync redoes every
+    ///   name that sync covered, and a plain retried sync never stands in for
+    pub fn update_topic(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        name: &str,
+        message_expiry: u64,
+        max_topic_size: u64,
+    ) -> Result<()> {
+        check_name("topic name", name)?;
+        let TopicKey {
+            stream: s,
+            topic: t,
+        } = self.resolve_topic(stream, topic)?;
+        self.commit(|m| {
+            let st = stream_of(m, s);
+            if st.topics.values().any(|x| x.name == name && x.id != t) {
+                return Err(EngineError::NameTaken {
+                    kind: "topic",
+                    name: name.into(),
+                });
+            }
+            if let Some(tp) = st.topics.get_mut(&t) {
+                tp.name = name.to_string();
+                tp.message_expiry = message_expiry;
+                tp.max_topic_size = max_topic_size;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn delete_topic(&mut self, stream: &Identifier, topic: &Identifier) -> Result<()> {
+        let key = self.resolve_topic(stream, topic)?;
+        self.commit(|m| {
+            stream_of(m, key.stream).topics.remove(&key.topic);
+            Ok(())
+        })?;
+        self.drop_partitions(|k| k.topic_key() == key);
+        self.balance.remove(&key);
+        self.assert_invariants("delete_topic");
+        self.remove_tree(&topic_dir(&self.config.data_dir, key.stream, key.topic));
+        Ok(())
+    }
+
+    pub fn create_partitions(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        count: u32,
+    ) -> Result<Vec<u32>> {
+        let key = self.resolve_topic(stream, topic)?;
+        let tm = self.topic_meta(key).clone();
+        let have = u32::try_from(tm.partitions.len()).unwrap_or(u32::MAX);
+        if count == 0 || have.checked_add(count).is_none_or(|n| n > MAX_PARTITIONS) {
+            return Err(EngineError::Invalid {
+                what: "partitions_count",
+                reason: format!(
+                    "must be 1 or more, and at most {MAX_PARTITIONS} in all (the topic has {have})"
+                ),
+            });
+        }
+        // As in Iggy 0.11, new partitions continue after the highest live one
+        // (deleting takes the last ones, so a topic's ids are 0..count). Such
+        // an id may be a deleted partition's: `create_partition_dirs` removes
+        // its leftover directory durably before the commit.
+        let first = tm
+            .partitions
+            .keys()
+            .next_back()
+            .map_or(u64::from(FIRST_ID), |&p| u64::from(p) + 1);
+        let last = first + u64::from(count) - 1;
+        let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) else {
+            return Err(EngineError::Invalid {
+                what: "partitions_count",
+                reason: "the partition ids would pass the largest id".into(),
+            });
+        };
+        let ids: Vec<u32> = (first..=last).collect();
+        let end = u64::from(last) + 1;
+        let created = self.create_partition_dirs(key, tm.options, &ids)?;
+        let now = self.clock.now_micros();
+        self.commit(|m| {
+            let tp = topic_of(m, key);
+            tp.next_partition_id = tp.next_partition_id.max(end);
+            for &p in &ids {
+                tp.partitions.insert(
+                    p,
+                    PartitionMeta {
+                        id: p,
+                        created_at: now,
+                        committed_generation: 0,
+                    },
+                );
+            }
+            Ok(())
+        })?;
+        for p in created {
+            self.partitions.insert(p.key, p);
+        }
+        self.assert_invariants("create_partitions");
+        Ok(ids)
+    }
+
+    /// Deletes the last `count` partitions of a topic.
+    pub fn delete_partitions(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        count: u32,
+    ) -> Result<Vec<u32>> {
+        let key = self.resolve_topic(stream, topic)?;
+        let ids: Vec<u32> = self
+            .topic_meta(key)
+            .partitions
+            .keys()
+            .rev()
+            .take(count as usize)
+            .copied()
+            .collect();
+        if count == 0 || ids.len() < count as usize {
+            return Err(EngineError::Invalid {
+                what: "partitions_count",
+                reason: format!("cannot delete {count} of {} partitions", ids.len()),
+            });
+        }
+        self.commit(|m| {
+            let tp = topic_of(m, key);
+            for p in &ids {
+                tp.partitions.remove(p);
+            }
+            Ok(())
+        })?;
+        let deleted: Vec<PartitionKey> = ids.iter().map(|&p| key.partition(p)).collect();
+        self.drop_partitions(|k| deleted.contains(k));
+        self.assert_invariants("delete_partitions");
+        for k in deleted {
+            self.remove_tree(&crate::layout::PartitionPaths::new(&self.config.data_dir, k).root);
+        }
+        Ok(ids)
+    }
+
+    // ---- consumer groups -----------------------------------------------
+
+    pub fn create_group(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        id: Option<u32>,
+        name: &str,
+    ) -> Result<GroupMeta> {
+        check_name("consumer group name", name)?;
+        let key = self.resolve_topic(stream, topic)?;
+        let tm = self.topic_meta(key);
+        if tm.groups.values().any(|g| g.name == name) {
+            return Err(EngineError::NameTaken {
+                kind: "consumer group",
+                name: name.into(),
+            });
+        }
+        let mut next_group_id = tm.next_group_id;
+        let gid = assign_id("consumer group", &mut next_group_id, id, |i| {
+            tm.groups.contains_key(&i)
+        })?;
+        // An id below the mark may be a deleted group's (ids are reused as in
+        // Iggy): its offset files may be on disk (a buffered delete undone by
+        // a power loss), and recovery would hand them to the new group. Remove
+        // them durably before the group is committed.
+        if u64::from(gid) < tm.next_group_id {
+            for pk in self.topic_partition_keys(key) {
+                self.partition_at(pk)?
+                    .clear_offset_leftover(Consumer::group(gid))?;
+            }
+        }
+        let now = self.clock.now_micros();
+        self.commit(|m| {
+            let tp = topic_of(m, key);
+            tp.next_group_id = tp.next_group_id.max(next_group_id);
+            let g = GroupMeta {
+                id: gid,
+                name: name.to_string(),
+                created_at: now,
+            };
+            tp.groups.insert(gid, g.clone());
+            Ok(g)
+        })
+    }
+
+    /// Deletes a group and its offsets in every partition of the topic.
+    pub fn delete_group(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        group: &Identifier,
+    ) -> Result<()> {
+        let key = self.resolve_topic(stream, topic)?;
+        let gid = self.resolve_group(key, group)?;
+        self.commit(|m| {
+            topic_of(m, key).groups.remove(&gid);
+            Ok(())
+        })?;
+        for pk in self.topic_partition_keys(key) {
+            if let Err(e) = self.partition_at(pk)?.delete_offset(Consumer::group(gid)) {
+                tracing::warn!(partition = %pk, group = gid, error = %e, "could not delete a deleted group's offset");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stream a commit is changing; the caller resolved it in this call.
+fn stream_of(m: &mut Metadata, stream: u32) -> &mut StreamMeta {
+    match m.streams.get_mut(&stream) {
+        Some(s) => s,
+        None => panic!("invariant: stream {stream} was resolved but is not in the metadata"),
+    }
+}
+
+/// The topic a commit is changing; the caller resolved it in this call.
+fn topic_of(m: &mut Metadata, key: TopicKey) -> &mut TopicMeta {
+    match stream_of(m, key.stream).topics.get_mut(&key.topic) {
+        Some(t) => t,
+        None => panic!("invariant: topic {key} was resolved but is not in the metadata"),
+    }
+}

@@ -1,0 +1,192 @@
+//! Messages and stored offsets: sends, polls, offset stores and deletes.
+//!
+//! Invariants:
+//! - Identifiers are resolved once, here at the edge; the partition does the
+//!   work under the key (no second lookup, no lookup that writes).
+//! - Nothing is served or changed while the metadata is in doubt
+//!   (`ensure_metadata_durable` first): a restart could otherwise read
+//!   metadata that does not name what was acknowledged.
+//! - A group's offsets are stored and read only for a live group.
+
+use super::{Engine, TopicKey};
+use crate::error::{EngineError, Result};
+use crate::identifier::Identifier;
+use crate::metadata::{Durability, PartitionKey};
+use crate::partition::log::{Message, NewMessage};
+use crate::partition::offsets::OffsetKind;
+use crate::partition::{Consumer, Polled, PollingStrategy};
+
+/// How a send picks its partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Partitioning {
+    Balanced,
+    PartitionId(u32),
+    MessagesKey(Vec<u8>),
+}
+
+/// The outcome of a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// The topic the send resolved (Iggy's send confirmation names it).
+    pub topic: TopicKey,
+    pub partition_id: u32,
+    pub base_offset: u64,
+    pub count: u64,
+    pub durability: Durability,
+}
+
+impl Engine {
+    fn pick_partition(
+        &mut self,
+        topic: TopicKey,
+        partitioning: &Partitioning,
+    ) -> Result<PartitionKey> {
+        let ids: Vec<u32> = self.topic_meta(topic).partitions.keys().copied().collect();
+        if ids.is_empty() {
+            return Err(EngineError::Invalid {
+                what: "partitioning",
+                reason: "the topic has no partitions".into(),
+            });
+        }
+        let id = match partitioning {
+            Partitioning::PartitionId(p) => *p,
+            Partitioning::Balanced => {
+                let next = self.balance.entry(topic).or_insert(0);
+                let id = ids[*next as usize % ids.len()];
+                *next = next.wrapping_add(1);
+                id
+            }
+            Partitioning::MessagesKey(key) => ids[crc32c::crc32c(key) as usize % ids.len()],
+        };
+        Ok(topic.partition(id))
+    }
+
+    pub fn send(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partitioning: &Partitioning,
+        messages: Vec<NewMessage>,
+    ) -> Result<Sent> {
+        let topic = self.resolve_topic(stream, topic)?;
+        let key = self.pick_partition(topic, partitioning)?;
+        let now = self.clock.now_micros();
+        let stored: Vec<Message> = messages
+            .into_iter()
+            .map(|m| Message {
+                offset: 0,
+                timestamp: now,
+                id: if m.id == 0 {
+                    (u128::from(self.ids.next_u64()) << 64 | u128::from(self.ids.next_u64())).max(1)
+                } else {
+                    m.id
+                },
+                checksum: crc32c::crc32c(&m.payload),
+                headers: m.headers,
+                payload: m.payload,
+            })
+            .collect();
+        self.ensure_metadata_durable()?;
+        let p = self.partition_at(key)?;
+        let durability = p.options().durability;
+        let (base_offset, count) = p.append(stored)?;
+        Ok(Sent {
+            topic,
+            partition_id: key.partition,
+            base_offset,
+            count,
+            durability,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn poll(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+        strategy: PollingStrategy,
+        count: u64,
+        auto_commit: bool,
+    ) -> Result<Polled> {
+        let key = self.serving_partition(stream, topic, partition, consumer)?;
+        self.partition_at(key)?
+            .poll(consumer, strategy, count, auto_commit)
+    }
+
+    pub fn store_offset(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+        offset: u64,
+    ) -> Result<()> {
+        let key = self.serving_partition(stream, topic, partition, consumer)?;
+        self.partition_at(key)?.store_offset(consumer, offset)
+    }
+
+    /// `(current_offset, stored_offset)`; `None` when the consumer has no stored offset.
+    pub fn get_offset(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+    ) -> Result<Option<(u64, u64)>> {
+        let key = self.serving_partition(stream, topic, partition, consumer)?;
+        let p = self.partition_at(key)?;
+        let current = p.log().last_offset().unwrap_or(0);
+        Ok(p.stored_offset(consumer)?.map(|o| (current, o)))
+    }
+
+    pub fn delete_offset(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+    ) -> Result<bool> {
+        let key = self.serving_partition(stream, topic, partition, consumer)?;
+        self.partition_at(key)?.delete_offset(consumer)
+    }
+
+    /// Resolves a request's partition (and its group, for a group consumer),
+    /// once the metadata is known durable.
+    fn serving_partition(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        partition: u32,
+        consumer: Consumer,
+    ) -> Result<PartitionKey> {
+        let topic = self.resolve_topic(stream, topic)?;
+        if consumer.kind == OffsetKind::Group {
+            self.resolve_group(topic, &Identifier::Numeric(consumer.id))?;
+        }
+        self.ensure_metadata_durable()?;
+        let key = topic.partition(partition);
+        // Checked here, not left to `partition_at`: the caller's mistake is
+        // reported before anything else is looked at.
+        self.partition_at(key)?;
+        Ok(key)
+    }
+
+    /// Flushes every partition (buffered appends, stores and deletes) to
+    /// durable storage; a graceful shutdown calls it after the last request.
+    /// Every partition is attempted; the first error is returned.
+    pub fn sync_all(&mut self) -> Result<()> {
+        let mut first = None;
+        for (key, p) in self.partitions.iter_mut() {
+            if let Err(e) = p.sync_all() {
+                tracing::error!(partition = %key, error = %e, "flush at shutdown failed");
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The engine: metadata plus every partition, and the operations users call.
+//!
+//! Data flows one way: a caller (HTTP, TCP, simulator, test) → `Engine` →
+//! `Partition` → `DurableStorage`. The engine is single-threaded (`&mut self`);
+//! the server serialises calls (docs/adr/0001-architecture.md).
+//!
+//! One job per module:
+//! - `keys`: identifiers resolved once, at the API edge, into typed keys
+//!   (pure lookups: nothing there writes);
+//! - `commit`: the metadata commit/rollback protocol;
+//! - `recovery`: opening the data directory and every partition;
+//! - `catalog`: streams, topics, partitions and consumer groups;
+//! - `dirs`: the directories a new partition needs, durable before its commit;
+//! - `purge`: the purge commit point and the reconciler's passes;
+//! - `messages`: sends, polls and stored offsets.
+//!
+//! Invariants (`check_invariants` states them as code; it runs after every
+//! commit in debug builds and after every step of a simulation):
+//! - A metadata change is acknowledged only after `MetadataStore::save`
+//!   returned: on failure the in-memory metadata is rolled back, so memory never
+//!   claims a change the disk may not hold.
+//! - Directories a new partition needs are durable before the metadata that
+//!   names the partition is written; deleted resources are removed from disk
+//!   only after the metadata without them is durable.
+//! - `partitions` has exactly one entry per partition in `meta`, each serving
+//!   the purge generation the metadata commits for it.
+//! - The reconciler's pending set is exactly the set of partitions whose purge
+//!   obligation is not `Applied`.
+
+mod catalog;
+mod commit;
+mod dirs;
+mod keys;
+mod messages;
+mod purge;
+mod recovery;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_storage::DurableStorage;
+use sluice_storage::sim::SimRng;
+
+use crate::clock::Clock;
+use crate::metadata::{Metadata, MetadataStore, PartitionKey};
+use crate::partition::Partition;
+use crate::partition::reconciler::{Reconciler, ReconcilerConfig};
+
+pub use crate::partition::reconciler::PassReport;
+pub use keys::TopicKey;
+pub use messages::{Partitioning, Sent};
+pub use recovery::RecoveryReport;
+
+/// Ids assigned by the server start here, as in Iggy 0.11: the first stream,
+/// topic, partition and consumer group each have id 0.
+pub const FIRST_ID: u32 = 0;
+pub const MAX_NAME_LEN: usize = 255;
+pub const MAX_PARTITIONS: u32 = 1000;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub data_dir: PathBuf,
+    /// Seeds server-assigned message ids (mixed at open with the recovered
+    /// state, so a restart does not replay an earlier run's ids).
+    pub seed: u64,
+    pub reconciler: ReconcilerConfig,
+    pub purge_mode: PurgeMode,
+}
+
+/// How purges clean up. Only `Obligation` exists in a normal build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PurgeMode {
+    /// The crash-safe purge: one commit point, generation filtering, a cleanup
+    /// obligation driven to `Applied` (docs/adr/0003-purge-obligation.md).
+    #[default]
+    Obligation,
+    /// Apache Iggy's order (delete, sync with warnings, record the generation,
+    /// no filtering), kept only to prove the tests have teeth.
+    #[cfg(feature = "naive-purge")]
+    NaiveIggyOrder,
+}
+
+impl EngineConfig {
+    /// The shipped defaults (the server's config file starts from the same
+    /// `ReconcilerConfig::default()`).
+    pub fn new(data_dir: impl Into<PathBuf>, seed: u64) -> Self {
+        EngineConfig {
+            data_dir: data_dir.into(),
+            seed,
+            reconciler: ReconcilerConfig {
+                seed,
+                ..ReconcilerConfig::default()
+            },
+            purge_mode: PurgeMode::default(),
+        }
+    }
+
+    /// As `new`, with cleanups run one after another on the calling thread:
+    /// a pass's I/O then comes in a fixed order, so a simulation (and a trace
+    /// snapshot) is a pure function of its seed. Everything else is the
+    /// shipped default.
+    pub fn deterministic(data_dir: impl Into<PathBuf>, seed: u64) -> Self {
+        let mut config = EngineConfig::new(data_dir, seed);
+        config.reconciler.concurrency = 1;
+        config
+    }
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    storage: Arc<dyn DurableStorage>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    store: MetadataStore,
+    meta: Metadata,
+    partitions: BTreeMap<PartitionKey, Partition>,
+    /// The balanced partitioner's next pick per topic.
+    balance: BTreeMap<TopicKey, u32>,
+    ids: SimRng,
+    reconciler: Reconciler,
+    /// Set when the metadata on disk may differ from memory: a save failed and
+    /// putting the previous metadata back failed too (the file a restart would
+    /// read may hold a change memory does not), or the metadata was loaded at
+    /// start-up from a page cache an earlier process may never have synced.
+    /// Until a save succeeds again, the engine serves and changes nothing.
+    metadata_in_doubt: Option<String>,
+}
+
+/// A broken engine invariant: a bug in sluice, never a fault of the disk or
+/// of a request. Simulations stop on it with their seed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("engine invariant broken: {0}")]
+pub struct InvariantViolation(pub String);
+
+impl Engine {
+    pub fn storage(&self) -> &Arc<dyn DurableStorage> {
+        &self.storage
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    pub fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+
+    pub fn partition(&self, key: PartitionKey) -> Option<&Partition> {
+        self.partitions.get(&key)
+    }
+
+    pub fn partitions(&self) -> impl Iterator<Item = &Partition> {
+        self.partitions.values()
+    }
+
+    pub fn reconciler(&self) -> &Reconciler {
+        &self.reconciler
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.now_micros() / 1000
+    }
+
+    /// Checks every invariant the module docs state, on the engine as it is
+    /// now. Cheap enough for every step of a simulation (O(partitions)).
+    pub fn check_invariants(&self) -> std::result::Result<(), InvariantViolation> {
+        let fail = |msg: String| Err(InvariantViolation(msg));
+        let wanted: Vec<PartitionKey> = self.meta.partition_keys();
+        let have: Vec<PartitionKey> = self.partitions.keys().copied().collect();
+        if wanted != have {
+            return fail(format!(
+                "partitions in memory {have:?} differ from the metadata's {wanted:?}"
+            ));
+        }
+        let mut not_applied = BTreeSet::new();
+        for (key, p) in &self.partitions {
+            if p.key != *key {
+                return fail(format!("partition {} filed under {key}", p.key));
+            }
+            let committed = self
+                .meta
+                .partition(*key)
+                .map(|m| m.committed_generation)
+                .unwrap_or_default();
+            if p.generation() != committed {
+                return fail(format!(
+                    "partition {key} serves generation {} but the metadata commits {committed}",
+                    p.generation()
+                ));
+            }
+            if let Some(ob) = p.obligation() {
+                if ob.generation() != committed {
+                    return fail(format!(
+                        "partition {key}'s obligation is for generation {} but {committed} is committed",
+                        ob.generation()
+                    ));
+                }
+                if let Err(e) = ob.validate() {
+                    return fail(format!("partition {key}'s obligation: {e}"));
+                }
+                if !ob.is_applied() {
+                    not_applied.insert(*key);
+                }
+            }
+        }
+        let pending: BTreeSet<PartitionKey> = self.reconciler.pending().keys().copied().collect();
+        if pending != not_applied {
+            return fail(format!(
+                "the reconciler's pending set {pending:?} differs from the obligations not applied {not_applied:?}"
+            ));
+        }
+        for topic in self.balance.keys() {
+            if self.meta.topic(topic.stream, topic.topic).is_none() {
+                return fail(format!("balance state for deleted topic {topic}"));
+            }
+        }
+        if let Err(e) = self.meta.check_ids() {
+            return fail(e);
+        }
+        Ok(())
+    }
+
+    /// In debug builds (every test and simulation), stops at once on a broken
+    /// invariant: a programmer error must not become a typed error that a
+    /// caller retries. Release builds leave the checks to the simulator.
+    fn assert_invariants(&self, after: &str) {
+        if cfg!(debug_assertions)
+            && let Err(e) = self.check_invariants()
+        {
+            panic!("after {after}: {e}");
+        }
+    }
+}

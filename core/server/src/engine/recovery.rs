@@ -1,0 +1,219 @@
+//! Opening the engine: the data directory, the metadata, every partition.
+//!
+//! Invariants:
+//! - Recovery filters by commit, never by what survived on disk: each
+//!   partition is rebuilt for the generation the metadata commits, and older
+//!   records are ignored (never served, never seeded).
+//! - A partition whose files recovery cannot trust is kept, degraded (it
+//!   refuses service with the reason), never guessed at; the rest serve.
+//! - Metadata read at start-up is in doubt until saved again: an earlier
+//!   process may have renamed it into place without a durable directory sync.
+//! - Every partition whose obligation is not `Applied` is pending in the
+//!   reconciler when `open` returns.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sluice_storage::DurableStorage;
+use sluice_storage::sim::SimRng;
+
+use super::{Engine, EngineConfig, PurgeMode};
+use crate::clock::Clock;
+use crate::error::{EngineError, Result};
+use crate::metadata::{MetadataStore, PartitionKey, TopicOptions};
+use crate::partition::reconciler::Reconciler;
+use crate::partition::{Partition, PartitionRecovery};
+use crate::teeth::Mechanism;
+
+/// What start-up found, summed over all partitions.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub partitions: u64,
+    pub messages: u64,
+    pub consumer_offsets: u64,
+    pub group_offsets: u64,
+    /// Records of an older purge generation ignored (never seeded).
+    pub stale_records: u64,
+    pub corrupt_offset_records: u64,
+    pub tail_cuts: u64,
+    pub degraded: Vec<(PartitionKey, String)>,
+    pub per_partition: BTreeMap<PartitionKey, PartitionRecovery>,
+}
+
+/// Mixes the engine seed with what recovery found, so a restart in the same
+/// data directory never replays the server-assigned message ids of an
+/// earlier run (SplitMix64's finaliser, one round per input: order matters,
+/// unlike a plain XOR).
+fn id_seed(seed: u64, inputs: &[u64]) -> u64 {
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    inputs.iter().fold(mix(seed), |h, &x| {
+        mix(h ^ x.wrapping_add(0x9e37_79b9_7f4a_7c15))
+    })
+}
+
+impl Engine {
+    /// Opens (recovers) the engine on `config.data_dir`.
+    pub fn open(
+        storage: Arc<dyn DurableStorage>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> Result<(Engine, RecoveryReport)> {
+        // The data directory's name (and its parents') durable before anything
+        // is committed inside it, redone after an earlier open's failed sync.
+        crate::datadir::open(storage.as_ref(), &config.data_dir)?;
+        let store = MetadataStore::new(storage.clone(), &config.data_dir);
+        let loaded = store.load()?;
+        if loaded.is_none() {
+            // No metadata is either a fresh data directory, or a crash before
+            // the first commit (which leaves empty partition directories at
+            // most: nothing is written into a partition before it is
+            // committed). A file under `streams/` means the metadata was lost
+            // behind sluice's back: starting empty would serve nothing, and
+            // re-creating a stream would then remove its data as a leftover.
+            let streams = config.data_dir.join(crate::layout::STREAMS_DIR);
+            if let Some(file) = crate::datadir::first_file_under(storage.as_ref(), &streams)? {
+                return Err(EngineError::CorruptFile {
+                    path: store.path(),
+                    offset: 0,
+                    reason: format!(
+                        "missing, but {} holds data: refusing to start empty over it (restore the metadata file, or move the data directory away to start afresh)",
+                        file.display()
+                    ),
+                });
+            }
+        }
+        // Metadata found in the page cache is not known durable: an earlier
+        // process may have renamed it into place and then failed the
+        // directory sync (Linux drops the rename's dirty state, so no plain
+        // sync will ever persist it). Nothing may be acknowledged under it
+        // until it has been saved again (a fresh rename and directory sync).
+        let metadata_in_doubt = loaded
+            .is_some()
+            .then(|| "loaded at start-up, not yet known durable".to_string());
+        let meta = loaded.unwrap_or_default();
+        // Every later commit keeps the id bookkeeping (and asserts it does):
+        // a file that breaks it was not written by this engine's rules.
+        if let Err(reason) = meta.check_ids() {
+            return Err(EngineError::CorruptFile {
+                path: store.path(),
+                offset: 0,
+                reason: format!("inconsistent ids: {reason}"),
+            });
+        }
+        let mut engine = Engine {
+            ids: SimRng::new(config.seed),
+            storage,
+            clock,
+            store,
+            meta,
+            partitions: BTreeMap::new(),
+            balance: BTreeMap::new(),
+            reconciler: Reconciler::new(config.reconciler),
+            metadata_in_doubt,
+            config,
+        };
+        let report = engine.recover_partitions()?;
+        if let Err(e) = engine.ensure_metadata_durable() {
+            // Not fatal: every request that touches a partition or the
+            // metadata tries again first, and refuses until it succeeds.
+            tracing::warn!(error = %e, "could not make the loaded metadata durable; refusing writes until it is");
+        }
+        // The seed alone would replay the ids of the previous run in this data
+        // directory after every restart; mix in what the data directory holds
+        // now (and the clock, which simulations control) so they move on.
+        let next_offsets: u64 = engine
+            .partitions
+            .values()
+            .fold(0, |a, p| a.wrapping_add(p.log().next_offset()));
+        engine.ids = SimRng::new(id_seed(
+            engine.config.seed,
+            &[
+                engine.meta.version,
+                report.messages,
+                next_offsets,
+                engine.clock.now_micros(),
+            ],
+        ));
+        engine.assert_invariants("recovery");
+        Ok((engine, report))
+    }
+
+    fn recover_partitions(&mut self) -> Result<RecoveryReport> {
+        let mut report = RecoveryReport::default();
+        for key in self.meta.partition_keys() {
+            let (options, generation) = self.partition_settings(key);
+            let floor = match self.config.purge_mode {
+                PurgeMode::Obligation if !crate::teeth::enabled(Mechanism::GenerationFilter) => 0,
+                PurgeMode::Obligation => generation,
+                #[cfg(feature = "naive-purge")]
+                PurgeMode::NaiveIggyOrder => 0,
+            };
+            let partition = match Partition::recover(
+                self.storage.clone(),
+                &self.config.data_dir,
+                key,
+                options,
+                generation,
+                floor,
+            ) {
+                Ok((p, r)) => {
+                    report.messages += p.log().message_count();
+                    report.consumer_offsets += r.consumers.loaded;
+                    report.group_offsets += r.groups.loaded;
+                    report.stale_records += r.stale_records();
+                    report.corrupt_offset_records +=
+                        (r.consumers.corrupt.len() + r.groups.corrupt.len()) as u64;
+                    report.tail_cuts += r.log.tail_cuts.len() as u64;
+                    report.per_partition.insert(key, r);
+                    p
+                }
+                Err(e @ EngineError::CorruptFile { .. }) => {
+                    tracing::error!(partition = %key, error = %e, "partition degraded at recovery");
+                    report.degraded.push((key, e.to_string()));
+                    Partition::degraded(
+                        self.storage.clone(),
+                        &self.config.data_dir,
+                        key,
+                        options,
+                        generation,
+                        e.to_string(),
+                    )
+                }
+                Err(e) => return Err(e),
+            };
+            if partition.obligation().is_some_and(|o| !o.is_applied()) {
+                self.reconciler.mark_pending(key, 0);
+            }
+            if partition.degraded_reason().is_some()
+                && !report.degraded.iter().any(|(k, _)| *k == key)
+            {
+                let reason = partition.degraded_reason().unwrap_or_default().to_string();
+                tracing::error!(partition = %key, reason, "partition degraded at recovery");
+                report.degraded.push((key, reason));
+            }
+            self.partitions.insert(key, partition);
+            report.partitions += 1;
+        }
+        if report.stale_records > 0 {
+            tracing::info!(
+                stale_records = report.stale_records,
+                "ignored records of purged generations at recovery"
+            );
+        }
+        Ok(report)
+    }
+
+    /// The topic options and committed generation of a key taken from the
+    /// metadata's own list (`partition_keys`): present by construction.
+    fn partition_settings(&self, key: PartitionKey) -> (TopicOptions, u64) {
+        let topic = self.topic_meta(key.topic_key());
+        match topic.partitions.get(&key.partition) {
+            Some(p) => (topic.options, p.committed_generation),
+            None => panic!("invariant: partition {key} listed by the metadata is not in it"),
+        }
+    }
+}
