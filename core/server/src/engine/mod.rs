@@ -24,8 +24,8 @@
 //!   only after the metadata without them is durable.
 //! - `partitions` has exactly one entry per partition in `meta`, each serving
 //!   the purge generation the metadata commits for it.
-//! - The reconciler's pending set is exactly the set of partitions whose purge
-//!   obligation is not `Applied`.
+//! - The reconciler tracks every partition whose purge obligation is not
+//!   `Applied`, and only live partitions that have an obligation.
 
 mod catalog;
 mod commit;
@@ -174,6 +174,7 @@ impl Engine {
             ));
         }
         let mut not_applied = BTreeSet::new();
+        let mut with_obligation = BTreeSet::new();
         for (key, p) in &self.partitions {
             if p.key != *key {
                 return fail(format!("partition {} filed under {key}", p.key));
@@ -199,15 +200,26 @@ impl Engine {
                 if let Err(e) = ob.validate() {
                     return fail(format!("partition {key}'s obligation: {e}"));
                 }
+                with_obligation.insert(*key);
                 if !ob.is_applied() {
                     not_applied.insert(*key);
                 }
             }
         }
+        // Pending is at least every obligation not yet `Applied` (none is
+        // forgotten), and at most the live partitions that have one (none
+        // leaks). Between the two: an obligation `Applied` in memory whose
+        // `Applied` record could not be written stays pending until a pass
+        // confirms it.
         let pending: BTreeSet<PartitionKey> = self.reconciler.pending().keys().copied().collect();
-        if pending != not_applied {
+        if let Some(k) = not_applied.difference(&pending).next() {
             return fail(format!(
-                "the reconciler's pending set {pending:?} differs from the obligations not applied {not_applied:?}"
+                "partition {k}'s obligation is not applied but the reconciler does not track it"
+            ));
+        }
+        if let Some(k) = pending.difference(&with_obligation).next() {
+            return fail(format!(
+                "the reconciler tracks {k}, which is not a live partition with an obligation"
             ));
         }
         for topic in self.balance.keys() {
