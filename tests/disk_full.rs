@@ -8,15 +8,11 @@
 //! `storage_full`), nothing acknowledged changes, the same requests succeed
 //! once space returns, the purge reaches `Applied`, and a power loss followed
 //! by recovery serves exactly what was acknowledged.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod http_support;
-mod support;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use support::*;
+use sluice_testkit::engine::*;
 
 /// Bytes the simulated disk holds now (every file in the page cache).
 fn used(sim: &SimStorage) -> u64 {
@@ -377,7 +373,7 @@ fn a_purge_on_a_disk_that_stays_full_is_refused_and_the_engine_waits_for_space()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_a_full_disk_is_507_storage_full_and_requests_resume() {
-    use http_support::Api;
+    use sluice_testkit::http::Api;
     use serde_json::json;
     use sluice_server::config::ServerConfig;
     use sluice_server::http::auth::RootSource;

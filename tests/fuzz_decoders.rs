@@ -18,9 +18,6 @@
 //! slip by on a lazily zeroed allocation.
 //!
 //! Cases per property: `SLUICE_FUZZ_CASES` (default 256).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -29,13 +26,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use sluice_testkit::props;
 use sluice_server::frame::{self, FrameError, HEADER_LEN, Header, MAX_PAYLOAD, Magic};
 use sluice_server::metadata::{METADATA_VERSION, MetadataStore, StreamMeta, TopicMeta};
 use sluice_server::partition::log::{BatchRecord, IndexEntry, Log, MAX_BATCH_BYTES, Message};
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::{DirKind, OBLIGATION_LAYOUT, Obligation};
 use sluice_server::slots::{SlotLayout, SlotRead};
-use support::*;
+use sluice_testkit::engine::*;
 
 // ---- the largest single allocation, per thread ---------------------------------------------
 
@@ -90,19 +88,9 @@ fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 const MIB: usize = 1 << 20;
 
-fn cases() -> u32 {
-    std::env::var("SLUICE_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
-}
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    props::config(props::fuzz_cases(256))
 }
 
 // ---- forging records -----------------------------------------------------------------------

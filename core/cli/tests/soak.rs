@@ -4,16 +4,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(unix)]
 
-use std::process::Command;
+use sluice_testkit::process::command;
+use sluice_testkit::soak::{number_after, run};
 
 #[test]
 fn given_a_seeded_kill_schedule_when_the_server_is_sigkilled_under_load_then_nothing_acknowledged_is_lost_or_resurrected()
  {
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("soak");
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "soak",
+    let s = run(
+        env!("CARGO_BIN_EXE_sluice"),
+        &[
             "--cycles",
             "12",
             "--seed",
@@ -22,45 +21,30 @@ fn given_a_seeded_kill_schedule_when_the_server_is_sigkilled_under_load_then_not
             "3",
             "--max-ops",
             "30",
-            "--data-dir",
-        ])
-        .arg(&work)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("sluice soak runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let log = std::fs::read_to_string(work.join("server.log")).unwrap_or_default();
-    let tail: String = log
-        .lines()
-        .rev()
-        .take(60)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert!(
-        out.status.success(),
-        "soak failed ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver log tail:\n{tail}",
-        out.status
+        ],
     );
-    assert!(stdout.contains("cycles run: 12 ("), "{stdout}");
-    assert!(stdout.contains("violations: 0"), "{stdout}");
-    let acknowledged: u64 = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("operations acknowledged: "))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .expect("an operations line");
-    assert!(acknowledged > 0, "{stdout}");
+    assert!(
+        s.status.success(),
+        "soak failed ({:?})\nstdout:\n{}\nstderr:\n{}\nserver log tail:\n{}",
+        s.status,
+        s.stdout,
+        s.stderr,
+        s.log_tail
+    );
+    assert!(s.stdout.contains("cycles run: 12 ("), "{}", s.stdout);
+    assert!(s.stdout.contains("violations: 0"), "{}", s.stdout);
+    assert!(
+        number_after(&s.stdout, "operations acknowledged: ") > 0,
+        "{}",
+        s.stdout
+    );
 }
 
 #[test]
 fn given_a_non_empty_work_directory_when_soaking_then_it_refuses_with_exit_code_2() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("precious"), b"x").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+    let out = command(env!("CARGO_BIN_EXE_sluice"))
         .args(["soak", "--cycles", "1", "--data-dir"])
         .arg(dir.path())
         .output()

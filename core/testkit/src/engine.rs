@@ -1,8 +1,13 @@
-//! Shared fixtures for the engine integration tests (`mod support;` in each file).
+//! Engine fixtures (formerly `tests/support/mod.rs`): engines on
+//! `SimStorage` or the real disk, the default subject, messages, offsets and
+//! simulator inspection. Tests `use sluice_testkit::engine::*`, so the
+//! engine's own types are re-exported here too.
 //!
-//! One stream `orders` (id 1) with one topic `events` (id 1) is the default
-//! subject; payloads are `m{i}` so a message names the index it was sent as.
-#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
+//! Invariants: one stream `orders` (id 0) with one topic `events` (id 0) and
+//! partition 0 is the default subject; payloads are `m{i}`, so a message
+//! names the index it was sent as; a simulator from [`new_sim`] already has a
+//! durable `/data`, so partition tests never depend on how the engine
+//! creates a missing data directory.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
