@@ -6,7 +6,7 @@
 //! parser.
 //!
 //! Knobs: `SLUICE_PROPTEST_CASES` (default 64 per property; CI stays fast),
-//! for example `SLUICE_PROPTEST_CASES=5000 cargo test --release --test tcp_codec`.
+//! for example `SLUICE_PROPTEST_CASES=5000 cargo test --release -p sluice-integration -- tcp_codec::`.
 
 use std::collections::BTreeMap;
 

@@ -154,7 +154,7 @@ async fn given_random_and_mutated_frames_when_sent_then_the_server_still_serves_
     let seed = env_u64("SLUICE_TCP_FUZZ_SEED", 1).max(1);
     let cases = env_u64("SLUICE_TCP_FUZZ_CASES", 300);
     let replay = format!(
-        "SLUICE_TCP_FUZZ_SEED={seed} SLUICE_TCP_FUZZ_CASES={cases} cargo test --test tcp_fuzz"
+        "SLUICE_TCP_FUZZ_SEED={seed} SLUICE_TCP_FUZZ_CASES={cases} cargo test -p sluice-integration -- tcp_fuzz::"
     );
     println!("seed {seed}; replay: {replay}");
     let mut rng = Rng(seed);
