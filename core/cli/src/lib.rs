@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod bench;
+pub mod launch;
 mod limits;
 pub mod login;
 mod sim;
@@ -193,7 +194,8 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
                 sluice_server::http::auth::DEFAULT_ROOT_USERNAME
             );
         }
-        println!("sluice listening on http://{}", server.local_addr);
+        // The line `launch::start` waits for.
+        println!("{}http://{}", launch::LISTENING, server.local_addr);
         let stopper = server.stopper();
         tokio::spawn(async move {
             wait_for_signal().await;

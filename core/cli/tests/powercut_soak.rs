@@ -21,17 +21,7 @@ fn given_a_power_cut_after_every_kill_when_soaking_on_the_fuse_mount_then_nothin
     require_fuse();
     let s = run(
         env!("CARGO_BIN_EXE_sluice"),
-        &[
-            "--powercut",
-            "--cycles",
-            "24",
-            "--seed",
-            "7",
-            "--clients",
-            "3",
-            "--max-ops",
-            "30",
-        ],
+        "--powercut --cycles 24 --seed 7 --clients 3 --max-ops 30",
     );
     assert!(
         s.status.success(),

@@ -12,16 +12,7 @@ fn given_a_seeded_kill_schedule_when_the_server_is_sigkilled_under_load_then_not
  {
     let s = run(
         env!("CARGO_BIN_EXE_sluice"),
-        &[
-            "--cycles",
-            "12",
-            "--seed",
-            "7",
-            "--clients",
-            "3",
-            "--max-ops",
-            "30",
-        ],
+        "--cycles 12 --seed 7 --clients 3 --max-ops 30",
     );
     assert!(
         s.status.success(),

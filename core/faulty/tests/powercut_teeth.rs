@@ -19,21 +19,7 @@ fn given_the_naive_purge_when_soaking_with_power_cuts_and_failing_fsyncs_then_vi
     require_fuse();
     let s = run(
         FAULTY,
-        &[
-            "--powercut",
-            "--cycles",
-            "24",
-            "--seed",
-            "7",
-            "--clients",
-            "3",
-            "--max-ops",
-            "40",
-            "--fail-sync-percent",
-            "100",
-            "--test-fault",
-            "naive-purge",
-        ],
+        "--powercut --cycles 24 --seed 7 --clients 3 --max-ops 40 --fail-sync-percent 100 --test-fault naive-purge",
     );
     assert_eq!(
         s.status.code(),
@@ -57,19 +43,7 @@ fn given_directory_syncs_that_persist_nothing_when_soaking_with_power_cuts_then_
     require_fuse();
     let s = run(
         FAULTY,
-        &[
-            "--powercut",
-            "--cycles",
-            "6",
-            "--seed",
-            "7",
-            "--clients",
-            "3",
-            "--max-ops",
-            "30",
-            "--test-fault",
-            "noop-dir-sync",
-        ],
+        "--powercut --cycles 6 --seed 7 --clients 3 --max-ops 30 --test-fault noop-dir-sync",
     );
     assert_ne!(
         s.status.code(),

@@ -1,6 +1,7 @@
-//! The one launcher of the `sluice` binary in tests: a command with a clean
-//! environment, `sluice server` on ephemeral loopback ports, readiness from
-//! its "listening" line, SIGKILL, SIGTERM, and cleanup on drop.
+//! The `sluice` binary (any build of it) in tests: a command with a clean
+//! environment, and `sluice server` started through the CLI's own launcher
+//! (`sluice_cli::launch`: ephemeral loopback ports, readiness from its
+//! "listening" line, bounded), with SIGKILL, SIGTERM and cleanup on drop.
 //!
 //! Invariants:
 //! - The environment never leaks into the process under test: root
@@ -8,41 +9,44 @@
 //!   are removed unless a test sets them on purpose.
 //! - A [`Server`] is killed and reaped when dropped, so a failed assertion
 //!   never leaves a server behind, and two servers never share a directory.
-//! - Its stdout is drained for its whole life, so it never blocks on a full
-//!   pipe.
 
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
+
+use sluice_cli::launch;
 
 use crate::http::Api;
 
-/// What `sluice server` prints on stdout once it serves, before its URL.
-const LISTENING: &str = "sluice listening on ";
 /// How long a server may take to start (recovery included).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Variables no process under test inherits (a test may set them again).
+const SCRUBBED: [&str; 8] = [
+    "SLUICE_ROOT_USERNAME",
+    "SLUICE_ROOT_PASSWORD",
+    "IGGY_ROOT_USERNAME",
+    "IGGY_ROOT_PASSWORD",
+    "SLUICE_CONFIG",
+    "SLUICE_URL",
+    sluice_server::server::NAIVE_PURGE_ENV,
+    sluice_storage::NOOP_DIR_SYNC_ENV,
+];
 
 /// `exe` with a clean environment (see the module's invariants) and
 /// `RUST_LOG=warn`.
 pub fn command(exe: impl AsRef<OsStr>) -> Command {
     let mut cmd = Command::new(exe);
-    for var in [
-        "SLUICE_ROOT_USERNAME",
-        "SLUICE_ROOT_PASSWORD",
-        "IGGY_ROOT_USERNAME",
-        "IGGY_ROOT_PASSWORD",
-        "SLUICE_CONFIG",
-        "SLUICE_URL",
-        sluice_server::server::NAIVE_PURGE_ENV,
-        sluice_storage::NOOP_DIR_SYNC_ENV,
-    ] {
+    scrub(&mut cmd);
+    cmd
+}
+
+fn scrub(cmd: &mut Command) {
+    for var in SCRUBBED {
         cmd.env_remove(var);
     }
     cmd.env("RUST_LOG", "warn");
-    cmd
 }
 
 /// A `sluice server` about to be started.
@@ -54,19 +58,9 @@ impl Launch {
     /// `exe server` over `data_dir`, HTTP and TCP on ephemeral loopback
     /// ports, stderr discarded, no root credentials yet.
     pub fn server(exe: impl AsRef<OsStr>, data_dir: &Path) -> Launch {
-        let mut command = command(exe);
-        command
-            .args([
-                "server",
-                "--http-addr",
-                "127.0.0.1:0",
-                "--tcp-addr",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
-            .arg(data_dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        let mut command = launch::server_command(exe, data_dir);
+        scrub(&mut command);
+        command.stderr(Stdio::null());
         Launch { command }
     }
 
@@ -90,33 +84,11 @@ impl Launch {
     }
 
     /// Starts it and waits (bounded) until it serves.
-    pub fn start(mut self) -> Server {
-        let mut child = self.command.spawn().expect("sluice starts");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if !sent && let Some(url) = line.strip_prefix(LISTENING) {
-                    let _ = tx.send(url.trim().to_string());
-                    sent = true;
-                }
-            }
-        });
-        let base = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(base) => base,
-            Err(RecvTimeoutError::Disconnected) => {
-                let status = child.wait();
-                panic!("sluice exited ({status:?}) before it listened");
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("sluice did not listen within {START_TIMEOUT:?}");
-            }
-        };
-        Server { child, base }
+    pub fn start(self) -> Server {
+        match launch::start(self.command, START_TIMEOUT) {
+            Ok((child, base)) => Server { child, base },
+            Err(e) => panic!("sluice server: {e}"),
+        }
     }
 }
 

@@ -22,13 +22,14 @@ pub struct SoakRun {
     pub log_tail: String,
 }
 
-/// Runs `exe soak <args> --data-dir <fresh directory>` to completion.
-pub fn run(exe: impl AsRef<OsStr>, args: &[&str]) -> SoakRun {
+/// Runs `exe soak <args> --data-dir <fresh directory>` to completion
+/// (`args` split at white space).
+pub fn run(exe: impl AsRef<OsStr>, args: &str) -> SoakRun {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let work = dir.path().join("soak");
     let out = command(exe)
         .arg("soak")
-        .args(args)
+        .args(args.split_whitespace())
         .arg("--data-dir")
         .arg(&work)
         .env_remove("RUST_LOG")
