@@ -26,7 +26,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sluice_testkit::props;
 use sluice_server::frame::{self, FrameError, HEADER_LEN, Header, MAX_PAYLOAD, Magic};
 use sluice_server::metadata::{METADATA_VERSION, MetadataStore, StreamMeta, TopicMeta};
 use sluice_server::partition::log::{BatchRecord, IndexEntry, Log, MAX_BATCH_BYTES, Message};
@@ -34,6 +33,7 @@ use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::{DirKind, OBLIGATION_LAYOUT, Obligation};
 use sluice_server::slots::{SlotLayout, SlotRead};
 use sluice_testkit::engine::*;
+use sluice_testkit::props;
 
 // ---- the largest single allocation, per thread ---------------------------------------------
 
@@ -87,7 +87,6 @@ fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
 }
 
 const MIB: usize = 1 << 20;
-
 
 fn config() -> ProptestConfig {
     props::config(props::fuzz_cases(256))

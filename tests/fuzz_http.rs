@@ -15,12 +15,11 @@
 
 use std::time::Duration;
 
-use sluice_testkit::http::{Api, ROOT_USER, start_server_with};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
-use sluice_testkit::props;
 use serde_json::{Value, json};
-
+use sluice_testkit::http::{Api, ROOT_USER, start_server_with};
+use sluice_testkit::props;
 
 const ROUTES: &[(&str, &[&str])] = &[
     ("/ping", &["GET"]),

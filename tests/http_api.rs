@@ -3,9 +3,9 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use sluice_testkit::http::{Api, start_server, start_server_on, start_server_with};
 use serde_json::json;
 use sluice_storage::{DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage};
+use sluice_testkit::http::{Api, start_server, start_server_on, start_server_with};
 use std::path::Path;
 use std::sync::Arc;
 

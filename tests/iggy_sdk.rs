@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use sluice_testkit::http::start_server;
 use iggy::prelude::*;
+use sluice_testkit::http::start_server;
 
 /// Iggy 0.11's first partition.
 const P0: u32 = 0;

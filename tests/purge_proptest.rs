@@ -87,7 +87,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sluice_testkit::props;
 use sluice_server::clock::{Clock, ManualClock};
 use sluice_server::layout::parse_segment_name;
 use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
@@ -102,11 +101,11 @@ use sluice_storage::{
     Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage,
     SyncFailureSemantics,
 };
+use sluice_testkit::props;
 
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
-
 
 fn config() -> ProptestConfig {
     ProptestConfig {

@@ -233,7 +233,10 @@ fn power_loss_at_each_persisted_obligation_state_then_recovery() {
                 .unwrap(),
         );
     }
-    assert_snapshot("power_loss_at_each_persisted_obligation_state_then_recovery", &out);
+    assert_snapshot(
+        "power_loss_at_each_persisted_obligation_state_then_recovery",
+        &out,
+    );
 }
 
 #[test]

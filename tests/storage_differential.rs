@@ -38,14 +38,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use sluice_testkit::props;
 use sluice_storage::sim::NodeView;
 use sluice_storage::{DiskStorage, DurableStorage, ErrorKind, OpenMode, SimStorage};
+use sluice_testkit::props;
 
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
-
 
 fn avoid_known_bugs() -> bool {
     std::env::var_os("SLUICE_AVOID_KNOWN_SIM_BUGS").is_some_and(|v| v != "0")

@@ -53,12 +53,12 @@ use std::fmt;
 use std::path::Path;
 
 use proptest::prelude::*;
-use sluice_testkit::props;
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
     Crash, DurableStorage, ErrorKind, FaultMode, OpenMode, SimConfig, SimStorage,
     SyncFailureSemantics,
 };
+use sluice_testkit::props;
 
 type View = BTreeMap<String, NodeView>;
 /// `Ok(Some(offset))` for an append, `Ok(None)` for everything else that succeeded.
@@ -71,7 +71,6 @@ fn p(s: &str) -> &Path {
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
-
 
 fn avoid_known_bugs() -> bool {
     std::env::var_os("SLUICE_AVOID_KNOWN_SIM_BUGS").is_some_and(|v| v != "0")

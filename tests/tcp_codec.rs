@@ -48,7 +48,6 @@ use iggy_binary_protocol::{
     WireOptions, WirePartitioning, WirePollingStrategy, encode_user_headers,
 };
 use proptest::prelude::*;
-use sluice_testkit::props;
 use sluice_server::engine::Partitioning;
 use sluice_server::identifier::Identifier;
 use sluice_server::metadata::{Durability, TopicOptions};
@@ -57,7 +56,7 @@ use sluice_server::partition::{Polled, PollingStrategy};
 use sluice_server::tcp::codec::{self, ConsumerId, Request, code};
 use sluice_server::tcp::encode;
 use sluice_server::tcp::frame::{HEADER_SIZE, RequestHeader};
-
+use sluice_testkit::props;
 
 fn config() -> ProptestConfig {
     props::config(props::cases(64))

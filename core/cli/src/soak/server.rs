@@ -16,8 +16,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::client::{Ctx, REQUEST_TIMEOUT};
-use crate::launch;
 use super::{CyclePlan, Target};
+use crate::launch;
 
 pub(super) const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) struct Server {
