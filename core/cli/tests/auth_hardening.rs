@@ -32,10 +32,15 @@ async fn start_server(dir: &Path, token_expiry: Duration) -> RunningServer {
 
 /// A fresh token of the root user `iggy`/`iggy`.
 async fn login(base: &str) -> String {
+    login_as(base, "iggy", "iggy").await
+}
+
+/// A fresh token of `username`.
+async fn login_as(base: &str, username: &str, password: &str) -> String {
     Api::at(base)
-        .logged_in("iggy", "iggy")
+        .logged_in(username, password)
         .await
-        .expect("root login")
+        .expect("login")
         .token
         .expect("a token")
 }
@@ -395,15 +400,7 @@ async fn given_trace_logging_when_logging_in_failing_and_using_tokens_then_no_se
     assert!(d3 >= Duration::from_millis(4 * DELAY_MS), "{d3:?}");
 
     // And a success resets the count; tokens are used, refreshed, revoked.
-    let r = client
-        .post(format!("{base}/users/login"))
-        .json(&json!({"username": ROOT_USER, "password": ROOT_PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    let token = v["access_token"]["token"].as_str().unwrap().to_string();
+    let token = login_as(&base, ROOT_USER, ROOT_PASSWORD).await;
     let d4 = failed_login(&client, &base, ROOT_USER, WRONG_PASSWORD).await;
     assert!(d4 >= Duration::from_millis(DELAY_MS), "{d4:?}");
     for (method, path) in [
