@@ -5,7 +5,7 @@
 #![cfg(unix)]
 
 use sluice_testkit::process::command;
-use sluice_testkit::soak::{number_after, run};
+use sluice_testkit::soak::run;
 
 #[test]
 fn given_a_seeded_kill_schedule_when_the_server_is_sigkilled_under_load_then_nothing_acknowledged_is_lost_or_resurrected()
@@ -14,21 +14,7 @@ fn given_a_seeded_kill_schedule_when_the_server_is_sigkilled_under_load_then_not
         env!("CARGO_BIN_EXE_sluice"),
         "--cycles 12 --seed 7 --clients 3 --max-ops 30",
     );
-    assert!(
-        s.status.success(),
-        "soak failed ({:?})\nstdout:\n{}\nstderr:\n{}\nserver log tail:\n{}",
-        s.status,
-        s.stdout,
-        s.stderr,
-        s.log_tail
-    );
-    assert!(s.stdout.contains("cycles run: 12 ("), "{}", s.stdout);
-    assert!(s.stdout.contains("violations: 0"), "{}", s.stdout);
-    assert!(
-        number_after(&s.stdout, "operations acknowledged: ") > 0,
-        "{}",
-        s.stdout
-    );
+    s.assert_clean(12);
 }
 
 #[test]

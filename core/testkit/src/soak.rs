@@ -22,6 +22,25 @@ pub struct SoakRun {
     pub log_tail: String,
 }
 
+impl SoakRun {
+    /// Asserts a clean soak of `cycles` cycles: it exited 0, ran every
+    /// cycle, found no violation and had operations acknowledged.
+    pub fn assert_clean(&self, cycles: u64) {
+        assert!(
+            self.status.success(),
+            "soak failed ({:?})\nstdout:\n{}\nstderr:\n{}\nserver log tail:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr,
+            self.log_tail
+        );
+        let out = &self.stdout;
+        assert!(out.contains(&format!("cycles run: {cycles} (")), "{out}");
+        assert_eq!(number_after(out, "violations: "), 0, "{out}");
+        assert!(number_after(out, "operations acknowledged: ") > 0, "{out}");
+    }
+}
+
 /// Runs `exe soak <args> --data-dir <fresh directory>` to completion
 /// (`args` split at white space).
 pub fn run(exe: impl AsRef<OsStr>, args: &str) -> SoakRun {
