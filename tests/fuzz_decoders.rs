@@ -76,6 +76,9 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+// The allocator of the whole `integration` binary (every suite shares the
+// process): it forwards every call and records sizes on the calling thread
+// only, so no other suite can see or disturb what a test here measures.
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
