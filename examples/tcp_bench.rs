@@ -4,13 +4,13 @@
 //! `poll` on the engine, no transport), all measured in this one run on the
 //! same disk.
 //!
-//! A dev tool, not part of the shipped binary (an example of the test
-//! package, which alone depends on the SDK):
+//! A dev tool, not part of the shipped binary (an example of the integration test
+//! package, `tests/Cargo.toml`; the SDK is a test-only dependency):
 //!
 //! ```sh
-//! cargo run --release --example tcp_bench            # 100,000 x 1 KB per case
-//! SLUICE_BENCH_MESSAGES=20000 cargo run --release --example tcp_bench
-//! SLUICE_BENCH_TCP_ONLY=1 cargo run --release --example tcp_bench   # no HTTP rows
+//! cargo run --release -p sluice-integration --example tcp_bench            # 100,000 x 1 KB per case
+//! SLUICE_BENCH_MESSAGES=20000 cargo run --release -p sluice-integration --example tcp_bench
+//! SLUICE_BENCH_TCP_ONLY=1 cargo run --release -p sluice-integration --example tcp_bench   # no HTTP rows
 //! ```
 //!
 //! Per case: 1 producer sends every message (batches of 1,000 and of 10),

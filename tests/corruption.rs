@@ -12,9 +12,6 @@
 //! Every row runs on `SimStorage`; the rows marked `disk` also run on the
 //! real file system in a temporary directory. docs/reliability.md carries the
 //! same table in prose. A failing row prints its name and backend.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,7 +19,7 @@ use std::sync::Arc;
 use sluice_server::frame::{self, HEADER_LEN, Magic};
 use sluice_server::http::status::{Filter, snapshot};
 use sluice_server::partition::log::MAX_BATCH_BYTES;
-use support::*;
+use sluice_testkit::engine::*;
 
 // ---- the acknowledged state every row starts from ---------------------------------
 

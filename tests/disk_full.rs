@@ -8,15 +8,11 @@
 //! `storage_full`), nothing acknowledged changes, the same requests succeed
 //! once space returns, the purge reaches `Applied`, and a power loss followed
 //! by recovery serves exactly what was acknowledged.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod http_support;
-mod support;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use support::*;
+use sluice_testkit::engine::*;
 
 /// Bytes the simulated disk holds now (every file in the page cache).
 fn used(sim: &SimStorage) -> u64 {
@@ -377,31 +373,11 @@ fn a_purge_on_a_disk_that_stays_full_is_refused_and_the_engine_waits_for_space()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_a_full_disk_is_507_storage_full_and_requests_resume() {
-    use http_support::Api;
     use serde_json::json;
-    use sluice_server::config::ServerConfig;
-    use sluice_server::http::auth::RootSource;
-    use sluice_server::server::{ServeOptions, start};
+    use sluice_testkit::http::{Api, start_server_on};
 
     let sim = new_sim();
-    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
-    let mut config = ServerConfig {
-        data_dir: Path::new(DATA_DIR).to_path_buf(),
-        ..ServerConfig::default()
-    };
-    config.http.address = "127.0.0.1:0".parse().unwrap();
-    config.tcp.address = "127.0.0.1:0".parse().unwrap();
-    config.reconciler.period = std::time::Duration::from_millis(20);
-    let server = start(
-        storage,
-        ServeOptions {
-            config,
-            root: RootSource::DefaultIggy,
-            seed: 7,
-        },
-    )
-    .await
-    .unwrap();
+    let server = start_server_on(Arc::new(sim.clone()), Path::new(DATA_DIR), |_| {}).await;
     let api = Api::login(&server).await;
     api.create_stream_and_topic("orders", "events", 1).await;
     assert_eq!(api.send_to("orders", "events", &["a"]).await.status, 201);

@@ -1,15 +1,12 @@
 //! Durability policies under crashes and injected faults, on the simulator:
 //! what `persisted` and `buffered` acknowledge survives what they promise,
 //! and nothing the engine serves after recovery is something it never wrote.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use support::*;
+use sluice_testkit::engine::*;
 
 fn partial_seeds() -> impl Iterator<Item = Crash> {
     (1..=20).map(|seed| Crash::PowerLossPartial { seed })

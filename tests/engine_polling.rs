@@ -1,11 +1,8 @@
 //! Polling strategies, stored offsets and validation, as a client sees them.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::sync::Arc;
 
-use support::*;
+use sluice_testkit::engine::*;
 
 /// An engine holding `m0..m{n}` in batches of `per_batch`.
 fn engine_with(n: u64, per_batch: u64) -> (SimStorage, Engine) {

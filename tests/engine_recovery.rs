@@ -1,8 +1,5 @@
 //! Round trips through recovery, on the real disk and on the simulator:
 //! whatever the engine acknowledged before a restart, it serves after it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use sluice_server::frame::{self, Magic};
 use sluice_server::metadata::LEGACY_ONE_BASED_VERSION;
@@ -12,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use support::*;
+use sluice_testkit::engine::*;
 
 // ---- metadata ----------------------------------------------------------------
 

@@ -18,9 +18,6 @@
 //! slip by on a lazily zeroed allocation.
 //!
 //! Cases per property: `SLUICE_FUZZ_CASES` (default 256).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -35,7 +32,8 @@ use sluice_server::partition::log::{BatchRecord, IndexEntry, Log, MAX_BATCH_BYTE
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::{DirKind, OBLIGATION_LAYOUT, Obligation};
 use sluice_server::slots::{SlotLayout, SlotRead};
-use support::*;
+use sluice_testkit::engine::*;
+use sluice_testkit::props;
 
 // ---- the largest single allocation, per thread ---------------------------------------------
 
@@ -78,6 +76,9 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+// The allocator of the whole `integration` binary (every suite shares the
+// process): it forwards every call and records sizes on the calling thread
+// only, so no other suite can see or disturb what a test here measures.
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
@@ -90,19 +91,8 @@ fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 const MIB: usize = 1 << 20;
 
-fn cases() -> u32 {
-    std::env::var("SLUICE_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
-}
-
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    props::config(props::fuzz_cases(256))
 }
 
 // ---- forging records -----------------------------------------------------------------------

@@ -12,23 +12,14 @@
 //! request is a 500); every 4xx is Iggy's JSON error body.
 //!
 //! Cases: `SLUICE_FUZZ_CASES` (default 256); a failing case prints the request.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod http_support;
 
 use std::time::Duration;
 
-use http_support::{Api, ROOT_USER, start_server_with};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestRunner};
 use serde_json::{Value, json};
-
-fn cases() -> u32 {
-    std::env::var("SLUICE_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
-}
+use sluice_testkit::http::{Api, ROOT_USER, start_server_with};
+use sluice_testkit::props;
 
 const ROUTES: &[(&str, &[&str])] = &[
     ("/ping", &["GET"]),
@@ -466,11 +457,7 @@ fn no_request_makes_the_server_answer_5xx_or_an_unshaped_error() {
         assert!(r.status < 300, "{}", r.text);
         api
     });
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = TestRunner::new(props::config(props::fuzz_cases(256)));
     let started = std::time::Instant::now();
     let (ok, refused) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     let result = runner.run(&request(), |req| {

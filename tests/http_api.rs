@@ -1,14 +1,11 @@
 //! End-to-end tests of the HTTP API with raw requests: the real server on an
 //! ephemeral loopback port over a temporary data directory on disk.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod http_support;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use http_support::{Api, start_server, start_server_on, start_server_with};
 use serde_json::json;
 use sluice_storage::{DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage};
+use sluice_testkit::http::{Api, start_server, start_server_on, start_server_with};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -146,7 +143,7 @@ async fn given_malformed_requests_when_sent_then_each_gets_a_4xx_iggy_error_and_
     let messages = "/streams/orders/topics/events/messages";
 
     // When malformed requests arrive, then each is a 4xx with Iggy's error body.
-    let cases: Vec<(&str, http_support::Reply, u16)> = vec![
+    let cases: Vec<(&str, sluice_testkit::http::Reply, u16)> = vec![
         (
             "bad JSON",
             api.post_raw("/streams", "application/json", b"{\"name\":".to_vec())

@@ -2,16 +2,12 @@
 //! an unmodified Iggy client drives sluice end to end, through its
 //! `HttpClient` and its `TcpClient`, the same steps for both, with Iggy's ids
 //! (the first stream, topic, partition and group are 0, the root user is 0).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod http_support;
-mod tcp_support;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use http_support::start_server;
 use iggy::prelude::*;
+use sluice_testkit::http::start_server;
 
 /// Iggy 0.11's first partition.
 const P0: u32 = 0;
@@ -60,7 +56,7 @@ async fn scenario(transport: Transport) {
         Transport::Http => {
             Box::new(HttpClient::new(&format!("http://{}", server.local_addr)).unwrap())
         }
-        Transport::Tcp => Box::new(tcp_support::sdk_client(&server).await),
+        Transport::Tcp => Box::new(sluice_testkit::tcp::sdk_client(&server).await),
     };
     let client = client.as_ref();
     client.ping().await.unwrap();
@@ -75,7 +71,7 @@ async fn scenario(transport: Transport) {
     if transport == Transport::Tcp {
         // The connection is one of the server's clients, as Iggy lists them
         // (`iggy me`, `iggy client list`); a second one is not logged in.
-        let other = tcp_support::sdk_client(&server).await;
+        let other = sluice_testkit::tcp::sdk_client(&server).await;
         let me = client.get_me().await.unwrap();
         assert_eq!((me.user_id, me.transport.as_str()), (Some(0), "TCP"));
         let clients = client.get_clients().await.unwrap();
@@ -336,7 +332,7 @@ async fn given_a_poll_of_more_slices_than_one_writev_takes_when_polled_over_tcp_
     // 3 batches (so the answer holds 3 Iggy batches), one with a user header.
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(dir.path()).await;
-    let client = tcp_support::sdk_login(&server).await;
+    let client = sluice_testkit::tcp::sdk_login(&server).await;
     client.create_stream("big").await.unwrap();
     let s = Identifier::named("big").unwrap();
     let t = Identifier::named("t").unwrap();

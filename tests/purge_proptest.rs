@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Purge under random schedules: a proptest that drives the production engine
 //! (`Engine::open`, `send`, `poll`, `store_offset`, `delete_offset`,
 //! `purge_partition`, `purge_topic`, `reconcile_at`, `reconcile_until_idle`,
@@ -102,24 +101,14 @@ use sluice_storage::{
     Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage,
     SyncFailureSemantics,
 };
+use sluice_testkit::props;
 
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
 
-fn cases(default: u32) -> u32 {
-    std::env::var("SLUICE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: cases(48),
-        // No regression files: this package's tests/ holds only test sources.
-        // A failure prints the minimal case; paste it into a #[test] to keep it.
-        failure_persistence: None,
         // A case takes tens of milliseconds (three probes per step): bound the
         // shrinking of a failure.
         max_shrink_time: 20_000,
@@ -127,7 +116,7 @@ fn config() -> ProptestConfig {
         // a schedule no one has seen. `SLUICE_PROPTEST_SEED=<u64>` explores
         // other schedules (each failure prints its minimal case either way).
         rng_seed: proptest::test_runner::RngSeed::Fixed(proptest_seed()),
-        ..ProptestConfig::default()
+        ..props::config(props::cases(48))
     }
 }
 

@@ -7,9 +7,6 @@
 //! (some between the failed attempt and its retry); power is cut; sluice
 //! restarts. Matrix: {consumers, groups, segments} × {buffered, persisted} ×
 //! {Linux, forgiving}, plus a successful-sync control per policy.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,7 +24,7 @@ use sluice_storage::{
     Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, OpenMode, SimConfig, SimStorage,
     SyncFailureSemantics,
 };
-use support::make_everything_durable;
+use sluice_testkit::engine::make_everything_durable;
 
 const DATA: &str = "/data";
 const STREAM: &str = "orders";
@@ -569,7 +566,7 @@ fn a_recovered_obligation_record_whose_sync_failed_is_made_durable_before_the_ne
 
     // Then: the file still holds a record (the newest durable one or the one
     // before it), not garbage nor nothing, and the partition serves.
-    let durable = support::durable_file(&sim, &paths.obligation).unwrap();
+    let durable = sluice_testkit::engine::durable_file(&sim, &paths.obligation).unwrap();
     match OBLIGATION_LAYOUT.decode::<Obligation>(&durable) {
         SlotRead::Valid { value, .. } => assert_eq!(value.generation(), 1),
         other => panic!("no readable obligation after a torn write: {other:?}"),

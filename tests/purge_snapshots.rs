@@ -6,9 +6,6 @@
 //!
 //! A snapshot changes when the purge's I/O changes; review the diff as you
 //! would review the protocol (docs/adr/0003-purge-obligation.md).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,7 +13,7 @@ use std::path::Path;
 use sluice_server::partition::purge::{OBLIGATION_LAYOUT, Obligation};
 use sluice_server::slots::SlotRead;
 use sluice_storage::{SimConfig, SyncFailureSemantics};
-use support::*;
+use sluice_testkit::engine::*;
 
 /// Strips the data directory and the partition prefix, so a line reads
 /// `p1 remove_file consumers/2`.
@@ -122,6 +119,15 @@ fn sim_engine_on(sim: &SimStorage) -> Engine {
     .0
 }
 
+/// Asserts `out` against `tests/snapshots/purge_snapshots__<name>.snap`, the
+/// names these snapshots had when this suite was its own test binary (insta
+/// would now prefix the binary's module path, `integration__purge_snapshots__`).
+fn assert_snapshot(name: &str, out: &str) {
+    insta::with_settings!({ prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!(format!("purge_snapshots__{name}"), out);
+    });
+}
+
 #[test]
 fn clean_purge_of_one_partition() {
     let (sim, mut engine) = given(SyncFailureSemantics::Linux, 1);
@@ -135,7 +141,7 @@ fn clean_purge_of_one_partition() {
         "durable obligation: {}",
         durable_obligation(&sim, PARTITION)
     );
-    insta::assert_snapshot!(out);
+    assert_snapshot("clean_purge_of_one_partition", &out);
 }
 
 #[test]
@@ -173,7 +179,7 @@ fn each_failed_directory_sync_then_retries() {
             durable_obligation(&sim, PARTITION)
         );
     }
-    insta::assert_snapshot!(out);
+    assert_snapshot("each_failed_directory_sync_then_retries", &out);
 }
 
 #[test]
@@ -227,7 +233,10 @@ fn power_loss_at_each_persisted_obligation_state_then_recovery() {
                 .unwrap(),
         );
     }
-    insta::assert_snapshot!(out);
+    assert_snapshot(
+        "power_loss_at_each_persisted_obligation_state_then_recovery",
+        &out,
+    );
 }
 
 #[test]
@@ -259,5 +268,5 @@ fn topic_purge_over_three_partitions_is_one_commit() {
             durable_obligation(&sim, p)
         );
     }
-    insta::assert_snapshot!(out);
+    assert_snapshot("topic_purge_over_three_partitions_is_one_commit", &out);
 }

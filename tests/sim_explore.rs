@@ -3,8 +3,6 @@
 //! the teeth check (the naive, Iggy-order purge must be caught), and
 //! determinism (same seed, same trace hash). The full sweep runs through
 //! `sluice sim explore` (docs/simulation.md).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use sluice_server::PurgeMode;
 use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
 use sluice_sim::run::{Rates, run};

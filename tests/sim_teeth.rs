@@ -8,8 +8,6 @@
 //! `sluice sim run` run) and prints the first violation with its reproducer;
 //! docs/simulation.md tabulates them. Switches are per thread, so these tests
 //! run in parallel with each other and with every other test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use sluice_server::PurgeMode;
 use sluice_server::metadata::Durability;
 use sluice_server::teeth::{self, Mechanism};

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Differential test: the same random, crash-free operation sequence runs on
 //! the real `DiskStorage` (rooted in a fresh `TempDir`) and on a fresh
 //! `SimStorage` (rooted at `/root`), and the two must agree
@@ -41,30 +40,18 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use sluice_storage::sim::NodeView;
 use sluice_storage::{DiskStorage, DurableStorage, ErrorKind, OpenMode, SimStorage};
+use sluice_testkit::props;
 
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
-
-fn cases(default: u32) -> u32 {
-    std::env::var("SLUICE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn avoid_known_bugs() -> bool {
     std::env::var_os("SLUICE_AVOID_KNOWN_SIM_BUGS").is_some_and(|v| v != "0")
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(32),
-        // No regression files: this package's tests/ holds only test sources.
-        // A failure prints the minimal case; paste it into a #[test] to keep it.
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    props::config(props::cases(32))
 }
 
 // ---------------------------------------------------------------------------

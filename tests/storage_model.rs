@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Model-based test of `SimStorage`: random operation sequences run against the
 //! simulator and against a small, independent reference model of what Linux
 //! promises, and after every step the two must agree on
@@ -59,6 +58,7 @@ use sluice_storage::{
     Crash, DurableStorage, ErrorKind, FaultMode, OpenMode, SimConfig, SimStorage,
     SyncFailureSemantics,
 };
+use sluice_testkit::props;
 
 type View = BTreeMap<String, NodeView>;
 /// `Ok(Some(offset))` for an append, `Ok(None)` for everything else that succeeded.
@@ -72,25 +72,12 @@ fn p(s: &str) -> &Path {
 // Configuration
 // ---------------------------------------------------------------------------
 
-fn cases(default: u32) -> u32 {
-    std::env::var("SLUICE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn avoid_known_bugs() -> bool {
     std::env::var_os("SLUICE_AVOID_KNOWN_SIM_BUGS").is_some_and(|v| v != "0")
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(64),
-        // No regression files: this package's tests/ holds only test sources.
-        // A failure prints the minimal case; paste it into a #[test] to keep it.
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    props::config(props::cases(64))
 }
 
 // ---------------------------------------------------------------------------

@@ -1,7 +1,5 @@
 //! One named test per promise of `SimStorage` (docs/adr/0002-storage-fault-model.md).
 //! Each reads as given / when / then against the public `DurableStorage` API.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 
 use sluice_storage::sim::NodeView;

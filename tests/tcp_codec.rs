@@ -6,10 +6,7 @@
 //! parser.
 //!
 //! Knobs: `SLUICE_PROPTEST_CASES` (default 64 per property; CI stays fast),
-//! for example `SLUICE_PROPTEST_CASES=5000 cargo test --release --test tcp_codec`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+//! for example `SLUICE_PROPTEST_CASES=5000 cargo test --release -p sluice-integration -- tcp_codec::`.
 
 use std::collections::BTreeMap;
 
@@ -59,19 +56,10 @@ use sluice_server::partition::{Polled, PollingStrategy};
 use sluice_server::tcp::codec::{self, ConsumerId, Request, code};
 use sluice_server::tcp::encode;
 use sluice_server::tcp::frame::{HEADER_SIZE, RequestHeader};
-
-fn cases() -> u32 {
-    std::env::var("SLUICE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
+use sluice_testkit::props;
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        ..ProptestConfig::default()
-    }
+    props::config(props::cases(64))
 }
 
 fn name() -> impl Strategy<Value = String> {
@@ -285,8 +273,8 @@ proptest! {
 #[test]
 fn given_engine_metadata_when_encoded_then_the_sdk_decodes_streams_topics_groups_and_offsets() {
     // Given an engine with a stream, a persisted topic of 3 partitions, messages and a group.
-    let sim = support::new_sim();
-    let mut e = support::sim_engine(&sim);
+    let sim = sluice_testkit::engine::new_sim();
+    let mut e = sluice_testkit::engine::sim_engine(&sim);
     let s = e.create_stream(None, "orders").unwrap();
     let options = TopicOptions {
         durability: Durability::Persisted,

@@ -7,10 +7,6 @@
 //! Knobs: `SLUICE_TCP_FUZZ_SEED` (default 1) and `SLUICE_TCP_FUZZ_CASES`
 //! (default 300 frames); a failure prints the seed and the command that
 //! replays it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod http_support;
-mod tcp_support;
 
 use std::time::Duration;
 
@@ -22,7 +18,7 @@ use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
 use sluice_server::server::RunningServer;
 use sluice_server::tcp::codec::code;
 use sluice_server::tcp::frame::HEADER_SIZE;
-use tcp_support::{RawConn, tcp_addr};
+use sluice_testkit::tcp::{RawConn, tcp_addr};
 
 const MAX_FRAME: usize = 64 * 1024;
 
@@ -52,7 +48,7 @@ fn env_u64(key: &str, default: u64) -> u64 {
 }
 
 async fn start(dir: &std::path::Path) -> RunningServer {
-    http_support::start_server_with(dir, |c| {
+    sluice_testkit::http::start_server_with(dir, |c| {
         c.tcp.max_frame_bytes = MAX_FRAME;
         c.tcp.max_connections = 16;
         c.tcp.idle_timeout = Duration::from_secs(2);
@@ -62,7 +58,7 @@ async fn start(dir: &std::path::Path) -> RunningServer {
 
 /// Everything the server stores, as the SDK reads it back.
 async fn fingerprint(server: &RunningServer) -> String {
-    let client = tcp_support::sdk_login(server).await;
+    let client = sluice_testkit::tcp::sdk_login(server).await;
     let mut out = String::new();
     for s in client.get_streams().await.unwrap() {
         let sid = Identifier::numeric(s.id).unwrap();
@@ -158,7 +154,7 @@ async fn given_random_and_mutated_frames_when_sent_then_the_server_still_serves_
     let seed = env_u64("SLUICE_TCP_FUZZ_SEED", 1).max(1);
     let cases = env_u64("SLUICE_TCP_FUZZ_CASES", 300);
     let replay = format!(
-        "SLUICE_TCP_FUZZ_SEED={seed} SLUICE_TCP_FUZZ_CASES={cases} cargo test --test tcp_fuzz"
+        "SLUICE_TCP_FUZZ_SEED={seed} SLUICE_TCP_FUZZ_CASES={cases} cargo test -p sluice-integration -- tcp_fuzz::"
     );
     println!("seed {seed}; replay: {replay}");
     let mut rng = Rng(seed);
@@ -166,7 +162,7 @@ async fn given_random_and_mutated_frames_when_sent_then_the_server_still_serves_
     // Given a server with a stream, a topic, messages and a stored offset.
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path()).await;
-    let client = tcp_support::sdk_login(&server).await;
+    let client = sluice_testkit::tcp::sdk_login(&server).await;
     client.create_stream("orders").await.unwrap();
     let s = Identifier::named("orders").unwrap();
     let t = Identifier::named("events").unwrap();

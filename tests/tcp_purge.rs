@@ -4,11 +4,6 @@
 //! fresh messages over TCP, a power cut, a restart; then `Next` over TCP
 //! returns the complete fresh history (the resurrected old offset moves
 //! nobody). The engine-level matrix is `tests/purge_regression.rs`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod http_support;
-mod support;
-mod tcp_support;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,10 +11,10 @@ use std::time::Duration;
 
 use iggy::prelude::*;
 use sluice_server::server::RunningServer;
-use support::{Crash, DATA_DIR, Fault, FaultMode, OpKind, OpMatcher, SimStorage};
+use sluice_testkit::engine::{Crash, DATA_DIR, Fault, FaultMode, OpKind, OpMatcher, SimStorage};
 
 async fn start_on(sim: &SimStorage) -> RunningServer {
-    http_support::start_server_on(Arc::new(sim.clone()), Path::new(DATA_DIR), |c| {
+    sluice_testkit::http::start_server_on(Arc::new(sim.clone()), Path::new(DATA_DIR), |c| {
         // Only the purge's own attempt runs before the power cut: no
         // reconciler pass retries the failed directory sync in between.
         c.reconciler.period = Duration::from_secs(3600);
@@ -43,9 +38,9 @@ fn messages(payloads: &[&str]) -> Vec<IggyMessage> {
 async fn given_offsets_and_a_failed_purge_sync_over_tcp_when_power_is_cut_then_next_over_tcp_returns_the_fresh_history()
  {
     // Given a persisted topic with an old history and consumer offsets, all durable.
-    let sim = support::new_sim();
+    let sim = sluice_testkit::engine::new_sim();
     let server = start_on(&sim).await;
-    let client = tcp_support::sdk_login(&server).await;
+    let client = sluice_testkit::tcp::sdk_login(&server).await;
     client.create_stream("orders").await.unwrap();
     let s = Identifier::named("orders").unwrap();
     let t = Identifier::named("events").unwrap();
@@ -73,7 +68,7 @@ async fn given_offsets_and_a_failed_purge_sync_over_tcp_when_power_is_cut_then_n
         .store_consumer_offset(&consumer, &s, &t, Some(0), 5)
         .await
         .unwrap();
-    support::make_everything_durable(&sim);
+    sluice_testkit::engine::make_everything_durable(&sim);
 
     // When the purge over TCP deletes the offset file but the consumers
     // directory's sync fails, and a fresh history is acknowledged over TCP.
@@ -97,7 +92,7 @@ async fn given_offsets_and_a_failed_purge_sync_over_tcp_when_power_is_cut_then_n
     let server = start_on(&sim).await;
 
     // Then Next over TCP returns the complete fresh history.
-    let client = tcp_support::sdk_login(&server).await;
+    let client = sluice_testkit::tcp::sdk_login(&server).await;
     let polled = client
         .poll_messages(
             &s,

@@ -11,52 +11,38 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_server::config::ServerConfig;
-use sluice_server::http::auth::RootSource;
 use sluice_server::http::{authenticated_routes, public_routes};
-use sluice_server::server::{RunningServer, ServeOptions, start};
-use sluice_storage::{DiskStorage, DurableStorage};
+use sluice_server::server::RunningServer;
+use sluice_testkit::http::{Api, start_server_with};
+use sluice_testkit::process::Launch;
 
+/// The in-process server with tokens that live `token_expiry` and a 1 ms
+/// failed-login delay.
 async fn start_server(dir: &Path, token_expiry: Duration) -> RunningServer {
-    let mut config = ServerConfig {
-        data_dir: dir.to_path_buf(),
-        ..ServerConfig::default()
-    };
-    config.http.address = "127.0.0.1:0".parse().unwrap();
-    config.tcp.address = "127.0.0.1:0".parse().unwrap();
-    config.reconciler.period = Duration::from_millis(20);
-    config.auth.failed_login_delay = Duration::from_millis(1);
-    config.auth.token_expiry = token_expiry;
-    let storage: Arc<dyn DurableStorage> = Arc::new(DiskStorage::new());
-    start(
-        storage,
-        ServeOptions {
-            config,
-            root: RootSource::DefaultIggy,
-            seed: 11,
-        },
-    )
+    start_server_with(dir, |config| {
+        config.auth.failed_login_delay = Duration::from_millis(1);
+        config.auth.token_expiry = token_expiry;
+    })
     .await
-    .expect("server starts")
 }
 
-async fn login(client: &reqwest::Client, base: &str) -> String {
-    let r = client
-        .post(format!("{base}/users/login"))
-        .json(&json!({"username": "iggy", "password": "iggy"}))
-        .send()
+/// A fresh token of the root user `iggy`/`iggy`.
+async fn login(base: &str) -> String {
+    login_as(base, "iggy", "iggy").await
+}
+
+/// A fresh token of `username`.
+async fn login_as(base: &str, username: &str, password: &str) -> String {
+    Api::at(base)
+        .logged_in(username, password)
         .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    v["access_token"]["token"].as_str().unwrap().to_string()
+        .expect("login")
+        .token
+        .expect("a token")
 }
 
 /// A concrete path for a route template, naming the fixture's resources.
@@ -174,11 +160,11 @@ async fn given_missing_forged_revoked_or_misplaced_tokens_when_calling_any_authe
     let server = start_server(dir.path(), Duration::from_secs(3600)).await;
     let base = format!("http://{}", server.local_addr);
     let client = reqwest::Client::new();
-    let token = login(&client, &base).await;
+    let token = login(&base).await;
     fixture(&client, &base, &token).await;
     // (A state dump never shows a live token.)
     assert!(!format!("{server:?}").contains(&token));
-    let revoked = login(&client, &base).await;
+    let revoked = login(&base).await;
     let r = client
         .delete(format!("{base}/users/logout"))
         .bearer_auth(&revoked)
@@ -287,7 +273,7 @@ async fn given_missing_forged_revoked_or_misplaced_tokens_when_calling_any_authe
     // And with a valid token every one of those routes exists (no 401,
     // no unknown route, no wrong method): the walk reached real handlers.
     for (method, template) in authenticated_routes() {
-        let fresh = login(&client, &base).await;
+        let fresh = login(&base).await;
         let r = request(&client, &base, method, &template)
             .bearer_auth(&fresh)
             .send()
@@ -315,7 +301,7 @@ async fn given_tokens_that_expire_at_once_when_calling_any_authenticated_route_t
     let server = start_server(dir.path(), Duration::ZERO).await;
     let base = format!("http://{}", server.local_addr);
     let client = reqwest::Client::new();
-    let expired = login(&client, &base).await;
+    let expired = login(&base).await;
 
     // When each authenticated route and the refresh are called with it,
     // then each answers 401 with Iggy's body.
@@ -344,39 +330,15 @@ const ROOT_PASSWORD: &str = "Corr3ct-H0rse-Battery-9137";
 const WRONG_PASSWORD: &str = "Wr0ng-Guess-Passw0rd-5521";
 const DELAY_MS: u64 = 200;
 
-fn spawn_binary(dir: &Path, log: &Path) -> (Child, String) {
-    let log = std::fs::File::create(log).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "server",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--tcp-addr",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(dir)
+fn spawn_binary(dir: &Path, log: &Path) -> sluice_testkit::process::Server {
+    Launch::server(env!("CARGO_BIN_EXE_sluice"), dir)
         .env("SLUICE_ROOT_USERNAME", ROOT_USER)
         .env("SLUICE_ROOT_PASSWORD", ROOT_PASSWORD)
-        .env_remove("IGGY_ROOT_USERNAME")
-        .env_remove("IGGY_ROOT_PASSWORD")
-        .env_remove("SLUICE_CONFIG")
         .env("SLUICE_AUTH_FAILED_LOGIN_DELAY_MS", DELAY_MS.to_string())
         .env("RUST_LOG", "trace")
         .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .expect("sluice starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = loop {
-        let line = lines.next().expect("listening line").unwrap();
-        if let Some(addr) = line.strip_prefix("sluice listening on ") {
-            break addr.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, base)
+        .stderr_to(log)
+        .start()
 }
 
 /// A failed login: its status and how long it took.
@@ -424,7 +386,8 @@ async fn given_trace_logging_when_logging_in_failing_and_using_tokens_then_no_se
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("server.log");
     let data = dir.path().join("data");
-    let (mut child, base) = spawn_binary(&data, &log_path);
+    let server = spawn_binary(&data, &log_path);
+    let base = server.base().to_string();
     let client = reqwest::Client::new();
 
     // When logins fail three times in a row (the last with the right
@@ -437,15 +400,7 @@ async fn given_trace_logging_when_logging_in_failing_and_using_tokens_then_no_se
     assert!(d3 >= Duration::from_millis(4 * DELAY_MS), "{d3:?}");
 
     // And a success resets the count; tokens are used, refreshed, revoked.
-    let r = client
-        .post(format!("{base}/users/login"))
-        .json(&json!({"username": ROOT_USER, "password": ROOT_PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    let token = v["access_token"]["token"].as_str().unwrap().to_string();
+    let token = login_as(&base, ROOT_USER, ROOT_PASSWORD).await;
     let d4 = failed_login(&client, &base, ROOT_USER, WRONG_PASSWORD).await;
     assert!(d4 >= Duration::from_millis(DELAY_MS), "{d4:?}");
     for (method, path) in [
@@ -509,26 +464,7 @@ async fn given_trace_logging_when_logging_in_failing_and_using_tokens_then_no_se
     assert!(!r.text().await.unwrap().contains(ROOT_PASSWORD));
 
     // Stop it (SIGTERM) so the log is complete.
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let mut exited = false;
-    for _ in 0..200 {
-        if child.try_wait().unwrap().is_some() {
-            exited = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    if !exited {
-        let _ = child.kill();
-        panic!("sluice did not stop within 10 s of SIGTERM");
-    }
+    server.terminate(Duration::from_secs(10));
 
     // Then the log has the failures, with doubling delays reset by the success,
     let log = strip_ansi(&std::fs::read_to_string(&log_path).unwrap());

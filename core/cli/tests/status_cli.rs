@@ -5,76 +5,24 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
-
-const ROOT_VARS: [&str; 4] = [
-    "SLUICE_ROOT_USERNAME",
-    "SLUICE_ROOT_PASSWORD",
-    "IGGY_ROOT_USERNAME",
-    "IGGY_ROOT_PASSWORD",
-];
-
-/// The server process; killed when dropped, so a failed assertion leaves no
-/// server behind.
-struct Running {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use sluice_testkit::http::{ROOT_PASSWORD, ROOT_USER};
+use sluice_testkit::process::{Launch, Server, command};
 
 fn sluice() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    for var in ROOT_VARS {
-        cmd.env_remove(var);
-    }
-    cmd.env_remove("SLUICE_URL")
-        .env_remove("SLUICE_CONFIG")
-        .env("RUST_LOG", "warn");
-    cmd
+    command(env!("CARGO_BIN_EXE_sluice"))
 }
 
-/// Starts `sluice server` and waits for its "listening" line.
-fn spawn(data_dir: &Path) -> Running {
-    let mut child = sluice()
-        .args([
-            "server",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--tcp-addr",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .arg("--with-default-root-credentials")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sluice starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("sluice printed its address before exiting")
-            .expect("stdout line");
-        if let Some(addr) = line.strip_prefix("sluice listening on ") {
-            break addr.trim().to_string();
-        }
-    };
-    Running { child, base }
+/// Starts the shipped `sluice server` with `iggy`/`iggy`.
+fn spawn(data_dir: &Path) -> Server {
+    Launch::server(env!("CARGO_BIN_EXE_sluice"), data_dir)
+        .default_root()
+        .start()
 }
 
 /// Runs `sluice status <args>` to completion.
@@ -91,78 +39,34 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-async fn call(req: reqwest::RequestBuilder, token: &str) -> (u16, Value) {
-    let r = req.bearer_auth(token).send().await.expect("request");
-    let status = r.status().as_u16();
-    let text = r.text().await.expect("body");
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-async fn login(client: &reqwest::Client, base: &str) -> String {
-    let r: Value = client
-        .post(format!("{base}/users/login"))
-        .json(&json!({"username": "iggy", "password": "iggy"}))
-        .send()
-        .await
-        .expect("login")
-        .json()
-        .await
-        .expect("identity");
-    r["access_token"]["token"]
-        .as_str()
-        .expect("token")
-        .to_string()
-}
-
 /// Creates orders/events, sends a message, purges the topic and waits until
 /// its cleanup obligation is applied.
-async fn purge_a_topic(base: &str) {
-    let client = reqwest::Client::new();
-    let token = login(&client, base).await;
-    let (status, _) = call(
-        client
-            .post(format!("{base}/streams"))
-            .json(&json!({"name": "orders"})),
-        &token,
-    )
-    .await;
-    assert_eq!(status, 200);
-    let (status, _) = call(
-        client
-            .post(format!("{base}/streams/orders/topics"))
-            .json(&json!({"name": "events", "partitions_count": 1})),
-        &token,
-    )
-    .await;
-    assert_eq!(status, 200);
-    let (status, _) = call(
-        client
-            .post(format!("{base}/streams/orders/topics/events/messages"))
-            .json(&json!({"partitioning": {"kind": "balanced", "value": ""},
-                          "messages": [{"payload": STANDARD.encode("hello")}]})),
-        &token,
-    )
-    .await;
-    assert_eq!(status, 201);
-    let (status, _) = call(
-        client.delete(format!("{base}/streams/orders/topics/events/purge")),
-        &token,
-    )
-    .await;
-    assert_eq!(status, 204);
-    for _ in 0..500 {
-        let (status, body) = call(
-            client.get(format!("{base}/status/purge?stream_id=orders")),
-            &token,
+async fn purge_a_topic(server: &Server) {
+    let api = server
+        .api()
+        .logged_in(ROOT_USER, ROOT_PASSWORD)
+        .await
+        .expect("root login");
+    let r = api.post("/streams", json!({"name": "orders"})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = api
+        .post(
+            "/streams/orders/topics",
+            json!({"name": "events", "partitions_count": 1}),
         )
         .await;
-        assert_eq!(status, 200);
-        if body["partitions"][0]["obligation"]["state"] == "applied" {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("purge cleanup did not reach applied within 10 s");
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = api
+        .post(
+            "/streams/orders/topics/events/messages",
+            json!({"partitioning": {"kind": "balanced", "value": ""},
+                   "messages": [{"payload": STANDARD.encode("hello")}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = api.delete("/streams/orders/topics/events/purge").await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    api.wait_until_applied("stream_id=orders").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,8 +75,8 @@ async fn given_a_purged_topic_when_running_sluice_status_then_the_table_and_the_
     // Given a server whose only partition was purged and cleaned up.
     let dir = tempfile::tempdir().unwrap();
     let server = spawn(dir.path());
-    let base = server.base.clone();
-    purge_a_topic(&base).await;
+    let base = server.base().to_string();
+    purge_a_topic(&server).await;
 
     // When `sluice status` runs with the default credentials.
     let out = status(&["--url", &base, "--with-default-root-credentials"]);

@@ -150,8 +150,8 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=100))]
     continuation_percent: u64,
     /// Start the server with a test-only fault, to prove the soak catches it
-    /// (a build whose sluice-server has `naive-purge` and sluice-storage
-    /// `test-faults`, as `cargo test` builds it; a release build refuses).
+    /// (only the test-only `sluice-faulty` binary has them compiled in, ADR
+    /// 0014; the shipped `sluice` refuses).
     #[arg(long, value_enum)]
     test_fault: Option<TestFault>,
 }

@@ -9,7 +9,7 @@
 //!   answered before it is known to the oracle, every later one failed.
 
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::client::{Ctx, REQUEST_TIMEOUT};
 use super::{CyclePlan, Target};
+use crate::launch;
 
 pub(super) const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) struct Server {
@@ -36,67 +37,19 @@ pub(super) fn spawn_server(work: &Path, target: &Target, cycle: u64) -> Result<S
         "===== sluice soak: server start for cycle {cycle} ====="
     );
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let mut command = Command::new(exe);
+    let mut command = launch::server_command(exe, &target.data);
     if let Some(fault) = target.fault {
         command.env(fault.env(), "1");
     }
-    let mut child = command
-        .args([
-            "server",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--tcp-addr",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(&target.data)
+    command
         .arg("--with-default-root-credentials")
-        .env_remove("SLUICE_ROOT_USERNAME")
-        .env_remove("SLUICE_ROOT_PASSWORD")
-        .env_remove("IGGY_ROOT_USERNAME")
-        .env_remove("IGGY_ROOT_PASSWORD")
-        .env_remove("SLUICE_CONFIG")
         .env("SLUICE_RECONCILER_PERIOD_MS", "50")
         .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .map_err(|e| format!("cannot start the server: {e}"))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| "the server's stdout is not piped".to_string())?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if !sent && let Some(addr) = line.strip_prefix("sluice listening on ") {
-                let _ = tx.send(addr.trim().to_string());
-                sent = true;
-            }
-            // Keep draining so the server never blocks on a full pipe.
-        }
-    });
-    match rx.recv_timeout(START_TIMEOUT) {
-        Ok(base) => Ok(Server { child, base }),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            let status = child
-                .wait()
-                .map_or_else(|e| e.to_string(), |s| s.to_string());
-            Err(format!(
-                "the server exited ({status}) before listening (log: {})",
-                log_path.display()
-            ))
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(format!(
-                "the server did not start within {START_TIMEOUT:?} (log: {})",
-                log_path.display()
-            ))
-        }
+        .stderr(Stdio::from(log));
+    match launch::start(command, START_TIMEOUT) {
+        Ok((child, base)) => Ok(Server { child, base }),
+        Err(e @ launch::LaunchError::Spawn(_)) => Err(e.to_string()),
+        Err(e) => Err(format!("{e} (log: {})", log_path.display())),
     }
 }
 

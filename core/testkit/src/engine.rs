@@ -1,20 +1,25 @@
-//! Shared fixtures for the engine integration tests (`mod support;` in each file).
+//! Engine fixtures (formerly `tests/support/mod.rs`): engines on
+//! `SimStorage` or the real disk, the default subject, messages, offsets and
+//! simulator inspection. Tests `use sluice_testkit::engine::*`, so the
+//! engine's own types are re-exported here too.
 //!
-//! One stream `orders` (id 1) with one topic `events` (id 1) is the default
-//! subject; payloads are `m{i}` so a message names the index it was sent as.
-#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
+//! Invariants: one stream `orders` (id 0) with one topic `events` (id 0) and
+//! partition 0 is the default subject; payloads are `m{i}`, so a message
+//! names the index it was sent as; a simulator from [`new_sim`] already has a
+//! durable `/data`, so partition tests never depend on how the engine
+//! creates a missing data directory.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sluice_server::EngineConfig;
 pub use sluice_server::clock::ManualClock;
-pub use sluice_server::layout::{PartitionPaths, segment_name};
+use sluice_server::layout::PartitionPaths;
+pub use sluice_server::layout::segment_name;
 pub use sluice_server::metadata::{Durability, Metadata, PartitionKey, TopicOptions};
 pub use sluice_server::partition::log::{HeaderValue, Headers, Message, NewMessage};
-pub use sluice_server::partition::{Consumer, Polled, PollingStrategy};
-pub use sluice_server::{
-    Engine, EngineConfig, EngineError, Identifier, Partitioning, RecoveryReport, Sent,
-};
+pub use sluice_server::partition::{Consumer, PollingStrategy};
+pub use sluice_server::{Engine, EngineError, Identifier, Partitioning, RecoveryReport, Sent};
 pub use sluice_storage::sim::NodeView;
 pub use sluice_storage::{
     Crash, DiskStorage, DurableStorage, ErrorKind, Fault, FaultMode, OpKind, OpMatcher, OpenMode,
@@ -76,7 +81,7 @@ pub fn new_sim() -> SimStorage {
 }
 
 /// As `new_sim`, with another seed for the simulator's torn-write lengths.
-pub fn new_sim_seeded(seed: u64) -> SimStorage {
+fn new_sim_seeded(seed: u64) -> SimStorage {
     let sim = SimStorage::with_seed(seed);
     sim.create_dir_all(Path::new(DATA_DIR)).unwrap();
     sim.sync_dir(Path::new("/")).unwrap();
@@ -112,10 +117,7 @@ pub fn disk_engine(data_dir: &Path) -> (Engine, RecoveryReport) {
     disk_engine_with_clock(data_dir, Arc::new(ManualClock::new(START_MICROS)))
 }
 
-pub fn disk_engine_with_clock(
-    data_dir: &Path,
-    clock: Arc<ManualClock>,
-) -> (Engine, RecoveryReport) {
+fn disk_engine_with_clock(data_dir: &Path, clock: Arc<ManualClock>) -> (Engine, RecoveryReport) {
     let storage: Arc<dyn DurableStorage> = Arc::new(DiskStorage::new());
     Engine::open(storage, clock, config(data_dir)).unwrap()
 }

@@ -1,8 +1,16 @@
-//! Shared fixtures for the end-to-end HTTP tests (`mod http_support;`): the
-//! real server, started in-process on an ephemeral loopback port over a
-//! temporary data directory on the real disk, exactly as `sluice server`
-//! starts it (`sluice_server::server::start`).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! The server in-process and the tests' HTTP client (formerly
+//! `tests/http_support/mod.rs`).
+//!
+//! - [`start_server`] starts the real server in-process, exactly as `sluice
+//!   server` starts it (`sluice_server::server::start`), on ephemeral
+//!   loopback ports over a data directory the caller owns, with `iggy`/`iggy`,
+//!   a fast reconciler and a short failed-login delay.
+//! - [`Api`] is the one HTTP client of the tests, for an in-process server or
+//!   the binary alike: it logs in through `sluice_cli::login` (the CLI's own
+//!   login, typed [`LoginError`]) and reduces every answer to a [`Reply`].
+//!
+//! Invariant: a request that gets no answer panics (the server under test is
+//! always expected to answer); an answer of any status is returned as is.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,8 +22,9 @@ use sluice_server::http::auth::RootSource;
 use sluice_server::server::{RunningServer, ServeOptions, start};
 use sluice_storage::{DiskStorage, DurableStorage};
 
-pub const ROOT_USER: &str = "iggy";
-pub const ROOT_PASSWORD: &str = "iggy";
+pub use sluice_cli::login::LoginError;
+
+pub use crate::{ROOT_PASSWORD, ROOT_USER};
 
 /// Starts a server on `data_dir` with `iggy`/`iggy`, a fast reconciler and a
 /// short failed-login delay.
@@ -92,30 +101,35 @@ impl Reply {
 }
 
 impl Api {
-    pub fn new(server: &RunningServer) -> Api {
+    /// A client of the server at `base` (`http://ip:port`), not logged in.
+    pub fn at(base: impl Into<String>) -> Api {
         Api {
-            base: format!("http://{}", server.local_addr),
+            base: base.into(),
             client: reqwest::Client::new(),
             token: None,
         }
     }
 
+    /// A client of an in-process server, not logged in.
+    pub fn new(server: &RunningServer) -> Api {
+        Api::at(format!("http://{}", server.local_addr))
+    }
+
+    /// A client of an in-process server, logged in as `iggy`/`iggy`.
     pub async fn login(server: &RunningServer) -> Api {
-        let mut api = Api::new(server);
-        let reply = api
-            .post(
-                "/users/login",
-                serde_json::json!({"username": ROOT_USER, "password": ROOT_PASSWORD}),
-            )
-            .await;
-        assert_eq!(reply.status, 200, "login: {}", reply.text);
-        api.token = Some(
-            reply.json()["access_token"]["token"]
-                .as_str()
-                .expect("token")
-                .to_string(),
-        );
-        api
+        Api::new(server)
+            .logged_in(ROOT_USER, ROOT_PASSWORD)
+            .await
+            .expect("root login")
+    }
+
+    /// This client with the token of a login as `username`.
+    pub async fn logged_in(mut self, username: &str, password: &str) -> Result<Api, LoginError> {
+        let url = reqwest::Url::parse(&format!("{}/users/login", self.base))
+            .map_err(|_| LoginError::BadUrl(self.base.clone()))?;
+        let token = sluice_cli::login::login(&self.client, url, username, password).await?;
+        self.token = Some(token);
+        Ok(self)
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
@@ -233,7 +247,7 @@ impl Api {
 
     /// Waits (bounded) until every obligation the status endpoint lists is applied.
     pub async fn wait_until_applied(&self, query: &str) -> Value {
-        for _ in 0..250 {
+        for _ in 0..500 {
             let r = self.get(&format!("/status/purge?{query}")).await;
             assert_eq!(r.status, 200, "status: {}", r.text);
             let body = r.json();
@@ -247,6 +261,6 @@ impl Api {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        panic!("purge cleanup did not reach applied within 5 s");
+        panic!("purge cleanup did not reach applied within 10 s");
     }
 }

@@ -1,10 +1,12 @@
-//! Shared fixtures for the TCP tests (`mod tcp_support;`, next to
-//! `mod http_support;`): the official SDK's `TcpClient` logged in to a
-//! running server, and a raw frame connection that speaks the Iggy 0.11
-//! framing with request payloads encoded by the SDK's own wire types
-//! (`iggy_binary_protocol`), so the server's decoder is checked against the
-//! SDK's encoder, not against itself.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! TCP fixtures (formerly `tests/tcp_support/mod.rs`): the official SDK's
+//! `TcpClient` logged in to a running server, and a raw frame connection that
+//! speaks the Iggy 0.11 framing with request payloads encoded by the SDK's
+//! own wire types (`iggy_binary_protocol`), so the server's decoder is
+//! checked against the SDK's encoder, not against itself.
+//!
+//! Invariant: a [`RawConn`] numbers its requests as the SDK does (register
+//! is request 0, every later request one more) and carries the session its
+//! login bound.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,8 +19,7 @@ use sluice_server::tcp::frame::{HEADER_SIZE, ReplyHeader, RequestHeader, op};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub const ROOT_USER: &str = "iggy";
-pub const ROOT_PASSWORD: &str = "iggy";
+use crate::{ROOT_PASSWORD, ROOT_USER};
 
 pub fn tcp_addr(server: &RunningServer) -> SocketAddr {
     server.tcp_addr.expect("the TCP listener is on")
