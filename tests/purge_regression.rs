@@ -19,8 +19,7 @@ use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
 use sluice_server::partition::Consumer;
 use sluice_server::partition::PollingStrategy;
 use sluice_server::partition::log::NewMessage;
-use sluice_server::partition::purge::{OBLIGATION_LAYOUT, Obligation, PurgeState};
-use sluice_server::slots::SlotRead;
+use sluice_server::partition::purge::{LoadedObligation, Obligation, PurgeState, decode_file};
 use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
@@ -570,8 +569,8 @@ fn a_recovered_obligation_record_whose_sync_failed_is_made_durable_before_the_ne
     // Then: the file still holds a record (the newest durable one or the one
     // before it), not garbage nor nothing, and the partition serves.
     let durable = support::durable_file(&sim, &paths.obligation).unwrap();
-    match OBLIGATION_LAYOUT.decode::<Obligation>(&durable) {
-        SlotRead::Valid { value, .. } => assert_eq!(value.generation(), 1),
+    match decode_file(&durable) {
+        LoadedObligation::Valid { obligation, .. } => assert_eq!(obligation.generation(), 1),
         other => panic!("no readable obligation after a torn write: {other:?}"),
     }
     let engine = open(&sim, PurgeMode::Obligation);

@@ -30,8 +30,8 @@ use crate::metadata::{
 };
 use crate::partition::log::{Message, NewMessage};
 use crate::partition::offsets::OffsetKind;
-use crate::partition::purge::PurgeState;
-use crate::partition::reconciler::{FailureSite, Reconciler, ReconcilerConfig};
+use crate::partition::purge::FailureSite;
+use crate::partition::reconciler::{Reconciler, ReconcilerConfig};
 use crate::partition::{Consumer, Partition, PartitionRecovery, Polled, PollingStrategy};
 use crate::teeth::Mechanism;
 use sluice_storage::sim::SimRng;
@@ -1168,14 +1168,9 @@ impl Engine {
             self.reconciler
                 .record_sites(&done.worked_on, done.failed_at);
             match outcome {
-                Ok(PurgeState::Applied) => {
+                Ok(()) => {
                     self.reconciler.record_success(key);
                     report.applied.push(key);
-                }
-                Ok(state) => {
-                    let msg = format!("cleanup stopped at {}", state.as_str());
-                    self.reconciler.record_failure(key, &msg, now_ms);
-                    report.failed.push((key, msg));
                 }
                 Err(e) => {
                     let msg = e.to_string();
@@ -1364,7 +1359,7 @@ fn topic_keys(stream: u32, topic: u32) -> std::ops::RangeInclusive<PartitionKey>
 struct CleanupDone {
     key: PartitionKey,
     /// `None`: the partition is degraded and was not attempted.
-    outcome: Option<Result<PurgeState>>,
+    outcome: Option<Result<()>>,
     worked_on: Vec<crate::partition::purge::DirKind>,
     failed_at: Option<FailureSite>,
 }

@@ -11,10 +11,41 @@
 //! ```
 //! Generation and base offset are zero-padded so a directory listing (sorted
 //! bytewise) is already in (generation, offset) order.
+//!
+//! `DirKind` names the three partition directories that hold records of a
+//! generation (and that purge cleanup lists, removes from and syncs); its
+//! variant order is part of the obligation record's encoding (ADR 0004 §8.8),
+//! so variants are only ever appended.
 
 use std::path::{Path, PathBuf};
 
 use crate::metadata::PartitionKey;
+
+/// A partition directory that holds generation-tagged records.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum DirKind {
+    Segments,
+    Consumers,
+    Groups,
+}
+
+impl DirKind {
+    pub const ALL: [DirKind; 3] = [DirKind::Segments, DirKind::Consumers, DirKind::Groups];
+
+    /// The directory's name inside the partition directory.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DirKind::Segments => "segments",
+            DirKind::Consumers => "consumers",
+            DirKind::Groups => "groups",
+        }
+    }
+}
+
+/// The purge obligation file's name in the partition directory.
+pub const OBLIGATION_FILE: &str = "purge.obligation";
 
 /// The directory under the data directory that holds every stream.
 pub const STREAMS_DIR: &str = "streams";
@@ -44,11 +75,20 @@ impl PartitionPaths {
             .join("partitions")
             .join(key.partition.to_string());
         PartitionPaths {
-            segments: root.join("segments"),
-            consumers: root.join("consumers"),
-            groups: root.join("groups"),
-            obligation: root.join(crate::partition::purge::OBLIGATION_FILE),
+            segments: root.join(DirKind::Segments.as_str()),
+            consumers: root.join(DirKind::Consumers.as_str()),
+            groups: root.join(DirKind::Groups.as_str()),
+            obligation: root.join(OBLIGATION_FILE),
             root,
+        }
+    }
+
+    /// The path of one of the partition's record directories.
+    pub fn dir(&self, kind: DirKind) -> &Path {
+        match kind {
+            DirKind::Segments => &self.segments,
+            DirKind::Consumers => &self.consumers,
+            DirKind::Groups => &self.groups,
         }
     }
 }
