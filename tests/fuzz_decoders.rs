@@ -30,7 +30,10 @@ use sluice_server::frame::{self, FrameError, HEADER_LEN, Header, MAX_PAYLOAD, Ma
 use sluice_server::metadata::{METADATA_VERSION, MetadataStore, StreamMeta, TopicMeta};
 use sluice_server::partition::log::{BatchRecord, IndexEntry, Log, MAX_BATCH_BYTES, Message};
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
-use sluice_server::partition::purge::{DirKind, OBLIGATION_LAYOUT, Obligation};
+use sluice_server::partition::purge::{
+    DirKind, LoadedObligation, OBLIGATION_LAYOUT, Obligation, ObligationRecord, Removals,
+    decode_file,
+};
 use sluice_server::slots::{SlotLayout, SlotRead};
 use sluice_testkit::engine::*;
 use sluice_testkit::props;
@@ -286,11 +289,10 @@ fn sample_metadata() -> Metadata {
 
 fn sample_obligation() -> Obligation {
     let mut o = Obligation::request(3);
-    o.plan_removals(&BTreeMap::from([(
-        DirKind::Consumers,
-        BTreeSet::from(["7".to_string(), "8".to_string()]),
-    )]))
-    .unwrap();
+    let mut round = Removals::new();
+    round.insert(DirKind::Consumers, "7".to_string());
+    round.insert(DirKind::Consumers, "8".to_string());
+    o.plan_removals(&round);
     o.record_error("storage: sync failed");
     o
 }
@@ -317,7 +319,12 @@ fn decode_every_kind(bytes: &[u8]) {
     let _ = frame::decode::<BatchRecord>(Magic::BATCH, 1, bytes, MAX_BATCH_BYTES);
     let _ = frame::decode::<IndexEntry>(Magic::INDEX, 1, bytes, 64);
     let _ = frame::decode::<OffsetRecord>(Magic::OFFSET, OFFSET_LAYOUT.version, bytes, 44);
-    let _ = frame::decode::<Obligation>(Magic::OBLIGATION, 1, bytes, (64 << 10) - 20);
+    let _ = frame::decode::<ObligationRecord>(
+        Magic::OBLIGATION,
+        OBLIGATION_LAYOUT.version,
+        bytes,
+        (64 << 10) - 20,
+    );
 }
 
 const MAGICS: [Magic; 5] = [
@@ -358,7 +365,7 @@ proptest! {
         let _ = frame::decode_payload::<Metadata>(&header, 1, &payload);
         let sealed = Header { payload_crc: crc32c(&payload[..payload.len().min(payload_len as usize)]), ..header };
         let (_, largest) = largest_allocation(|| {
-            let _ = frame::decode_payload::<Obligation>(&sealed, version, &payload);
+            let _ = frame::decode_payload::<ObligationRecord>(&sealed, version, &payload);
         });
         prop_assert!(largest < MIB);
     }
@@ -371,7 +378,12 @@ proptest! {
         payload in prop::collection::vec(any::<u8>(), 0..400),
         magic in 0usize..5,
     ) {
-        let bytes = seal(MAGICS[magic], if magic == 3 { OFFSET_LAYOUT.version } else { 1 }, &payload);
+        let version = match magic {
+            3 => OFFSET_LAYOUT.version,
+            4 => OBLIGATION_LAYOUT.version,
+            _ => 1,
+        };
+        let bytes = seal(MAGICS[magic], version, &payload);
         let (_, largest) = largest_allocation(|| decode_every_kind(&bytes));
         prop_assert!(largest <= MAX_PAYLOAD, "largest allocation {largest}");
     }
@@ -387,10 +399,11 @@ proptest! {
         let mut payload = match which {
             0 => frame::encode(Magic::BATCH, 1, &batches(&sizes)[0]).unwrap(),
             1 => frame::encode(Magic::METADATA, 1, &sample_metadata()).unwrap(),
-            _ => frame::encode(Magic::OBLIGATION, 1, &sample_obligation()).unwrap(),
+            _ => frame::encode(Magic::OBLIGATION, OBLIGATION_LAYOUT.version, &ObligationRecord::from(&sample_obligation())).unwrap(),
         }.split_off(HEADER_LEN);
         mutate(&mut payload, &mutations);
-        let bytes = seal([Magic::BATCH, Magic::METADATA, Magic::OBLIGATION][which], 1, &payload);
+        let version = if which == 2 { OBLIGATION_LAYOUT.version } else { 1 };
+        let bytes = seal([Magic::BATCH, Magic::METADATA, Magic::OBLIGATION][which], version, &payload);
         let (_, largest) = largest_allocation(|| decode_every_kind(&bytes));
         prop_assert!(largest <= MAX_PAYLOAD, "largest allocation {largest}");
     }
@@ -402,7 +415,7 @@ proptest! {
         bytes in prop::collection::vec(any::<u8>(), 0..200),
     ) {
         let _ = OFFSET_LAYOUT.decode::<OffsetRecord>(&bytes);
-        let _ = OBLIGATION_LAYOUT.decode::<Obligation>(&bytes);
+        let _ = decode_file(&bytes);
     }
 
     /// A damaged offset file reads as a value that was written (the newest
@@ -437,22 +450,21 @@ proptest! {
     ) {
         let mut states = vec![sample_obligation()];
         let mut o = sample_obligation();
-        o.files_deleted().unwrap();
+        o.requested_to_files_deleted();
         states.push(o.clone());
-        o.dir_confirmed(DirKind::Consumers).unwrap();
-        o.dirs_synced().unwrap();
+        o.files_deleted_to_dirs_synced(&BTreeSet::from([DirKind::Consumers]));
         states.push(o.clone());
-        o.applied().unwrap();
+        o.dirs_synced_to_applied();
         states.push(o);
         states.truncate(steps);
-        let encoded = (1..).zip(&states).map(|(seq, o)| OBLIGATION_LAYOUT.encode(seq, o).unwrap()).collect();
+        let encoded = (1..).zip(&states).map(|(seq, o)| OBLIGATION_LAYOUT.encode(seq, &ObligationRecord::from(o)).unwrap()).collect();
         let mut bytes = slot_file(OBLIGATION_LAYOUT, encoded);
         mutate(&mut bytes, &mutations);
-        match OBLIGATION_LAYOUT.decode::<Obligation>(&bytes) {
-            SlotRead::Valid { seq, value, .. } => {
-                prop_assert_eq!(&value, &states[seq as usize - 1]);
+        match decode_file(&bytes) {
+            LoadedObligation::Valid { seq, obligation, .. } => {
+                prop_assert_eq!(&obligation, &states[seq as usize - 1]);
             }
-            SlotRead::Empty | SlotRead::Invalid { .. } => {}
+            LoadedObligation::Missing | LoadedObligation::Invalid(_) => {}
         }
     }
 }

@@ -10,8 +10,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use sluice_server::partition::purge::{OBLIGATION_LAYOUT, Obligation};
-use sluice_server::slots::SlotRead;
+use sluice_server::partition::purge::{LoadedObligation, decode_file};
 use sluice_storage::{SimConfig, SyncFailureSemantics};
 use sluice_testkit::engine::*;
 
@@ -55,16 +54,20 @@ fn io_since(sim: &SimStorage, from: u64) -> String {
 fn durable_obligation(sim: &SimStorage, partition: u32) -> String {
     let path = format!("/data/streams/0/topics/0/partitions/{partition}/purge.obligation");
     match sim.durable_view().get(&path) {
-        Some(NodeView::File(bytes)) => match OBLIGATION_LAYOUT.decode::<Obligation>(bytes) {
-            SlotRead::Valid { value, seq, .. } => format!(
+        Some(NodeView::File(bytes)) => match decode_file(bytes) {
+            LoadedObligation::Valid {
+                obligation: value,
+                seq,
+                ..
+            } => format!(
                 "seq {seq}: generation {} {} attempts {} removed {:?}",
                 value.generation(),
                 value.state().as_str(),
                 value.attempts(),
                 value.removed().values().map(|n| n.len()).sum::<usize>()
             ),
-            SlotRead::Empty => "empty".into(),
-            SlotRead::Invalid { .. } => "invalid".into(),
+            LoadedObligation::Missing => "empty".into(),
+            LoadedObligation::Invalid(_) => "invalid".into(),
         },
         _ => "absent (name not durable)".into(),
     }

@@ -81,7 +81,16 @@ fn run_seeds(
                     if s >= b {
                         break;
                     }
-                    let r = run(s, steps, Rates::default());
+                    // An assertion that stops a seed (a broken invariant: a
+                    // bug, not a fault) is reported with its seed like any
+                    // other failure, and the other seeds go on.
+                    let r = std::panic::catch_unwind(|| run(s, steps, Rates::default()))
+                        .unwrap_or_else(|panic| {
+                            Err(format!(
+                                "stopped by an assertion: {}",
+                                panic_text(panic.as_ref())
+                            ))
+                        });
                     done.lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .push((s, r));
@@ -94,6 +103,15 @@ fn run_seeds(
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     out.sort_by_key(|(s, _)| *s);
     out
+}
+
+/// The message a panic carried (assertions carry a `String` or a `&str`).
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// Violations printed per failing seed (the JSON output has all).

@@ -17,10 +17,38 @@
 //! Invariant: no other module spells a directory or file name; each asks
 //! this one (a rename of a directory is then one edit, and a test that
 //! builds a path agrees with the engine by construction).
+//!
+//! `DirKind` names the three partition directories that hold records of a
+//! generation (and that purge cleanup lists, removes from and syncs); its
+//! variant order is part of the obligation record's encoding (ADR 0004 §8.8),
+//! so variants are only ever appended.
 
 use std::path::{Path, PathBuf};
 
 use crate::metadata::{PartitionKey, TopicKey};
+
+/// A partition directory that holds generation-tagged records.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum DirKind {
+    Segments,
+    Consumers,
+    Groups,
+}
+
+impl DirKind {
+    pub const ALL: [DirKind; 3] = [DirKind::Segments, DirKind::Consumers, DirKind::Groups];
+
+    /// The directory's name inside the partition directory.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DirKind::Segments => SEGMENTS_DIR,
+            DirKind::Consumers => CONSUMERS_DIR,
+            DirKind::Groups => GROUPS_DIR,
+        }
+    }
+}
 
 /// The directory under the data directory that holds every stream.
 pub const STREAMS_DIR: &str = "streams";
@@ -87,6 +115,15 @@ impl PartitionPaths {
             groups: root.join(GROUPS_DIR),
             obligation: root.join(OBLIGATION_FILE),
             root,
+        }
+    }
+
+    /// The path of one of the partition's record directories.
+    pub fn dir(&self, kind: DirKind) -> &Path {
+        match kind {
+            DirKind::Segments => &self.segments,
+            DirKind::Consumers => &self.consumers,
+            DirKind::Groups => &self.groups,
         }
     }
 }

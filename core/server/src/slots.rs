@@ -18,10 +18,11 @@ use sluice_storage::{DurableFile, StorageError};
 
 use crate::frame::{self, FrameError, Magic};
 
+/// One slot's payload: the record number and the value.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct Slot<T> {
-    seq: u64,
-    value: T,
+pub struct Slot<T> {
+    pub seq: u64,
+    pub value: T,
 }
 
 /// The layout of one kind of slot file.
@@ -87,15 +88,33 @@ impl SlotLayout {
 
     /// Decodes a whole slot file held in memory.
     pub fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> SlotRead<T> {
+        let max = self.max_payload();
+        self.decode_with(bytes, |window| {
+            frame::decode::<Slot<T>>(self.magic, self.version, window, max).map(|(s, _)| s)
+        })
+    }
+
+    /// The largest payload a slot's frame may declare.
+    pub fn max_payload(&self) -> usize {
+        self.slot_size.saturating_sub(frame::HEADER_LEN)
+    }
+
+    /// Decodes a whole slot file held in memory, reading each slot's window
+    /// (its `slot_size` bytes, fewer at the end of the file) with `slot`:
+    /// for a kind that reads more than one payload version, which `decode`
+    /// (this layout's `version` only) cannot. The slot rules are the same.
+    pub fn decode_with<T>(
+        &self,
+        bytes: &[u8],
+        read_slot: impl Fn(&[u8]) -> Result<Slot<T>, FrameError>,
+    ) -> SlotRead<T> {
         if bytes.is_empty() {
             return SlotRead::Empty;
         }
-        let max = self.slot_size.saturating_sub(frame::HEADER_LEN);
         let slot = |i: usize| -> Result<Slot<T>, FrameError> {
             let start = (i * self.slot_size).min(bytes.len());
             let end = ((i + 1) * self.slot_size).min(bytes.len());
-            frame::decode::<Slot<T>>(self.magic, self.version, &bytes[start..end], max)
-                .map(|(s, _)| s)
+            read_slot(&bytes[start..end])
         };
         // Record 1 always goes to slot 1, at the end of the file. If slot 0 was
         // never written (absent or zeros) and slot 1 is cut short, the very

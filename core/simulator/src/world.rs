@@ -11,7 +11,7 @@ use sluice_server::layout::PartitionPaths;
 use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
-use sluice_server::partition::purge::{OBLIGATION_LAYOUT, Obligation, PurgeState};
+use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file};
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::slots::SlotRead;
 use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
@@ -317,8 +317,7 @@ impl World {
             let Some(NodeView::File(bytes)) = view.get(&*paths.obligation.to_string_lossy()) else {
                 continue;
             };
-            let SlotRead::Valid { value: ob, .. } = OBLIGATION_LAYOUT.decode::<Obligation>(bytes)
-            else {
+            let LoadedObligation::Valid { obligation: ob, .. } = decode_file(bytes) else {
                 continue;
             };
             if ob.state() != PurgeState::Applied {

@@ -197,9 +197,9 @@ impl Engine {
                         ob.generation()
                     ));
                 }
-                if let Err(e) = ob.validate() {
-                    return fail(format!("partition {key}'s obligation: {e}"));
-                }
+                // Asserts (stops the process) rather than returns: an
+                // inconsistent obligation is a bug at its last transition.
+                ob.assert_internally_consistent();
                 with_obligation.insert(*key);
                 if !ob.is_applied() {
                     not_applied.insert(*key);

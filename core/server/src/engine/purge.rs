@@ -15,7 +15,8 @@ use super::{Engine, PurgeMode, TopicKey};
 use crate::error::{EngineError, Result};
 use crate::identifier::Identifier;
 use crate::metadata::PartitionKey;
-use crate::partition::reconciler::{FailureSite, PassReport, run_pass};
+use crate::partition::purge::FailureSite;
+use crate::partition::reconciler::{PassReport, run_pass};
 
 impl Engine {
     /// Purges every partition of a stream (one commit point for all of them).

@@ -30,8 +30,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, identifier};
 use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
-use crate::partition::purge::{DirKind, PurgeState};
-use crate::partition::reconciler::FailureSite;
+use crate::partition::purge::{DirKind, FailureSite, PurgeState};
 
 pub const STATES: [&str; 5] = [
     "requested",

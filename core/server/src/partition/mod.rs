@@ -110,10 +110,10 @@ pub struct Partition {
     /// two renames, and opening the name then would start a second file.
     obligation_file: Option<Box<dyn sluice_storage::DurableFile>>,
     /// The newest record recovery read back, while it is not known to be on
-    /// disk (an earlier process's sync of it may have failed): rewritten and
-    /// synced before the other slot, which may hold the newest durable
-    /// record, is overwritten.
-    obligation_unsynced: Option<purge::Obligation>,
+    /// disk (an earlier process's sync of it may have failed): rewritten,
+    /// byte for byte, and synced before the other slot, which may hold the
+    /// newest durable record, is overwritten.
+    obligation_unsynced: Option<purge::RecoveredFrame>,
     /// Whether the obligation file's name is known durable.
     obligation_named: bool,
     root_names: DirTracker,

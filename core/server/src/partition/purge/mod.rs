@@ -8,20 +8,31 @@
 //!
 //! Invariants:
 //! - The obligation file holds two slots (slots.rs): a torn obligation write
-//!   leaves the previous state, never a later one, and never none.
+//!   leaves the previous state, never a later one, and never none. It is read
+//!   only through `decode_file` (record.rs, the one door from disk).
 //! - Each state is persisted (slot write + file sync) before the next step.
-//! - Only files *proven* older than the cutoff are removed: segments by their
-//!   name, offset files by the generation in their newest valid record. A file
-//!   of the current generation (a fresh acknowledged write), an empty file, or
-//!   an unreadable one is never touched.
+//! - Only files *proven* older than the obligation's generation are removed:
+//!   segments by their name, offset files by the generation in their newest
+//!   valid record. A file of the current generation (a fresh acknowledged
+//!   write), an empty file, or an unreadable one is never touched.
 //! - A directory counts as synced only if a sync issued after every removal in
 //!   it succeeded with no failed sync in between (`DirTracker` redoes removals
 //!   a failed sync may have dropped, including removals recorded by an earlier
 //!   process in the obligation).
+//! - `DirsSynced` is written only after all three directories were confirmed
+//!   in one attempt, so wherever it is found (in memory after a failed write,
+//!   or read back by recovery) every dead file's removal is already durable:
+//!   the next attempt writes `Applied` without another round (ADR 0003 §7,
+//!   row 6). Recovery that finds dead files anyway redoes the round.
+//! - A programmer error (an illegal transition, an obligation missing where
+//!   an attempt runs) stops the process; only storage errors are retried.
 
-pub mod state;
+mod record;
+mod removals;
+mod site;
+mod state;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use sluice_storage::{DurableFile, ErrorKind, OpenMode};
 
@@ -29,53 +40,16 @@ use super::Partition;
 use super::offsets::{OffsetRecord, read_record};
 use crate::dirsync::{NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
-use crate::frame::Magic;
 use crate::layout::parse_segment_name;
-use crate::partition::reconciler::FailureSite;
-use crate::slots::{SlotLayout, SlotRead};
-pub use state::{DirKind, Obligation, PurgeState, TransitionError};
-
-/// Dead files removed per round, and the most names `removed` ever holds
-/// (carried names are confirmed before a round that would add to them):
-/// their names must fit one obligation slot with room to spare.
-pub const MAX_NAMES_PER_ROUND: usize = 512;
-
-/// The longest name cleanup removes: a segment name (`is_dead` accepts only
-/// sluice's own names: segments of `.log`/`.idx` and canonical `u32` ids).
-const MAX_DEAD_NAME_LEN: usize = 20 + 1 + 20 + 4;
-
-// A full `removed` set (each name a bincode string: 8-byte length + bytes),
-// the longest error text and the fixed fields fit one slot.
-const _: () = assert!(
-    MAX_NAMES_PER_ROUND * (8 + MAX_DEAD_NAME_LEN) + 3 * 16 + 1024 + 256
-        <= OBLIGATION_LAYOUT.slot_size
-);
-
-fn transition(e: TransitionError) -> EngineError {
-    EngineError::Internal(e.to_string())
-}
-
-pub const OBLIGATION_LAYOUT: SlotLayout = SlotLayout {
-    magic: Magic::OBLIGATION,
-    version: 1,
-    slot_size: 64 << 10,
+pub use crate::layout::{DirKind, OBLIGATION_FILE};
+use crate::slots::SlotRead;
+pub use record::{
+    LoadedObligation, MAX_RECORD_PAYLOAD, NameMap, OBLIGATION_LAYOUT, ObligationRecord,
+    PhaseRecord, RecoveredFrame, decode_file,
 };
-
-/// The obligation file's name in the partition directory.
-pub use crate::layout::OBLIGATION_FILE;
-
-/// What the obligation file said at recovery.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LoadedObligation {
-    /// No file, or an empty one.
-    Missing,
-    Valid {
-        seq: u64,
-        obligation: Obligation,
-    },
-    /// Neither slot is valid (or the record breaks an invariant).
-    Invalid(String),
-}
+pub use removals::{MAX_DEAD_NAME_LEN, MAX_NAMES_PER_ROUND, Removals};
+pub use site::FailureSite;
+pub use state::{MAX_ERROR_LEN, Obligation, Phase, PurgeState};
 
 /// Reads a partition's obligation file; also returns the file, opened for
 /// writing, for the partition to keep (see `Partition::obligation_file`).
@@ -85,20 +59,11 @@ pub fn load(p: &Partition) -> Result<(LoadedObligation, Option<Box<dyn DurableFi
         Err(e) if e.kind == ErrorKind::NotFound => return Ok((LoadedObligation::Missing, None)),
         Err(e) => return Err(e.into()),
     };
-    let loaded = match OBLIGATION_LAYOUT.read::<Obligation>(file.as_ref())? {
-        SlotRead::Empty => LoadedObligation::Missing,
-        SlotRead::Valid { seq, value, .. } => match value.validate() {
-            Ok(()) => LoadedObligation::Valid {
-                seq,
-                obligation: value,
-            },
-            Err(reason) => LoadedObligation::Invalid(reason),
-        },
-        SlotRead::Invalid { first, second } => {
-            LoadedObligation::Invalid(format!("slot 0: {first}; slot 1: {second}"))
-        }
-    };
-    Ok((loaded, Some(file)))
+    let len = file.len()?.min(OBLIGATION_LAYOUT.file_len()) as usize;
+    let mut bytes = vec![0u8; len];
+    let n = file.read_at(0, &mut bytes)?;
+    bytes.truncate(n);
+    Ok((decode_file(&bytes), Some(file)))
 }
 
 impl Partition {
@@ -110,10 +75,14 @@ impl Partition {
             LoadedObligation::Missing if g == 0 => None,
             // The purge committed but its obligation never became durable.
             LoadedObligation::Missing => Some(Obligation::request(g)),
-            LoadedObligation::Valid { seq, obligation } => {
+            LoadedObligation::Valid {
+                seq,
+                obligation,
+                frame,
+            } => {
                 self.obligation_seq = seq;
                 // Read through the page cache: perhaps never on disk.
-                self.obligation_unsynced = Some(obligation.clone());
+                self.obligation_unsynced = Some(frame);
                 if obligation.generation() == g {
                     Some(obligation)
                 } else if obligation.generation() < g {
@@ -146,18 +115,30 @@ impl Partition {
         // Removals recorded by an earlier process may have been dropped by a
         // failed sync that this process never saw: redo them before the next
         // sync of their directory confirms anything.
-        for (dir, names) in ob.removed().clone() {
+        for (dir, names) in ob.removed().iter() {
             let tracker = self.tracker_mut(dir);
-            for name in &names {
+            for name in names {
                 if !tracker.is_unconfirmed(name) {
                     tracker.note(name, NameChange::Removed);
                 }
             }
             tracker.force_redirty();
         }
-        if ob.is_applied() && stale_found {
-            tracing::warn!(partition = %self.key, generation = g, "dead files found after an applied purge; reopening cleanup");
-            ob.reopen();
+        if stale_found {
+            // `Applied` and `DirsSynced` both claim that no dead file's name
+            // is durable; dead files found anyway (a gap in the model) mean
+            // the round must be done again.
+            match ob.state() {
+                PurgeState::Applied => {
+                    tracing::warn!(partition = %self.key, generation = g, "dead files found after an applied purge; reopening cleanup");
+                    ob.reopen();
+                }
+                PurgeState::DirsSynced => {
+                    tracing::warn!(partition = %self.key, generation = g, "dead files found after a purge's directories were synced; redoing cleanup");
+                    ob.retry();
+                }
+                PurgeState::Requested | PurgeState::FilesDeleted => {}
+            }
         }
         let pending = !ob.is_applied();
         self.obligation = Some(ob);
@@ -186,6 +167,7 @@ impl Partition {
         let Some(ob) = self.obligation.as_ref() else {
             return Ok(());
         };
+        let record = ObligationRecord::from(ob);
         if self.obligation_file.is_none() {
             // Only here while no handle was ever opened: the name was never
             // noted, so no re-dirty can have moved the file aside.
@@ -195,7 +177,7 @@ impl Partition {
             self.obligation_file = Some(file);
         }
         let Some(file) = self.obligation_file.as_deref() else {
-            return Err(EngineError::Internal("obligation file vanished".into()));
+            unreachable!("the obligation file was opened just above");
         };
         if let Some(newest) = &self.obligation_unsynced {
             // The record recovery read may exist only in the page cache (its
@@ -203,11 +185,10 @@ impl Partition {
             // which the write below overwrites, holds the newest durable
             // record. Make the newest one durable first: the same bytes into
             // the same slot, so a torn rewrite changes nothing it held.
-            OBLIGATION_LAYOUT
-                .write(file, self.obligation_seq, newest)?
-                .map_err(|e| {
-                    EngineError::Internal(format!("obligation does not fit its slot: {e}"))
-                })?;
+            file.write_at(
+                OBLIGATION_LAYOUT.slot_offset(self.obligation_seq),
+                newest.bytes(),
+            )?;
             file.sync()?;
             self.obligation_unsynced = None;
         }
@@ -221,9 +202,11 @@ impl Partition {
             // empty file keeps any torn write a prefix of one record.
             file.truncate(0)?;
         }
-        OBLIGATION_LAYOUT
-            .write(file, seq, ob)?
-            .map_err(|e| EngineError::Internal(format!("obligation does not fit its slot: {e}")))?;
+        if let Err(e) = OBLIGATION_LAYOUT.write(file, seq, &record)? {
+            // `MAX_RECORD_PAYLOAD` bounds every record and is asserted at
+            // compile time to fit a slot.
+            unreachable!("an obligation record always fits its slot: {e}");
+        }
         file.sync()?;
         self.obligation_seq = seq;
         if !self.obligation_named {
@@ -234,23 +217,31 @@ impl Partition {
         Ok(())
     }
 
-    /// Runs one cleanup attempt to `Applied`, or to the first failure (which
-    /// is recorded in the obligation and returned).
-    pub fn run_cleanup(&mut self) -> Result<PurgeState> {
+    /// Runs one cleanup attempt. `Ok(())`: nothing is owed any more (the
+    /// obligation is `Applied`, or the partition was never purged). An error
+    /// is recorded in the obligation (persisted as a best effort) and
+    /// returned; the reconciler retries.
+    pub fn run_cleanup(&mut self) -> Result<()> {
         self.cleanup_worked_on.clear();
         let Some(ob) = self.obligation.as_mut() else {
-            return Ok(PurgeState::Applied);
+            return Ok(());
         };
-        if ob.is_applied() {
-            return Ok(PurgeState::Applied);
-        }
-        if ob.state() != PurgeState::Requested {
-            ob.retry();
+        match ob.state() {
+            PurgeState::Applied => return Ok(()),
+            // A new attempt redoes the round: confirmations of an earlier one
+            // count for nothing.
+            PurgeState::FilesDeleted => ob.retry(),
+            // The directories are synced already (see the module comment).
+            PurgeState::Requested | PurgeState::DirsSynced => {}
         }
         match self.attempt() {
-            Ok(s) => Ok(s),
+            Ok(()) => Ok(()),
             Err(e) => {
-                if let Some(ob) = self.obligation.as_mut() {
+                let ob = self.ob_mut();
+                // Only the write of `Applied` itself can fail once it is
+                // reached in memory: the obligation is done, the error is
+                // that write's, and the next attempt finds nothing owed.
+                if !ob.is_applied() {
                     ob.record_error(&e.to_string());
                 }
                 // Keep the failure visible across restarts; if even this write
@@ -278,7 +269,7 @@ impl Partition {
             return FailureSite::Obligation;
         }
         for dir in DirKind::ALL {
-            let d = self.dir_path(dir);
+            let d = self.paths.dir(dir);
             if se.path == d || se.path.parent() == Some(d) {
                 return FailureSite::Dir(dir);
             }
@@ -286,16 +277,34 @@ impl Partition {
         FailureSite::Other
     }
 
-    fn attempt(&mut self) -> Result<PurgeState> {
-        let cutoff = match &self.obligation {
-            Some(ob) => ob.cutoff(),
-            None => return Ok(PurgeState::Applied),
-        };
+    /// Syncs `dirs` through their trackers (each redoes what a failed sync
+    /// may have dropped first), counting them as worked on.
+    fn sync_dirs(&mut self, dirs: &[DirKind]) -> Result<()> {
+        for dir in dirs {
+            let storage = self.storage.clone();
+            self.cleanup_worked_on.insert(*dir);
+            self.tracker_mut(*dir).sync(storage.as_ref())?;
+        }
+        Ok(())
+    }
+
+    /// One attempt from `Requested` (or `DirsSynced`) to `Applied`.
+    fn attempt(&mut self) -> Result<()> {
+        if self.ob().state() == PurgeState::DirsSynced {
+            // Written only after all three directories were confirmed in one
+            // attempt, after every change in them: every removal is durable
+            // already, and nothing can make a name dead since (a new purge
+            // supersedes the obligation). Another round would prove nothing new.
+            self.ob_mut().dirs_synced_to_applied();
+            return self.persist_obligation();
+        }
+        // Files of a generation below the obligation's are dead.
+        let cutoff = self.ob().generation();
         // Names recorded by earlier attempts are not known durable; make sure
         // this directory's tracker redoes them before it next confirms a sync.
-        let earlier = self.ob()?.removed().clone();
-        for (dir, names) in &earlier {
-            let tracker = self.tracker_mut(*dir);
+        let earlier = self.ob().removed().clone();
+        for (dir, names) in earlier.iter() {
+            let tracker = self.tracker_mut(dir);
             for name in names {
                 // A tracked change to the name is newer than this removal.
                 if !tracker.is_unconfirmed(name) {
@@ -310,36 +319,30 @@ impl Partition {
             if round.is_empty() {
                 break;
             }
-            // `removed` holds at most one round: names carried from an
+            // The obligation holds at most one round: names carried from an
             // earlier attempt (whose directory sync failed) are confirmed
-            // before a round that would add to them, so the record always
-            // fits its slot (see `MAX_NAMES_PER_ROUND`).
-            if self.ob()?.removed_with(&round) > MAX_NAMES_PER_ROUND {
-                let dirs: Vec<DirKind> = self.ob()?.removed().keys().copied().collect();
-                for dir in &dirs {
-                    let storage = self.storage.clone();
-                    self.cleanup_worked_on.insert(*dir);
-                    self.tracker_mut(*dir).sync(storage.as_ref())?;
-                }
-                self.ob_mut()?.round_confirmed(&dirs).map_err(transition)?;
+            // before a round that would not fit next to them.
+            if self.ob().removed().len_with(&round) > MAX_NAMES_PER_ROUND {
+                let dirs = self.ob().removed().dirs();
+                self.sync_dirs(&dirs)?;
+                self.ob_mut().round_confirmed(&dirs);
                 self.persist_obligation()?;
             }
             // Plan first, persist, then remove: a crash between two removals
             // leaves every removed name recorded.
-            self.ob_mut()?.plan_removals(&round).map_err(transition)?;
-            debug_assert!(self.ob()?.removed_with(&BTreeMap::new()) <= MAX_NAMES_PER_ROUND);
+            self.ob_mut().plan_removals(&round);
             if crate::teeth::enabled(crate::teeth::Mechanism::PersistPlanBeforeUnlink) {
                 self.persist_obligation()?;
             }
-            for (dir, names) in &round {
-                let path = self.dir_path(*dir).to_path_buf();
+            for (dir, names) in round.iter() {
+                let path = self.paths.dir(dir).to_path_buf();
                 for name in names {
                     // Noted before the unlink: an unlink that fails may still
                     // have taken effect, and the tracker must then redo the
                     // removal, not an older change to the name (a `Created`
                     // noted at recovery, whose redo finds nothing to do).
-                    self.tracker_mut(*dir).note(name, NameChange::Removed);
-                    self.cleanup_worked_on.insert(*dir);
+                    self.tracker_mut(dir).note(name, NameChange::Removed);
+                    self.cleanup_worked_on.insert(dir);
                     match self.storage.remove_file(&path.join(name)) {
                         Ok(()) => {}
                         Err(e) if e.kind == ErrorKind::NotFound => {}
@@ -352,56 +355,50 @@ impl Partition {
             }
             // An intermediate round confirms its removals before the next one,
             // so the recorded names stay bounded.
-            let dirs: Vec<DirKind> = round.keys().copied().collect();
-            for dir in &dirs {
-                let storage = self.storage.clone();
-                self.cleanup_worked_on.insert(*dir);
-                self.tracker_mut(*dir).sync(storage.as_ref())?;
-            }
-            self.ob_mut()?.round_confirmed(&dirs).map_err(transition)?;
+            let dirs = round.dirs();
+            self.sync_dirs(&dirs)?;
+            self.ob_mut().round_confirmed(&dirs);
             self.persist_obligation()?;
         }
-        self.ob_mut()?.files_deleted().map_err(transition)?;
+        self.ob_mut().requested_to_files_deleted();
         self.persist_obligation()?;
         // Sync all three directories, each counting only for itself. Not only
         // those this attempt removed names from: a dead file may also have been
         // unlinked by an earlier buffered offset delete whose directory sync
         // never happened (perhaps in a process that has since crashed, so no
         // tracker remembers it); `Applied` must mean no dead file is durable.
-        let must_confirm = self.ob()?.unconfirmed_dirs();
+        // What was confirmed is known only here, in this attempt.
+        let mut confirmed = BTreeSet::new();
         for dir in DirKind::ALL {
-            let storage = self.storage.clone();
-            self.cleanup_worked_on.insert(dir);
-            self.tracker_mut(dir).sync(storage.as_ref())?;
-            if must_confirm.contains(&dir) {
-                self.ob_mut()?.dir_confirmed(dir).map_err(transition)?;
-            }
+            self.sync_dirs(&[dir])?;
+            confirmed.insert(dir);
         }
-        self.ob_mut()?.dirs_synced().map_err(transition)?;
+        self.ob_mut().files_deleted_to_dirs_synced(&confirmed);
         self.persist_obligation()?;
-        self.ob_mut()?.applied().map_err(transition)?;
-        self.persist_obligation()?;
-        Ok(PurgeState::Applied)
+        self.ob_mut().dirs_synced_to_applied();
+        self.persist_obligation()
     }
 
-    fn ob(&self) -> Result<&Obligation> {
-        self.obligation
-            .as_ref()
-            .ok_or_else(|| EngineError::Internal("purge obligation vanished".into()))
+    /// The obligation an attempt works on.
+    fn ob(&self) -> &Obligation {
+        match &self.obligation {
+            Some(ob) => ob,
+            None => unreachable!("a cleanup attempt runs only on a partition with an obligation"),
+        }
     }
 
-    fn ob_mut(&mut self) -> Result<&mut Obligation> {
-        self.obligation
-            .as_mut()
-            .ok_or_else(|| EngineError::Internal("purge obligation vanished".into()))
+    fn ob_mut(&mut self) -> &mut Obligation {
+        match &mut self.obligation {
+            Some(ob) => ob,
+            None => unreachable!("a cleanup attempt runs only on a partition with an obligation"),
+        }
     }
 
     /// Up to `MAX_NAMES_PER_ROUND` dead names, and whether more remain.
-    fn scan_dead(&mut self, cutoff: u64) -> Result<(BTreeMap<DirKind, BTreeSet<String>>, bool)> {
-        let mut round: BTreeMap<DirKind, BTreeSet<String>> = BTreeMap::new();
-        let mut taken = 0usize;
+    fn scan_dead(&mut self, cutoff: u64) -> Result<(Removals, bool)> {
+        let mut round = Removals::new();
         for dir in DirKind::ALL {
-            let path = self.dir_path(dir);
+            let path = self.paths.dir(dir);
             let mut names = match self.storage.list_dir(path) {
                 Ok(n) => n,
                 Err(e) if e.kind == ErrorKind::NotFound => Vec::new(),
@@ -415,28 +412,20 @@ impl Partition {
                 // name, so its next sync redoes it.)
                 let repairs = repair_redirty_leftovers(self.storage.as_ref(), path, &names)?;
                 self.tracker_mut(dir).note_repairs(repairs);
-                let path = self.dir_path(dir);
+                let path = self.paths.dir(dir);
                 names = self.storage.list_dir(path)?;
             }
             for name in names {
                 if self.is_dead(dir, &name, cutoff)? {
-                    if taken == MAX_NAMES_PER_ROUND {
+                    if round.len() == MAX_NAMES_PER_ROUND {
                         return Ok((round, true));
                     }
-                    round.entry(dir).or_default().insert(name);
-                    taken += 1;
+                    // A dead name is one of sluice's own, which all fit.
+                    round.insert(dir, name);
                 }
             }
         }
         Ok((round, false))
-    }
-
-    fn dir_path(&self, dir: DirKind) -> &std::path::Path {
-        match dir {
-            DirKind::Segments => &self.paths.segments,
-            DirKind::Consumers => &self.paths.consumers,
-            DirKind::Groups => &self.paths.groups,
-        }
     }
 
     /// Whether `name` in `dir` is proven to belong to a generation below `cutoff`.
@@ -451,7 +440,7 @@ impl Partition {
                 if !name.parse::<u32>().is_ok_and(|id| id.to_string() == name) {
                     return Ok(false);
                 }
-                let path = self.dir_path(dir).join(name);
+                let path = self.paths.dir(dir).join(name);
                 match read_record(self.storage.as_ref(), &path) {
                     Ok(SlotRead::Valid {
                         value: OffsetRecord { generation, .. },

@@ -14,55 +14,12 @@ use std::collections::BTreeMap;
 
 use sluice_storage::sim::SimRng;
 
+use crate::layout::DirKind;
 use crate::metadata::PartitionKey;
-use crate::partition::purge::DirKind;
+use crate::partition::purge::FailureSite;
 
 mod pass;
 pub use pass::{PassReport, run_pass};
-
-/// Where a cleanup attempt failed, for operators: one of the three
-/// directories, the obligation file, or anything else (the metadata in doubt,
-/// an internal error).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FailureSite {
-    Dir(DirKind),
-    Obligation,
-    Other,
-}
-
-impl FailureSite {
-    pub const ALL: [FailureSite; 5] = [
-        FailureSite::Dir(DirKind::Segments),
-        FailureSite::Dir(DirKind::Consumers),
-        FailureSite::Dir(DirKind::Groups),
-        FailureSite::Obligation,
-        FailureSite::Other,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureSite::Dir(d) => d.as_str(),
-            FailureSite::Obligation => "obligation",
-            FailureSite::Other => "other",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            FailureSite::Dir(d) => dir_index(d),
-            FailureSite::Obligation => 3,
-            FailureSite::Other => 4,
-        }
-    }
-}
-
-fn dir_index(dir: DirKind) -> usize {
-    match dir {
-        DirKind::Segments => 0,
-        DirKind::Consumers => 1,
-        DirKind::Groups => 2,
-    }
-}
 
 /// Partitions cleaned at the same time by default, in the shipped server and
 /// in every engine built with `EngineConfig::new` (simulations choose 1,
@@ -127,7 +84,7 @@ pub struct ReconcilerStats {
 impl ReconcilerStats {
     /// Attempts that worked on `dir` since start.
     pub fn dir_attempts(&self, dir: DirKind) -> u64 {
-        self.dir_attempts[dir_index(dir)]
+        self.dir_attempts[FailureSite::Dir(dir).index()]
     }
 
     /// Failed attempts whose failing operation was at `site`, since start.
@@ -196,7 +153,7 @@ impl Reconciler {
     /// Counts where one attempt worked and, if it failed, where.
     pub fn record_sites(&mut self, worked_on: &[DirKind], failed_at: Option<FailureSite>) {
         for dir in worked_on {
-            self.stats.dir_attempts[dir_index(*dir)] += 1;
+            self.stats.dir_attempts[FailureSite::Dir(*dir).index()] += 1;
         }
         if let Some(site) = failed_at {
             self.stats.site_failures[site.index()] += 1;

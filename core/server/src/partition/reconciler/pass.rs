@@ -18,7 +18,7 @@ use super::{FailureSite, Reconciler};
 use crate::error::Result;
 use crate::metadata::PartitionKey;
 use crate::partition::Partition;
-use crate::partition::purge::{DirKind, PurgeState};
+use crate::partition::purge::DirKind;
 
 /// What one reconciler pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,14 +65,9 @@ pub fn run_pass(
         };
         reconciler.record_sites(&done.worked_on, done.failed_at);
         match outcome {
-            Ok(PurgeState::Applied) => {
+            Ok(()) => {
                 reconciler.record_success(key);
                 report.applied.push(key);
-            }
-            Ok(state) => {
-                let msg = format!("cleanup stopped at {}", state.as_str());
-                reconciler.record_failure(key, &msg, now_ms);
-                report.failed.push((key, msg));
             }
             Err(e) => {
                 let msg = e.to_string();
@@ -89,7 +84,7 @@ pub fn run_pass(
 struct CleanupDone {
     key: PartitionKey,
     /// `None`: the partition is degraded and was not attempted.
-    outcome: Option<Result<PurgeState>>,
+    outcome: Option<Result<()>>,
     worked_on: Vec<DirKind>,
     failed_at: Option<FailureSite>,
 }
