@@ -4,8 +4,9 @@
 //! Invariants:
 //! - Without the `teeth` cargo feature, [`enabled`] is a constant `true`: every
 //!   call site compiles to its production path and no switch exists. Only the
-//!   root test package enables the feature (like `naive-purge`, ADR 0007), so
-//!   the shipped binary cannot turn a mechanism off.
+//!   integration test package (`sluice-integration`) enables the feature, like
+//!   `naive-purge` (ADR 0014), so the shipped binary cannot turn a mechanism
+//!   off.
 //! - Each mechanism has exactly one call site: turning it off changes that one
 //!   decision and nothing else.
 //! - Switches are per thread: the simulator runs the engine on the calling
