@@ -23,7 +23,9 @@ use sluice_storage::{
     Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, OpenMode, SimConfig, SimStorage,
     SyncFailureSemantics,
 };
-use sluice_testkit::engine::make_everything_durable;
+use sluice_testkit::engine::{
+    buffered, make_everything_durable, options, persisted, setup_partitions,
+};
 
 const DATA: &str = "/data";
 const STREAM: &str = "orders";
@@ -161,15 +163,7 @@ fn scenario(
         capacity: None,
     });
     let mut engine = open(&sim, mode);
-    engine.create_stream(None, STREAM).unwrap();
-    let options = TopicOptions {
-        durability: policy,
-        consumer_offset_durability: policy,
-        ..TopicOptions::default()
-    };
-    engine
-        .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, options(policy, policy), 1);
     engine.create_group(&s(), &t(), None, "billing").unwrap();
     send(
         &mut engine,
@@ -416,10 +410,7 @@ fn the_naive_purge_fails_the_same_scenarios() {
 /// recorded in the obligation and pending.
 fn purge_with_pending_segment_removals(sim: &SimStorage) -> (Engine, Obligation) {
     let mut engine = open(sim, PurgeMode::Obligation);
-    engine.create_stream(None, STREAM).unwrap();
-    engine
-        .create_topic(&s(), None, TOPIC, 1, TopicOptions::default(), 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, TopicOptions::default(), 1);
     send(&mut engine, &["old-0", "old-1"]);
     make_everything_durable(sim);
     sim.fail_when(
@@ -526,10 +517,7 @@ fn a_recovered_obligation_record_whose_sync_failed_is_made_durable_before_the_ne
     // recovery reads that unsynced record from the page cache.
     let sim = linux_sim(19);
     let mut engine = open(&sim, PurgeMode::Obligation);
-    engine.create_stream(None, STREAM).unwrap();
-    engine
-        .create_topic(&s(), None, TOPIC, 1, TopicOptions::default(), 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, TopicOptions::default(), 1);
     send(&mut engine, &["old-0", "old-1"]);
     make_everything_durable(&sim);
     sim.fail_when(
@@ -592,15 +580,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
     let mut engine = Engine::open(storage, Arc::new(ManualClock::new(1_000_000)), config)
         .unwrap()
         .0;
-    engine.create_stream(None, STREAM).unwrap();
-    let persisted = TopicOptions {
-        durability: Durability::Persisted,
-        consumer_offset_durability: Durability::Persisted,
-        ..TopicOptions::default()
-    };
-    engine
-        .create_topic(&s(), None, TOPIC, 12, persisted, 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, persisted(), 12);
     for partition in 0..12 {
         send_one(&mut engine, partition, "old");
         engine
@@ -677,15 +657,7 @@ fn an_unlink_that_took_effect_but_failed_then_a_failed_sync_never_lets_applied_c
     // (recovery notes every loaded offset file as created).
     let sim = linux_sim(11);
     let mut engine = open(&sim, PurgeMode::Obligation);
-    engine.create_stream(None, STREAM).unwrap();
-    let options = TopicOptions {
-        durability: Durability::Persisted,
-        consumer_offset_durability: Durability::Persisted,
-        ..TopicOptions::default()
-    };
-    engine
-        .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, persisted(), 1);
     send(&mut engine, &["old-0", "old-1", "old-2"]);
     engine
         .store_offset(&s(), &t(), 0, Consumer::consumer(1), 1)
@@ -743,15 +715,11 @@ fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
     // Given: 1,000 dead segments (2,000 names, four rounds), all durable.
     let sim = linux_sim(13);
     let mut engine = open(&sim, PurgeMode::Obligation);
-    engine.create_stream(None, STREAM).unwrap();
-    let options = TopicOptions {
-        durability: Durability::Buffered,
-        consumer_offset_durability: Durability::Buffered,
+    let one_message_segments = TopicOptions {
         segment_size: 1,
+        ..buffered()
     };
-    engine
-        .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, one_message_segments, 1);
     for i in 0..1000 {
         send_one(&mut engine, 0, &format!("old-{i}"));
     }
@@ -789,15 +757,7 @@ fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
 /// never did (its sync fails, and so does the retry's), then a power loss.
 fn purge_left_dirs_synced_by_a_power_loss(sim: &SimStorage) {
     let mut engine = open(sim, PurgeMode::Obligation);
-    engine.create_stream(None, STREAM).unwrap();
-    let options = TopicOptions {
-        durability: Durability::Persisted,
-        consumer_offset_durability: Durability::Persisted,
-        ..TopicOptions::default()
-    };
-    engine
-        .create_topic(&s(), None, TOPIC, 1, options, 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, persisted(), 1);
     send(&mut engine, &["old-0", "old-1"]);
     engine
         .store_offset(&s(), &t(), 0, Consumer::consumer(1), 1)
@@ -911,8 +871,8 @@ fn dirs_synced_found_with_dead_files_redoes_the_round() {
 /// as in `partition/purge/record.rs`): record 1 `Requested`, record 2
 /// `FilesDeleted` for generation 1 naming `consumers/1` and `groups/3`, with
 /// `confirmed` = {consumers}, attempt 1 and an error.
-const V1_SEQ1: &str = "534c4f4201000000080000007c8827422b14e37e0101010000000000";
-const V1_SEQ2: &str = "534c4f42010000002a0000008467bccd53ea2f8002010101020101013102010133010101011873746f726167653a2073796e635f646972206661696c6564";
+/// Slot 0's record (record 2), then slot 1's (record 1), one per line.
+const V1_SLOTS: &str = include_str!("fixtures/obligation-v1.hex");
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -927,10 +887,7 @@ fn a_version_1_obligation_file_still_loads_and_cleanup_finishes_in_version_2() {
     // two version-1 records (record 2 in slot 0, record 1 in slot 1).
     let sim = linux_sim(31);
     let mut engine = open(&sim, PurgeMode::Obligation);
-    engine.create_stream(None, STREAM).unwrap();
-    engine
-        .create_topic(&s(), None, TOPIC, 1, TopicOptions::default(), 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, TopicOptions::default(), 1);
     send(&mut engine, &["old-0"]);
     engine.purge_topic(&s(), &t()).unwrap();
     make_everything_durable(&sim);
@@ -938,8 +895,9 @@ fn a_version_1_obligation_file_still_loads_and_cleanup_finishes_in_version_2() {
     let paths = sluice_server::layout::PartitionPaths::new(Path::new(DATA), KEY);
     let file = sim.open(&paths.obligation, OpenMode::ReadWrite).unwrap();
     file.truncate(0).unwrap();
-    file.write_at(0, &hex(V1_SEQ2)).unwrap();
-    file.write_at(64 << 10, &hex(V1_SEQ1)).unwrap();
+    let slots: Vec<&str> = V1_SLOTS.lines().collect();
+    file.write_at(0, &hex(slots[0])).unwrap();
+    file.write_at(64 << 10, &hex(slots[1])).unwrap();
     file.sync().unwrap();
     drop(file);
     sim.crash(Crash::PowerLoss);

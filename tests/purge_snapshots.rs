@@ -82,15 +82,7 @@ fn given(semantics: SyncFailureSemantics, partitions: u32) -> (SimStorage, Engin
         capacity: None,
     });
     let mut engine = sim_engine_on(&sim);
-    engine.create_stream(None, STREAM).unwrap();
-    let options = TopicOptions {
-        durability: Durability::Persisted,
-        consumer_offset_durability: Durability::Persisted,
-        ..TopicOptions::default()
-    };
-    engine
-        .create_topic(&stream(), None, TOPIC, partitions, options, 0, 0, 1)
-        .unwrap();
+    setup_partitions(&mut engine, persisted(), partitions);
     engine
         .create_group(&stream(), &topic(), None, "billing")
         .unwrap();

@@ -24,7 +24,7 @@ use crate::layout::{stream_dir, topic_dir};
 use crate::metadata::{
     GroupMeta, Metadata, PartitionKey, PartitionMeta, StreamMeta, TopicMeta, TopicOptions,
 };
-use crate::partition::Consumer;
+use crate::partition::{Consumer, Partition};
 
 fn check_name(what: &'static str, name: &str) -> Result<()> {
     if name.trim().is_empty() || name.len() > MAX_NAME_LEN {
@@ -40,6 +40,43 @@ fn check_name(what: &'static str, name: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Names are unique within their id space (Iggy refuses a duplicate):
+/// `name` must not be held by any `(id, name)` in `taken` other than
+/// `renaming` itself.
+fn check_name_free<'a>(
+    kind: &'static str,
+    name: &str,
+    mut taken: impl Iterator<Item = (u32, &'a str)>,
+    renaming: Option<u32>,
+) -> Result<()> {
+    if taken.any(|(id, n)| n == name && Some(id) != renaming) {
+        return Err(EngineError::NameTaken {
+            kind,
+            name: name.into(),
+        });
+    }
+    Ok(())
+}
+
+/// A new resource's id in the id space `live`: its name must be free there,
+/// then `assign_id` picks the id.
+fn claim_id<T>(
+    kind: &'static str,
+    name: &str,
+    live: &BTreeMap<u32, T>,
+    name_of: impl Fn(&T) -> &str,
+    next: &mut u64,
+    requested: Option<u32>,
+) -> Result<u32> {
+    check_name_free(
+        kind,
+        name,
+        live.iter().map(|(id, t)| (*id, name_of(t))),
+        None,
+    )?;
+    assign_id(kind, next, requested, |i| live.contains_key(&i))
 }
 
 /// Picks the id for a new resource in one id space, the way Iggy 0.11 does:
@@ -77,16 +114,14 @@ impl Engine {
         check_name("stream name", name)?;
         let now = self.clock.now_micros();
         self.commit(|m| {
-            if m.streams.values().any(|s| s.name == name) {
-                return Err(EngineError::NameTaken {
-                    kind: "stream",
-                    name: name.into(),
-                });
-            }
-            let streams = &m.streams;
-            let id = assign_id("stream", &mut m.next_stream_id, id, |i| {
-                streams.contains_key(&i)
-            })?;
+            let id = claim_id(
+                "stream",
+                name,
+                &m.streams,
+                |s| &s.name,
+                &mut m.next_stream_id,
+                id,
+            )?;
             let s = StreamMeta {
                 id,
                 name: name.to_string(),
@@ -103,12 +138,12 @@ impl Engine {
         check_name("stream name", name)?;
         let s = self.resolve_stream(id)?;
         self.commit(|m| {
-            if m.streams.values().any(|x| x.name == name && x.id != s) {
-                return Err(EngineError::NameTaken {
-                    kind: "stream",
-                    name: name.into(),
-                });
-            }
+            check_name_free(
+                "stream",
+                name,
+                m.streams.values().map(|x| (x.id, &*x.name)),
+                Some(s),
+            )?;
             if let Some(st) = m.streams.get_mut(&s) {
                 st.name = name.to_string();
             }
@@ -127,6 +162,14 @@ impl Engine {
         self.assert_invariants("delete_stream");
         self.remove_tree(&stream_dir(&self.config.data_dir, s));
         Ok(())
+    }
+
+    /// Installs the partitions a creation just committed.
+    fn install_partitions(&mut self, created: Vec<Partition>, after: &str) {
+        for p in created {
+            self.partitions.insert(p.key, p);
+        }
+        self.assert_invariants(after);
     }
 
     /// Forgets the partitions a deletion committed away, in memory and in the
@@ -186,16 +229,15 @@ impl Engine {
         }
         let s = self.resolve_stream(stream)?;
         let st = &self.meta.streams[&s];
-        if st.topics.values().any(|t| t.name == name) {
-            return Err(EngineError::NameTaken {
-                kind: "topic",
-                name: name.into(),
-            });
-        }
         let mut next_topic_id = st.next_topic_id;
-        let id = assign_id("topic", &mut next_topic_id, id, |i| {
-            st.topics.contains_key(&i)
-        })?;
+        let id = claim_id(
+            "topic",
+            name,
+            &st.topics,
+            |t| &t.name,
+            &mut next_topic_id,
+            id,
+        )?;
         let now = self.clock.now_micros();
         let topic = TopicMeta {
             id,
@@ -218,44 +260,16 @@ impl Engine {
         let created = self.create_partition_dirs(key, options, &ids)?;
         let committed = self.commit(|m| {
             let mut topic = topic.clone();
-            for &p in &ids {
-                topic.partitions.insert(
-                    p,
-                    PartitionMeta {
-                        id: p,
-                        created_at: now,
-                        committed_generation: 0,
-                    },
-                );
-            }
+            topic.partitions.extend(new_partitions(&ids, now));
             let st = stream_of(m, s);
             st.next_topic_id = st.next_topic_id.max(next_topic_id);
             st.topics.insert(id, topic.clone());
             Ok(topic)
         })?;
-        for p in created {
-            self.partitions.insert(p.key, p);
-        }
-        self.assert_invariants("create_topic");
+        self.install_partitions(created, "create_topic");
         Ok(committed)
     }
 
-    /// Creates the directories of the new partitions `ids` and makes every name
-    /// they need durable, before the metadata naming them is committed.
-    ///
-    /// - A partition directory that already exists is a leftover (a deleted
-    ///   partition's, or an earlier failed attempt's). It is removed and the
-    ///   removal synced *before* fresh directories are created, so a leftover
-    ///   file can never be adopted by the new partition.
-    /// - Every name on the way up to the data directory is synced through a
-    ///   `DirTracker`. A name this call created is noted as created. A name
-    ///   that already existed is known durable if a committed partition lies
-    ///   below it (its creation was synced before that commit). Otherwise an
-    ///   earlier attempt, perhaps by an earlier process, created it, and a
-    ///   failed sync may have dropped it (Linux semantics): it is noted and
-    ///   re-dirtied (renamed away and back; nothing below it is live) before
-    ///   its parent is synced. So a retry after a failed sync redoes every
-    ///   name that sync covered, and a plain retried sync never stands in for
     pub fn update_topic(
         &mut self,
         stream: &Identifier,
@@ -271,12 +285,12 @@ impl Engine {
         } = self.resolve_topic(stream, topic)?;
         self.commit(|m| {
             let st = stream_of(m, s);
-            if st.topics.values().any(|x| x.name == name && x.id != t) {
-                return Err(EngineError::NameTaken {
-                    kind: "topic",
-                    name: name.into(),
-                });
-            }
+            check_name_free(
+                "topic",
+                name,
+                st.topics.values().map(|x| (x.id, &*x.name)),
+                Some(t),
+            )?;
             if let Some(tp) = st.topics.get_mut(&t) {
                 tp.name = name.to_string();
                 tp.message_expiry = message_expiry;
@@ -339,22 +353,10 @@ impl Engine {
         self.commit(|m| {
             let tp = topic_of(m, key);
             tp.next_partition_id = tp.next_partition_id.max(end);
-            for &p in &ids {
-                tp.partitions.insert(
-                    p,
-                    PartitionMeta {
-                        id: p,
-                        created_at: now,
-                        committed_generation: 0,
-                    },
-                );
-            }
+            tp.partitions.extend(new_partitions(&ids, now));
             Ok(())
         })?;
-        for p in created {
-            self.partitions.insert(p.key, p);
-        }
-        self.assert_invariants("create_partitions");
+        self.install_partitions(created, "create_partitions");
         Ok(ids)
     }
 
@@ -408,16 +410,15 @@ impl Engine {
         check_name("consumer group name", name)?;
         let key = self.resolve_topic(stream, topic)?;
         let tm = self.topic_meta(key);
-        if tm.groups.values().any(|g| g.name == name) {
-            return Err(EngineError::NameTaken {
-                kind: "consumer group",
-                name: name.into(),
-            });
-        }
         let mut next_group_id = tm.next_group_id;
-        let gid = assign_id("consumer group", &mut next_group_id, id, |i| {
-            tm.groups.contains_key(&i)
-        })?;
+        let gid = claim_id(
+            "consumer group",
+            name,
+            &tm.groups,
+            |g| &g.name,
+            &mut next_group_id,
+            id,
+        )?;
         // An id below the mark may be a deleted group's (ids are reused as in
         // Iggy): its offset files may be on disk (a buffered delete undone by
         // a power loss), and recovery would hand them to the new group. Remove
@@ -478,4 +479,18 @@ fn topic_of(m: &mut Metadata, key: TopicKey) -> &mut TopicMeta {
         Some(t) => t,
         None => panic!("invariant: topic {key} was resolved but is not in the metadata"),
     }
+}
+
+/// The metadata of new, never-purged partitions `ids`.
+fn new_partitions(ids: &[u32], now: u64) -> impl Iterator<Item = (u32, PartitionMeta)> + '_ {
+    ids.iter().map(move |&id| {
+        (
+            id,
+            PartitionMeta {
+                id,
+                created_at: now,
+                committed_generation: 0,
+            },
+        )
+    })
 }

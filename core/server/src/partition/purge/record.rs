@@ -318,8 +318,9 @@ mod tests {
     /// error. Slot 0 (record 2) comes first, then slot 1 (record 1).
     fn golden_v1_file() -> Vec<u8> {
         let mut file = vec![0u8; 2 * OBLIGATION_LAYOUT.slot_size];
-        let slot0 = hex(GOLDEN_V1_SEQ2);
-        let slot1 = hex(GOLDEN_V1_SEQ1);
+        let mut lines = GOLDEN_V1.lines();
+        let slot0 = hex(lines.next().unwrap());
+        let slot1 = hex(lines.next().unwrap());
         file[..slot0.len()].copy_from_slice(&slot0);
         let at = OBLIGATION_LAYOUT.slot_size;
         file[at..at + slot1.len()].copy_from_slice(&slot1);
@@ -327,8 +328,9 @@ mod tests {
         file
     }
 
-    const GOLDEN_V1_SEQ1: &str = "534c4f4201000000080000007c8827422b14e37e0101010000000000";
-    const GOLDEN_V1_SEQ2: &str = "534c4f42010000002a0000008467bccd53ea2f8002010101020101013102010133010101011873746f726167653a2073796e635f646972206661696c6564";
+    /// Slot 0's record (record 2), then slot 1's (record 1), in hex; shared
+    /// with the integration test that loads them through recovery.
+    const GOLDEN_V1: &str = include_str!("../../../../../tests/fixtures/obligation-v1.hex");
 
     fn hex(s: &str) -> Vec<u8> {
         (0..s.len())
