@@ -531,6 +531,59 @@ fn a_segment_whose_dir_sync_failed_before_a_restart_is_made_durable_later() {
     assert_eq!(got.map(|m| m.payload.clone()), Some(payload(1)));
 }
 
+fn fail_next_segments_dir_sync(sim: &SimStorage) {
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+}
+
+/// `sluice sim run --seed 3707 --steps 2000`, reduced (issue 12): a roll that
+/// created the new segment's files and then failed left their names known to
+/// no directory tracker, so a later failed sync of `segments/` dropped them
+/// with nothing to redo, and the send that reused the files was acknowledged
+/// under a name no sync ever made durable.
+#[test]
+fn a_segment_created_by_a_failed_roll_is_made_durable_by_the_send_that_reuses_it() {
+    // Given: a purged partition whose cleanup is still pending (its sync of
+    // `segments/` failed), so the reconciler will sync that directory again.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 1);
+    fail_next_segments_dir_sync(&sim);
+    engine
+        .purge_partition(&stream(), &topic(), PARTITION)
+        .unwrap();
+    assert_eq!(engine.reconciler().pending().len(), 1);
+
+    // When: the first send of the new generation creates the segment's files,
+    // then fails (the index truncate of the roll), ...
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Truncate).path_contains(".idx"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 1, 1).is_err());
+    let new_log = sim_paths().segments.join(segment_name(1, 0, "log"));
+    assert!(sim.cached_view().contains_key(new_log.to_str().unwrap()));
+    // ... the cleanup's next sync of `segments/` fails (Linux drops every
+    // dirty entry, the new names included), the one after succeeds ...
+    fail_next_segments_dir_sync(&sim);
+    engine.reconcile_until_idle(10);
+    assert!(engine.reconciler().pending().is_empty());
+    // ... and two sends into the files the failed roll left are acknowledged.
+    send(&mut engine, 2, 1);
+    send(&mut engine, 3, 1);
+
+    // Then: the segment's name is durable, and both acknowledged messages
+    // survive a power loss.
+    assert!(durable_file(&sim, &new_log).is_some(), "name not durable");
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m2", "m3"]);
+}
+
 // ---- directory sync of new offset names --------------------------------------
 
 fn fail_next_consumers_dir_sync(sim: &SimStorage) {

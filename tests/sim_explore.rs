@@ -246,6 +246,23 @@ fn seed_231_never_applies_a_purge_over_a_durable_redirty_leftover() {
     );
 }
 
+/// Seed 3707 (`sim run --seeds 1..=4000 --steps 2000`, step 353) lost seven
+/// acknowledged persisted messages: a send's roll created the new segment's
+/// files and failed at its index truncate, so no tracker knew the names; the
+/// reconciler's next sync of `segments/` failed and dropped them, the one
+/// after succeeded, and the sends into the reused files synced a directory
+/// with nothing dirty in it. A partial power loss took the segment's name.
+/// Reduced: `engine_durability::a_segment_created_by_a_failed_roll_*`.
+#[test]
+fn seed_3707_keeps_every_acknowledged_send() {
+    let r = run(3707, 2000, Rates::default()).unwrap();
+    assert!(
+        r.violations.is_empty(),
+        "sluice sim run --seed 3707 --steps 2000: {:?}",
+        r.violations.first()
+    );
+}
+
 /// Found by the two-fault phase's crash-then-send cases on `append`
 /// (`persisted`): a send rolls to a new segment at offset 3, its file sync
 /// takes effect but reports an error (not acknowledged), and the clean-up

@@ -487,13 +487,13 @@ impl Partition {
             m.offset = offset;
         }
         let persisted = self.options.durability.is_persisted();
-        let segments_before = self.log.segment_count();
         let appended = self.log.append(messages, persisted);
-        // A new segment's names need a directory sync even if the write into
-        // it failed: the next persisted append will land in the same files.
-        if self.log.segment_count() > segments_before
-            && let Some(base) = self.log.last_segment_base()
-        {
+        // A new segment's names need a directory sync even if the append
+        // failed, in the roll itself (the files exist once opened) or in the
+        // write into it: the next persisted append lands in the same files.
+        // Noted now, before any sync of `segments/` (the reconciler's too)
+        // can fail and drop them unseen (issue 12, seed 3707).
+        if let Some(base) = self.log.take_roll_attempt() {
             for ext in SEGMENT_EXTS {
                 self.segment_names.note(
                     &segment_name(self.generation, base, ext),

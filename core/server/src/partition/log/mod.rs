@@ -61,6 +61,10 @@ pub struct Log {
     segments: Vec<Segment>,
     /// Offset the next message gets.
     next_offset: u64,
+    /// Base offset of the last segment a roll tried to create, until the
+    /// caller takes it (`take_roll_attempt`) to note its names for a
+    /// directory sync.
+    roll_attempt: Option<u64>,
 }
 
 /// Where an append landed.
@@ -87,6 +91,7 @@ impl Log {
             segment_size: segment_size.max(1),
             segments: Vec::new(),
             next_offset: 0,
+            roll_attempt: None,
         }
     }
 
@@ -233,13 +238,20 @@ impl Log {
         self.segments.iter().map(|s| s.base_offset).collect()
     }
 
-    /// Base offset of the newest segment, if any.
-    pub fn last_segment_base(&self) -> Option<u64> {
-        self.segments.last().map(|s| s.base_offset)
+    /// The base offset of the segment the last append tried to create, if it
+    /// rolled, whether or not the append succeeded. Its files may exist even
+    /// if the roll failed (the opens create them before the truncates and
+    /// the write), so the caller must count their names as created: a later
+    /// roll at the same base reuses the files, and a directory sync that
+    /// fails in between drops names its tracker does not know, leaving
+    /// nothing for the redo to make dirty again.
+    pub fn take_roll_attempt(&mut self) -> Option<u64> {
+        self.roll_attempt.take()
     }
 
-    /// Appends one batch. `sync` makes it durable before returning (and, when a
-    /// new segment was created, the caller must also sync the directory).
+    /// Appends one batch. `sync` makes it durable before returning (and, when
+    /// it rolled, see `take_roll_attempt`, the caller must also sync the
+    /// directory).
     pub fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {
         let count = messages.len() as u64;
         let base_offset = self.next_offset;
@@ -279,6 +291,7 @@ impl Log {
                 // would then leave a gap below acknowledged offsets.
                 sealed.sync()?;
             }
+            self.roll_attempt = Some(base_offset);
             let seg = Segment::create(
                 self.storage.as_ref(),
                 &self.dir,
