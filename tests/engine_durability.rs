@@ -547,6 +547,18 @@ fn fail_next_segments_dir_sync(sim: &SimStorage) {
 /// under a name no sync ever made durable.
 #[test]
 fn a_segment_created_by_a_failed_roll_is_made_durable_by_the_send_that_reuses_it() {
+    // Given/When: see `failed_roll_then_dropped_names`.
+    let (name_durable, survivors) = failed_roll_then_dropped_names();
+    // Then: the segment's name is durable, and both acknowledged messages
+    // survive a power loss.
+    assert!(name_durable, "name not durable");
+    assert_eq!(survivors, ["m2", "m3"]);
+}
+
+/// The scenario of the test above, shared with the teeth test that turns the
+/// mechanism off (`sim_teeth`): whether the new segment's name is durable
+/// before the power loss, and the payloads served after it.
+pub(crate) fn failed_roll_then_dropped_names() -> (bool, Vec<String>) {
     // Given: a purged partition whose cleanup is still pending (its sync of
     // `segments/` failed), so the reconciler will sync that directory again.
     let (sim, mut engine) = sim_with(persisted());
@@ -573,15 +585,13 @@ fn a_segment_created_by_a_failed_roll_is_made_durable_by_the_send_that_reuses_it
     fail_next_segments_dir_sync(&sim);
     engine.reconcile_until_idle(10);
     assert!(engine.reconciler().pending().is_empty());
-    // ... and two sends into the files the failed roll left are acknowledged.
+    // ... and two sends into the files the failed roll left are acknowledged,
+    // then the power is cut.
     send(&mut engine, 2, 1);
     send(&mut engine, 3, 1);
-
-    // Then: the segment's name is durable, and both acknowledged messages
-    // survive a power loss.
-    assert!(durable_file(&sim, &new_log).is_some(), "name not durable");
+    let name_durable = durable_file(&sim, &new_log).is_some();
     let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
-    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m2", "m3"]);
+    (name_durable, payloads_of(&all_messages(&mut engine)))
 }
 
 // ---- directory sync of new offset names --------------------------------------

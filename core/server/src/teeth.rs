@@ -33,16 +33,21 @@ pub enum Mechanism {
     /// After a failed offset write the next write targets the slot that does
     /// not hold the newest acknowledged record (`slots.rs`, issue 12 defect 1).
     OffsetSlotSequence,
+    /// A send that tried to start a new segment notes the segment's names
+    /// for the next `segments/` sync even when the roll itself failed (its
+    /// opens created the files; issue 12, `sim run` seed 3707).
+    NoteFailedRollNames,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 6] = [
+    pub const ALL: [Mechanism; 7] = [
         Mechanism::RedoDroppedRemovals,
         Mechanism::GenerationFilter,
         Mechanism::PersistPlanBeforeUnlink,
         Mechanism::ReplaceDeadOffsetFile,
         Mechanism::RedirtyRecoveredTail,
         Mechanism::OffsetSlotSequence,
+        Mechanism::NoteFailedRollNames,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +58,7 @@ impl Mechanism {
             Mechanism::ReplaceDeadOffsetFile => "replace-dead-offset-file",
             Mechanism::RedirtyRecoveredTail => "redirty-recovered-tail",
             Mechanism::OffsetSlotSequence => "offset-slot-sequence",
+            Mechanism::NoteFailedRollNames => "note-failed-roll-names",
         }
     }
 

@@ -493,7 +493,10 @@ impl Partition {
         // write into it: the next persisted append lands in the same files.
         // Noted now, before any sync of `segments/` (the reconciler's too)
         // can fail and drop them unseen (issue 12, seed 3707).
-        if let Some(base) = self.log.take_roll_attempt() {
+        if let Some(base) = self.log.take_roll_attempt()
+            && (crate::teeth::enabled(crate::teeth::Mechanism::NoteFailedRollNames)
+                || self.log.segment_bases().last() == Some(&base))
+        {
             for ext in SEGMENT_EXTS {
                 self.segment_names.note(
                     &segment_name(self.generation, base, ext),
