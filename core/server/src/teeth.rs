@@ -35,15 +35,6 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 6] = [
-        Mechanism::RedoDroppedRemovals,
-        Mechanism::GenerationFilter,
-        Mechanism::PersistPlanBeforeUnlink,
-        Mechanism::ReplaceDeadOffsetFile,
-        Mechanism::RedirtyRecoveredTail,
-        Mechanism::OffsetSlotSequence,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Mechanism::RedoDroppedRemovals => "redo-dropped-removals",
@@ -69,13 +60,13 @@ thread_local! {
 /// Whether `mechanism` is on (always, without the `teeth` feature).
 #[cfg(not(feature = "teeth"))]
 #[inline(always)]
-pub const fn enabled(_mechanism: Mechanism) -> bool {
+pub(crate) const fn enabled(_mechanism: Mechanism) -> bool {
     true
 }
 
 /// Whether `mechanism` is on for this thread.
 #[cfg(feature = "teeth")]
-pub fn enabled(mechanism: Mechanism) -> bool {
+pub(crate) fn enabled(mechanism: Mechanism) -> bool {
     DISABLED.with(|d| d.get() & mechanism.bit() == 0)
 }
 
