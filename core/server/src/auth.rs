@@ -36,14 +36,14 @@ use sluice_storage::{DurableStorage, ErrorKind};
 use crate::http::error::{ApiError, ApiResult};
 
 /// Iggy's root user id and default credentials (`--with-default-root-credentials`).
-pub const ROOT_USER_ID: u32 = 0;
+pub(crate) const ROOT_USER_ID: u32 = 0;
 pub const DEFAULT_ROOT_USERNAME: &str = "iggy";
 pub const DEFAULT_ROOT_PASSWORD: &str = "iggy";
 /// Iggy's limits on credentials (iggy_common `users::defaults`).
-pub const MIN_USERNAME_LEN: usize = 3;
-pub const MAX_USERNAME_LEN: usize = 50;
-pub const MIN_PASSWORD_LEN: usize = 3;
-pub const MAX_PASSWORD_LEN: usize = 100;
+pub(crate) const MIN_USERNAME_LEN: usize = 3;
+pub(crate) const MAX_USERNAME_LEN: usize = 50;
+pub(crate) const MIN_PASSWORD_LEN: usize = 3;
+pub(crate) const MAX_PASSWORD_LEN: usize = 100;
 /// Where a generated root password's hash is kept, inside the data directory.
 pub use crate::layout::CREDENTIALS_FILE;
 const GENERATED_PASSWORD_LEN: usize = 24;
@@ -138,7 +138,7 @@ fn check_credentials_shape(username: &str, password: &str) -> Result<(), String>
 /// The root user as the server holds it: a name and a password hash.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RootUser {
-    pub username: String,
+    pub(crate) username: String,
     /// argon2id PHC string.
     pub password_hash: String,
 }
@@ -176,7 +176,7 @@ impl std::fmt::Debug for RootSetup {
     }
 }
 
-pub fn hash_password(password: &str) -> Result<String, AuthError> {
+pub(crate) fn hash_password(password: &str) -> Result<String, AuthError> {
     let salt = SaltString::generate(&mut OsRng);
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
@@ -286,13 +286,12 @@ fn store_credentials(
 struct Session {
     user_id: u32,
     expires_at: Instant,
-    expiry_unix_secs: u64,
 }
 
 /// Who made an authenticated request (a request extension set by the middleware).
 #[derive(Clone)]
-pub struct Identity {
-    pub user_id: u32,
+pub(crate) struct Identity {
+    pub(crate) user_id: u32,
     pub(crate) token: String,
 }
 
@@ -307,7 +306,7 @@ impl std::fmt::Debug for Identity {
 
 /// Tokens and the login throttle. Its `Debug` shows how many sessions are
 /// live, never a token (`AppState` and `RunningServer` print it).
-pub struct Auth {
+pub(crate) struct Auth {
     root: RootUser,
     token_expiry: Duration,
     failed_login_delay: Duration,
@@ -318,16 +317,16 @@ pub struct Auth {
 
 /// Iggy's `IdentityInfo`.
 #[derive(Debug, Clone, Serialize)]
-pub struct IdentityInfo {
-    pub user_id: u32,
-    pub access_token: TokenInfo,
+pub(crate) struct IdentityInfo {
+    pub(crate) user_id: u32,
+    pub(crate) access_token: TokenInfo,
 }
 
 #[derive(Clone, Serialize)]
-pub struct TokenInfo {
-    pub token: String,
+pub(crate) struct TokenInfo {
+    pub(crate) token: String,
     /// Unix seconds.
-    pub expiry: u64,
+    pub(crate) expiry: u64,
 }
 
 impl std::fmt::Debug for TokenInfo {
@@ -351,7 +350,11 @@ impl std::fmt::Debug for Auth {
 }
 
 impl Auth {
-    pub fn new(root: RootUser, token_expiry: Duration, failed_login_delay: Duration) -> Self {
+    pub(crate) fn new(
+        root: RootUser,
+        token_expiry: Duration,
+        failed_login_delay: Duration,
+    ) -> Self {
         Auth {
             root,
             token_expiry,
@@ -385,7 +388,6 @@ impl Auth {
             Session {
                 user_id,
                 expires_at: now + self.token_expiry,
-                expiry_unix_secs,
             },
         );
         IdentityInfo {
@@ -414,18 +416,17 @@ impl Auth {
         self.sessions().remove(token);
     }
 
-    /// The expiry (unix seconds) of a live token, for tests and status.
-    pub fn token_expiry_unix(&self, token: &str) -> Option<u64> {
-        self.sessions().get(token).map(|s| s.expiry_unix_secs)
-    }
-
     fn backoff(&self, failures: u32) -> Duration {
         let doublings = failures.saturating_sub(1).min(MAX_BACKOFF_DOUBLINGS);
         self.failed_login_delay.saturating_mul(1 << doublings)
     }
 
     /// Verifies credentials (one login at a time) and issues a token.
-    pub async fn login(&self, username: String, password: String) -> ApiResult<IdentityInfo> {
+    pub(crate) async fn login(
+        &self,
+        username: String,
+        password: String,
+    ) -> ApiResult<IdentityInfo> {
         let user_id = self.verify_login(username, password).await?;
         Ok(self.issue(user_id))
     }
@@ -433,7 +434,7 @@ impl Auth {
     /// Verifies credentials (one login at a time, a failure slowed by the
     /// throttle) and answers the user id; no token is issued. The TCP
     /// transport's login: the connection itself is the session.
-    pub async fn verify_login(&self, username: String, password: String) -> ApiResult<u32> {
+    pub(crate) async fn verify_login(&self, username: String, password: String) -> ApiResult<u32> {
         let mut failures = self.login_turn.lock().await;
         let hash = self.root.password_hash.clone();
         let user_matches = username == self.root.username;
@@ -458,13 +459,8 @@ impl Auth {
     }
 
     /// Live HTTP sessions (for `/stats`).
-    pub fn live_sessions(&self) -> usize {
+    pub(crate) fn live_sessions(&self) -> usize {
         self.sessions().len()
-    }
-
-    /// The username of the root user (for `get_me` over TCP).
-    pub fn root_username(&self) -> &str {
-        &self.root.username
     }
 }
 

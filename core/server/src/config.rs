@@ -21,29 +21,31 @@ use serde::Deserialize;
 use sluice_storage::DurableStorage;
 
 /// Embedded default data directory, relative to the working directory.
-pub const DEFAULT_DATA_DIR: &str = "local_data";
+pub(crate) const DEFAULT_DATA_DIR: &str = "local_data";
 /// Embedded default HTTP listen address.
-pub const DEFAULT_HTTP_ADDRESS: &str = "127.0.0.1:3000";
+#[cfg(test)]
+pub(crate) const DEFAULT_HTTP_ADDRESS: &str = "127.0.0.1:3000";
 /// Default request body limit (bytes). Large enough for a sizeable batch after
 /// base64 (4/3 of the payload), well under the engine's batch bound.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 10 << 20;
-pub const DEFAULT_RECONCILER_PERIOD_MS: u64 = 1000;
+pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 10 << 20;
+pub(crate) const DEFAULT_RECONCILER_PERIOD_MS: u64 = 1000;
 /// Cleanup is mostly waiting on fsyncs, so more partitions than cores.
 pub const DEFAULT_RECONCILER_CONCURRENCY: usize =
     crate::partition::reconciler::DEFAULT_CLEANUP_CONCURRENCY;
 const MAX_RECONCILER_CONCURRENCY: u64 = 256;
-pub const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
-pub const DEFAULT_FAILED_LOGIN_DELAY_MS: u64 = 500;
-pub const DEFAULT_MAX_POLL_COUNT: u32 = 10_000;
+pub(crate) const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
+pub(crate) const DEFAULT_FAILED_LOGIN_DELAY_MS: u64 = 500;
+pub(crate) const DEFAULT_MAX_POLL_COUNT: u32 = 10_000;
 /// Embedded default TCP (Iggy binary protocol) listen address, Iggy's.
-pub const DEFAULT_TCP_ADDRESS: &str = "127.0.0.1:8090";
+#[cfg(test)]
+pub(crate) const DEFAULT_TCP_ADDRESS: &str = "127.0.0.1:8090";
 /// Largest TCP frame (header + body) accepted; a larger declared size closes
 /// the connection before the body is read.
-pub const DEFAULT_TCP_MAX_FRAME_BYTES: usize = 64 << 20;
-pub const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
+pub(crate) const DEFAULT_TCP_MAX_FRAME_BYTES: usize = 64 << 20;
+pub(crate) const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
 /// A connection that sends nothing for this long is closed (the SDK pings
 /// every 5 s by default).
-pub const DEFAULT_TCP_IDLE_TIMEOUT_SECS: u64 = 300;
+pub(crate) const DEFAULT_TCP_IDLE_TIMEOUT_SECS: u64 = 300;
 
 /// The whole server configuration, after every layer was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,14 +63,14 @@ pub struct HttpConfig {
     /// Requests with a larger body are refused with 413 before they are read.
     pub max_body_bytes: usize,
     /// Largest `count` a poll may ask for; larger is a 400.
-    pub max_poll_count: u32,
+    pub(crate) max_poll_count: u32,
 }
 
 /// The Iggy TCP binary protocol listener (`crate::tcp`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpConfig {
     /// `false` serves HTTP only.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     pub address: SocketAddr,
     /// Frames declaring a larger size close the connection unread.
     pub max_frame_bytes: usize,
@@ -196,7 +198,7 @@ pub struct FlagOverrides {
 }
 
 /// The environment variables read, with the TOML key each one overrides.
-pub const ENV_KEYS: &[(&str, &str)] = &[
+pub(crate) const ENV_KEYS: &[(&str, &str)] = &[
     ("SLUICE_DATA_DIR", "data_dir"),
     ("SLUICE_HTTP_ADDRESS", "http.address"),
     ("SLUICE_HTTP_MAX_BODY_BYTES", "http.max_body_bytes"),

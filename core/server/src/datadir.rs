@@ -41,7 +41,7 @@ use crate::error::{EngineError, Result};
 
 /// Inside the data directory while its own name (and those of ancestors the
 /// engine created) is not yet confirmed durable. Holds the number of levels.
-pub const UNCONFIRMED_MARKER: &str = "data_dir.unconfirmed";
+pub(crate) const UNCONFIRMED_MARKER: &str = "data_dir.unconfirmed";
 
 /// The parent to sync for `dir` (`.` for a bare relative name), or `None` at the root.
 fn parent_of(dir: &Path) -> Option<&Path> {
@@ -59,7 +59,7 @@ fn with_suffix(dir: &Path) -> PathBuf {
 
 /// Creates `data_dir` if needed and makes its name, and the names above it,
 /// durable, redoing the names an earlier open created but did not confirm.
-pub fn open(storage: &dyn DurableStorage, data_dir: &Path) -> Result<()> {
+pub(crate) fn open(storage: &dyn DurableStorage, data_dir: &Path) -> Result<()> {
     repair_interrupted_redo(storage, data_dir)?;
     let marker = data_dir.join(UNCONFIRMED_MARKER);
     let (levels, redo) = if storage.exists(data_dir)? {
@@ -151,7 +151,7 @@ fn repair_interrupted_redo(storage: &dyn DurableStorage, data_dir: &Path) -> Res
 /// name order; `None` if there is none or `dir` does not exist. Used only when
 /// the metadata is missing, so its cost is paid on a fresh data directory,
 /// where `dir` does not exist.
-pub fn first_file_under(
+pub(crate) fn first_file_under(
     storage: &dyn DurableStorage,
     dir: &Path,
 ) -> Result<Option<PathBuf>, StorageError> {

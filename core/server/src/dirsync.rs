@@ -22,23 +22,23 @@ use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 use crate::teeth::{self, Mechanism::RedoDroppedRemovals};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameChange {
+pub(crate) enum NameChange {
     Created,
     Removed,
 }
 
 /// Suffix of the temporary name used to re-dirty a created name.
-pub const REDIRTY_SUFFIX: &str = ".redirty";
+pub(crate) const REDIRTY_SUFFIX: &str = ".redirty";
 
 #[derive(Debug, Clone)]
-pub struct DirTracker {
+pub(crate) struct DirTracker {
     dir: PathBuf,
     unconfirmed: BTreeMap<String, NameChange>,
     redirty: bool,
 }
 
 impl DirTracker {
-    pub fn new(dir: &Path) -> Self {
+    pub(crate) fn new(dir: &Path) -> Self {
         DirTracker {
             dir: dir.to_path_buf(),
             unconfirmed: BTreeMap::new(),
@@ -46,36 +46,27 @@ impl DirTracker {
         }
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn note(&mut self, name: &str, change: NameChange) {
+    pub(crate) fn note(&mut self, name: &str, change: NameChange) {
         self.unconfirmed.insert(name.to_string(), change);
     }
 
     /// Whether a change to `name` still awaits a directory sync.
-    pub fn is_unconfirmed(&self, name: &str) -> bool {
+    pub(crate) fn is_unconfirmed(&self, name: &str) -> bool {
         self.unconfirmed.contains_key(name)
     }
 
-    pub fn has_unconfirmed(&self) -> bool {
+    pub(crate) fn has_unconfirmed(&self) -> bool {
         !self.unconfirmed.is_empty()
     }
 
     /// Treat every unconfirmed change as possibly dropped (used when the
     /// changes were made by an earlier process whose syncs are unknown).
-    pub fn force_redirty(&mut self) {
+    pub(crate) fn force_redirty(&mut self) {
         self.redirty = true;
     }
 
-    /// Whether the last sync of this directory failed (and so changes must be redone).
-    pub fn needs_redirty(&self) -> bool {
-        self.redirty
-    }
-
     /// Syncs the directory so every recorded change is durable.
-    pub fn sync(&mut self, storage: &dyn DurableStorage) -> Result<(), StorageError> {
+    pub(crate) fn sync(&mut self, storage: &dyn DurableStorage) -> Result<(), StorageError> {
         if self.redirty {
             for (name, change) in &self.unconfirmed {
                 if *change == NameChange::Removed && !teeth::enabled(RedoDroppedRemovals) {
@@ -151,7 +142,7 @@ fn redo(
 /// Returns the name changes made, for the caller's tracker to note: they are
 /// as undurable as any other (a failed sync of the directory drops them, and
 /// a dead file durable under the leftover name would outlive an `Applied`).
-pub fn repair_redirty_leftovers(
+pub(crate) fn repair_redirty_leftovers(
     storage: &dyn DurableStorage,
     dir: &Path,
     names: &[String],
@@ -175,7 +166,7 @@ pub fn repair_redirty_leftovers(
 impl DirTracker {
     /// Notes the changes a repair made (see [`repair_redirty_leftovers`]);
     /// they are redone before the next sync confirms them.
-    pub fn note_repairs(&mut self, changes: Vec<(String, NameChange)>) {
+    pub(crate) fn note_repairs(&mut self, changes: Vec<(String, NameChange)>) {
         if changes.is_empty() {
             return;
         }

@@ -58,7 +58,8 @@ pub enum FrameError {
 
 impl FrameError {
     /// A torn write (or a record never written) rather than damage to a whole record.
-    pub fn is_torn(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_torn(&self) -> bool {
         matches!(self, FrameError::Truncated { .. })
     }
 }

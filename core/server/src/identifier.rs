@@ -12,14 +12,14 @@ pub enum Identifier {
 
 impl Identifier {
     /// Parses a path segment as Iggy does: digits are an id, anything else a name.
-    pub fn parse(s: &str) -> Identifier {
+    pub(crate) fn parse(s: &str) -> Identifier {
         match s.parse::<u32>() {
             Ok(n) => Identifier::Numeric(n),
             Err(_) => Identifier::Name(s.to_string()),
         }
     }
 
-    pub fn matches(&self, id: u32, name: &str) -> bool {
+    pub(crate) fn matches(&self, id: u32, name: &str) -> bool {
         match self {
             Identifier::Numeric(n) => *n == id,
             Identifier::Name(s) => s == name,

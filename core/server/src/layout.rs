@@ -38,7 +38,7 @@ pub enum DirKind {
 }
 
 impl DirKind {
-    pub const ALL: [DirKind; 3] = [DirKind::Segments, DirKind::Consumers, DirKind::Groups];
+    pub(crate) const ALL: [DirKind; 3] = [DirKind::Segments, DirKind::Consumers, DirKind::Groups];
 
     /// The directory's name inside the partition directory.
     pub fn as_str(self) -> &'static str {
@@ -51,26 +51,26 @@ impl DirKind {
 }
 
 /// The directory under the data directory that holds every stream.
-pub const STREAMS_DIR: &str = "streams";
+pub(crate) const STREAMS_DIR: &str = "streams";
 /// A stream's directory of topics.
-pub const TOPICS_DIR: &str = "topics";
+pub(crate) const TOPICS_DIR: &str = "topics";
 /// A topic's directory of partitions.
-pub const PARTITIONS_DIR: &str = "partitions";
+pub(crate) const PARTITIONS_DIR: &str = "partitions";
 /// A partition's directories, as named inside the partition directory.
-pub const SEGMENTS_DIR: &str = "segments";
-pub const CONSUMERS_DIR: &str = "consumers";
-pub const GROUPS_DIR: &str = "groups";
+pub(crate) const SEGMENTS_DIR: &str = "segments";
+pub(crate) const CONSUMERS_DIR: &str = "consumers";
+pub(crate) const GROUPS_DIR: &str = "groups";
 /// The root user's credentials (a password hash, never the password).
 pub const CREDENTIALS_FILE: &str = "root.credentials";
 /// A partition's purge cleanup obligation (two slots).
 pub const OBLIGATION_FILE: &str = "purge.obligation";
 /// The metadata file and the temporary name a save writes first.
-pub const METADATA_FILE: &str = "metadata";
-pub const METADATA_TMP: &str = "metadata.tmp";
+pub(crate) const METADATA_FILE: &str = "metadata";
+pub(crate) const METADATA_TMP: &str = "metadata.tmp";
 /// A segment's two files: the message batches and the sparse index.
-pub const LOG_EXT: &str = "log";
-pub const INDEX_EXT: &str = "idx";
-pub const SEGMENT_EXTS: [&str; 2] = [LOG_EXT, INDEX_EXT];
+pub(crate) const LOG_EXT: &str = "log";
+pub(crate) const INDEX_EXT: &str = "idx";
+pub(crate) const SEGMENT_EXTS: [&str; 2] = [LOG_EXT, INDEX_EXT];
 
 #[derive(Debug, Clone)]
 pub struct PartitionPaths {
@@ -81,28 +81,28 @@ pub struct PartitionPaths {
     pub obligation: PathBuf,
 }
 
-pub fn streams_dir(data: &Path) -> PathBuf {
+pub(crate) fn streams_dir(data: &Path) -> PathBuf {
     data.join(STREAMS_DIR)
 }
 
-pub fn stream_dir(data: &Path, stream: u32) -> PathBuf {
+pub(crate) fn stream_dir(data: &Path, stream: u32) -> PathBuf {
     streams_dir(data).join(stream.to_string())
 }
 
-pub fn topics_dir(data: &Path, stream: u32) -> PathBuf {
+pub(crate) fn topics_dir(data: &Path, stream: u32) -> PathBuf {
     stream_dir(data, stream).join(TOPICS_DIR)
 }
 
-pub fn topic_dir(data: &Path, stream: u32, topic: u32) -> PathBuf {
+pub(crate) fn topic_dir(data: &Path, stream: u32, topic: u32) -> PathBuf {
     topics_dir(data, stream).join(topic.to_string())
 }
 
-pub fn partitions_dir(data: &Path, topic: TopicKey) -> PathBuf {
+pub(crate) fn partitions_dir(data: &Path, topic: TopicKey) -> PathBuf {
     topic_dir(data, topic.stream, topic.topic).join(PARTITIONS_DIR)
 }
 
 /// The name of a partition's directory inside `partitions_dir`.
-pub fn partition_dir_name(partition: u32) -> String {
+pub(crate) fn partition_dir_name(partition: u32) -> String {
     partition.to_string()
 }
 
@@ -119,7 +119,7 @@ impl PartitionPaths {
     }
 
     /// The path of one of the partition's record directories.
-    pub fn dir(&self, kind: DirKind) -> &Path {
+    pub(crate) fn dir(&self, kind: DirKind) -> &Path {
         match kind {
             DirKind::Segments => &self.segments,
             DirKind::Consumers => &self.consumers,

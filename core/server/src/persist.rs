@@ -21,7 +21,7 @@ use std::path::Path;
 use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 
 /// Replaces `dir/name` with `bytes` durably, through `dir/tmp_name`.
-pub fn replace_file(
+pub(crate) fn replace_file(
     storage: &dyn DurableStorage,
     dir: &Path,
     name: &str,

@@ -20,9 +20,9 @@ use crate::frame::{self, FrameError, Magic};
 
 /// One slot's payload: the record number and the value.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Slot<T> {
-    pub seq: u64,
-    pub value: T,
+pub(crate) struct Slot<T> {
+    pub(crate) seq: u64,
+    pub(crate) value: T,
 }
 
 /// The layout of one kind of slot file.
@@ -54,7 +54,7 @@ pub enum SlotRead<T> {
 }
 
 impl SlotLayout {
-    pub fn file_len(&self) -> u64 {
+    pub(crate) fn file_len(&self) -> u64 {
         2 * self.slot_size as u64
     }
 
@@ -74,7 +74,7 @@ impl SlotLayout {
         (seq % 2) * self.slot_size as u64
     }
 
-    pub fn write<T: Serialize>(
+    pub(crate) fn write<T: Serialize>(
         &self,
         file: &dyn DurableFile,
         seq: u64,
@@ -95,7 +95,7 @@ impl SlotLayout {
     }
 
     /// The largest payload a slot's frame may declare.
-    pub fn max_payload(&self) -> usize {
+    pub(crate) fn max_payload(&self) -> usize {
         self.slot_size.saturating_sub(frame::HEADER_LEN)
     }
 
@@ -103,7 +103,7 @@ impl SlotLayout {
     /// (its `slot_size` bytes, fewer at the end of the file) with `slot`:
     /// for a kind that reads more than one payload version, which `decode`
     /// (this layout's `version` only) cannot. The slot rules are the same.
-    pub fn decode_with<T>(
+    pub(crate) fn decode_with<T>(
         &self,
         bytes: &[u8],
         read_slot: impl Fn(&[u8]) -> Result<Slot<T>, FrameError>,
@@ -148,7 +148,7 @@ impl SlotLayout {
         }
     }
 
-    pub fn read<T: DeserializeOwned>(
+    pub(crate) fn read<T: DeserializeOwned>(
         &self,
         file: &dyn DurableFile,
     ) -> Result<SlotRead<T>, StorageError> {

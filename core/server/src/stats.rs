@@ -19,9 +19,9 @@ use serde::Serialize;
 use crate::engine::Engine;
 
 /// The Iggy server version sluice answers as (the protocol it speaks).
-pub const IGGY_SERVER_VERSION: &str = "0.11.0";
+pub(crate) const IGGY_SERVER_VERSION: &str = "0.11.0";
 /// `IGGY_SERVER_VERSION` packed as Iggy does (10 bits per component).
-pub const IGGY_SERVER_SEMVER: u32 = 11 << 10;
+pub(crate) const IGGY_SERVER_SEMVER: u32 = 11 << 10;
 
 /// Iggy's `Stats` (sizes in bytes, times in microseconds).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -66,7 +66,7 @@ fn micros(t: SystemTime) -> u64 {
 }
 
 /// The engine's part of the stats (inside an engine call).
-pub fn engine_counts(engine: &Engine, stats: &mut Stats) {
+pub(crate) fn engine_counts(engine: &Engine, stats: &mut Stats) {
     let mut topics = 0usize;
     let mut groups = 0usize;
     let mut streams = 0usize;
@@ -122,7 +122,7 @@ fn field(text: &str, key: &str) -> Option<u64> {
 }
 
 /// The process part (inside an engine call, for the storage handle).
-pub fn process(engine: &Engine, started: SystemTime, clients: usize, stats: &mut Stats) {
+pub(crate) fn process(engine: &Engine, started: SystemTime, clients: usize, stats: &mut Stats) {
     let now = SystemTime::now();
     let run_time = now.duration_since(started).unwrap_or_default();
     stats.process_id = std::process::id();
@@ -181,27 +181,27 @@ pub fn process(engine: &Engine, started: SystemTime, clients: usize, stats: &mut
 
 /// Iggy's `TransportEndpoints` (0 = not served).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Endpoints {
-    pub tcp: u16,
-    pub quic: u16,
-    pub http: u16,
-    pub websocket: u16,
+pub(crate) struct Endpoints {
+    pub(crate) tcp: u16,
+    pub(crate) quic: u16,
+    pub(crate) http: u16,
+    pub(crate) websocket: u16,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ClusterNode {
-    pub name: String,
-    pub ip: String,
-    pub endpoints: Endpoints,
-    pub role: &'static str,
-    pub status: &'static str,
+pub(crate) struct ClusterNode {
+    pub(crate) name: String,
+    pub(crate) ip: String,
+    pub(crate) endpoints: Endpoints,
+    pub(crate) role: &'static str,
+    pub(crate) status: &'static str,
 }
 
 /// Iggy's `ClusterMetadata`: one healthy leader, this node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ClusterMetadata {
-    pub name: String,
-    pub nodes: Vec<ClusterNode>,
+    pub(crate) name: String,
+    pub(crate) nodes: Vec<ClusterNode>,
 }
 
 /// The addresses this node serves on, for the cluster metadata.

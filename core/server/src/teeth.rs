@@ -40,16 +40,6 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 7] = [
-        Mechanism::RedoDroppedRemovals,
-        Mechanism::GenerationFilter,
-        Mechanism::PersistPlanBeforeUnlink,
-        Mechanism::ReplaceDeadOffsetFile,
-        Mechanism::RedirtyRecoveredTail,
-        Mechanism::OffsetSlotSequence,
-        Mechanism::NoteFailedRollNames,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Mechanism::RedoDroppedRemovals => "redo-dropped-removals",
@@ -76,13 +66,13 @@ thread_local! {
 /// Whether `mechanism` is on (always, without the `teeth` feature).
 #[cfg(not(feature = "teeth"))]
 #[inline(always)]
-pub const fn enabled(_mechanism: Mechanism) -> bool {
+pub(crate) const fn enabled(_mechanism: Mechanism) -> bool {
     true
 }
 
 /// Whether `mechanism` is on for this thread.
 #[cfg(feature = "teeth")]
-pub fn enabled(mechanism: Mechanism) -> bool {
+pub(crate) fn enabled(mechanism: Mechanism) -> bool {
     DISABLED.with(|d| d.get() & mechanism.bit() == 0)
 }
 

@@ -12,10 +12,10 @@ use crate::identifier::Identifier;
 use crate::metadata::{GroupMeta, PartitionKey, StreamMeta, TopicMeta};
 use crate::partition::Partition;
 
-pub use crate::metadata::TopicKey;
+pub(crate) use crate::metadata::TopicKey;
 
 impl Engine {
-    pub fn resolve_stream(&self, id: &Identifier) -> Result<u32> {
+    pub(crate) fn resolve_stream(&self, id: &Identifier) -> Result<u32> {
         self.meta
             .streams
             .values()
@@ -24,7 +24,11 @@ impl Engine {
             .ok_or_else(|| EngineError::StreamNotFound(id.clone()))
     }
 
-    pub fn resolve_topic(&self, stream: &Identifier, topic: &Identifier) -> Result<TopicKey> {
+    pub(crate) fn resolve_topic(
+        &self,
+        stream: &Identifier,
+        topic: &Identifier,
+    ) -> Result<TopicKey> {
         let s = self.resolve_stream(stream)?;
         self.meta.streams[&s]
             .topics
@@ -41,7 +45,7 @@ impl Engine {
     }
 
     /// A live partition's key.
-    pub fn resolve_partition(
+    pub(crate) fn resolve_partition(
         &self,
         stream: &Identifier,
         topic: &Identifier,
@@ -60,7 +64,7 @@ impl Engine {
     }
 
     /// A live consumer group's id in `topic`.
-    pub fn resolve_group(&self, topic: TopicKey, group: &Identifier) -> Result<u32> {
+    pub(crate) fn resolve_group(&self, topic: TopicKey, group: &Identifier) -> Result<u32> {
         self.topic_meta(topic)
             .groups
             .values()
@@ -123,7 +127,7 @@ impl Engine {
     }
 
     /// Messages and bytes stored in a topic's partitions.
-    pub fn topic_stats(&self, stream: u32, topic: u32) -> (u64, u64) {
+    pub(crate) fn topic_stats(&self, stream: u32, topic: u32) -> (u64, u64) {
         self.partitions
             .range(TopicKey { stream, topic }.partition_range())
             .fold((0, 0), |(m, b), (_, p)| {

@@ -28,11 +28,11 @@ pub enum Partitioning {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
     /// The topic the send resolved (Iggy's send confirmation names it).
-    pub topic: TopicKey,
+    pub(crate) topic: TopicKey,
     pub partition_id: u32,
     pub base_offset: u64,
     pub count: u64,
-    pub durability: Durability,
+    pub(crate) durability: Durability,
 }
 
 impl Engine {

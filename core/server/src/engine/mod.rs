@@ -47,23 +47,22 @@ use crate::metadata::{Metadata, MetadataStore, PartitionKey};
 use crate::partition::Partition;
 use crate::partition::reconciler::{Reconciler, ReconcilerConfig};
 
-pub use crate::partition::reconciler::PassReport;
-pub use keys::TopicKey;
+pub(crate) use keys::TopicKey;
 pub use messages::{Partitioning, Sent};
 pub use recovery::RecoveryReport;
 
 /// Ids assigned by the server start here, as in Iggy 0.11: the first stream,
 /// topic, partition and consumer group each have id 0.
 pub const FIRST_ID: u32 = 0;
-pub const MAX_NAME_LEN: usize = 255;
+pub(crate) const MAX_NAME_LEN: usize = 255;
 pub const MAX_PARTITIONS: u32 = 1000;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    pub data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// Seeds server-assigned message ids (mixed at open with the recovered
     /// state, so a restart does not replay an earlier run's ids).
-    pub seed: u64,
+    pub(crate) seed: u64,
     pub reconciler: ReconcilerConfig,
     pub purge_mode: PurgeMode,
 }
@@ -131,7 +130,7 @@ pub struct Engine {
 /// of a request. Simulations stop on it with their seed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("engine invariant broken: {0}")]
-pub struct InvariantViolation(pub String);
+pub struct InvariantViolation(pub(crate) String);
 
 impl Engine {
     pub fn storage(&self) -> &Arc<dyn DurableStorage> {
@@ -150,7 +149,7 @@ impl Engine {
         self.partitions.get(&key)
     }
 
-    pub fn partitions(&self) -> impl Iterator<Item = &Partition> {
+    pub(crate) fn partitions(&self) -> impl Iterator<Item = &Partition> {
         self.partitions.values()
     }
 

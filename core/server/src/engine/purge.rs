@@ -20,7 +20,7 @@ use crate::partition::reconciler::{PassReport, run_pass};
 
 impl Engine {
     /// Purges every partition of a stream (one commit point for all of them).
-    pub fn purge_stream(&mut self, stream: &Identifier) -> Result<()> {
+    pub(crate) fn purge_stream(&mut self, stream: &Identifier) -> Result<()> {
         let s = self.resolve_stream(stream)?;
         let keys: Vec<PartitionKey> = self
             .partitions

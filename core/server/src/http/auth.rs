@@ -23,19 +23,19 @@ use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 
 #[derive(Deserialize)]
-pub struct LoginBody {
+pub(crate) struct LoginBody {
     username: String,
     password: String,
     // Iggy clients also send `version` and `context`; they are accepted and unused.
 }
 
 #[derive(Deserialize)]
-pub struct RefreshBody {
+pub(crate) struct RefreshBody {
     token: String,
 }
 
 /// `POST /users/login`.
-pub async fn login(
+pub(crate) async fn login(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<LoginBody>,
 ) -> ApiResult<Json<IdentityInfo>> {
@@ -62,7 +62,7 @@ pub async fn login(
 
 /// `POST /users/refresh-token`: a new token for a still-valid one (the old
 /// one stays valid until its own expiry, as Iggy's server does).
-pub async fn refresh_token(
+pub(crate) async fn refresh_token(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<RefreshBody>,
 ) -> ApiResult<Json<IdentityInfo>> {
@@ -74,7 +74,7 @@ pub async fn refresh_token(
 }
 
 /// `DELETE /users/logout`: revokes the caller's token.
-pub async fn logout(
+pub(crate) async fn logout(
     State(state): State<AppState>,
     Extension(identity): Extension<Identity>,
 ) -> StatusCode {
@@ -83,7 +83,7 @@ pub async fn logout(
 }
 
 /// Middleware: a valid `Authorization: Bearer <token>` or 401.
-pub async fn require_token(
+pub(crate) async fn require_token(
     State(state): State<AppState>,
     mut req: Request,
     next: Next,

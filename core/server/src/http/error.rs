@@ -26,24 +26,24 @@ use crate::error::EngineError;
 
 /// Iggy's error body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ErrorBody {
-    pub id: u32,
-    pub code: String,
-    pub reason: String,
-    pub field: Option<String>,
+pub(crate) struct ErrorBody {
+    pub(crate) id: u32,
+    pub(crate) code: String,
+    pub(crate) reason: String,
+    pub(crate) field: Option<String>,
 }
 
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub body: ErrorBody,
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) body: ErrorBody,
     /// Close the connection after answering (the body was not read).
-    pub close: bool,
+    pub(crate) close: bool,
 }
 
 impl ApiError {
-    pub fn new(
+    pub(crate) fn new(
         status: StatusCode,
         id: u32,
         code: &str,
@@ -63,7 +63,7 @@ impl ApiError {
     }
 
     /// A malformed request: Iggy's `invalid_format` (4) naming the field.
-    pub fn bad_request(field: &str, reason: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(field: &str, reason: impl Into<String>) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             4,
@@ -74,12 +74,12 @@ impl ApiError {
     }
 
     /// A request body that is not the JSON the route expects.
-    pub fn invalid_json(reason: impl Into<String>) -> Self {
+    pub(crate) fn invalid_json(reason: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, 4, "invalid_format", reason, None)
     }
 
     /// An unknown or unsupported option key / value (Iggy 4041 / 4042).
-    pub fn unsupported_option(key: &str) -> Self {
+    pub(crate) fn unsupported_option(key: &str) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             4041,
@@ -89,7 +89,7 @@ impl ApiError {
         )
     }
 
-    pub fn invalid_option_value(key: &str, value: &str, allowed: &str) -> Self {
+    pub(crate) fn invalid_option_value(key: &str, value: &str, allowed: &str) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             4042,
@@ -99,7 +99,7 @@ impl ApiError {
         )
     }
 
-    pub fn unauthenticated() -> Self {
+    pub(crate) fn unauthenticated() -> Self {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
             40,
@@ -109,7 +109,7 @@ impl ApiError {
         )
     }
 
-    pub fn invalid_credentials() -> Self {
+    pub(crate) fn invalid_credentials() -> Self {
         // Iggy answers a failed login with 400 (only token errors are 401).
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -120,7 +120,7 @@ impl ApiError {
         )
     }
 
-    pub fn route_not_found() -> Self {
+    pub(crate) fn route_not_found() -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
             404,
@@ -130,7 +130,7 @@ impl ApiError {
         )
     }
 
-    pub fn method_not_allowed() -> Self {
+    pub(crate) fn method_not_allowed() -> Self {
         ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             3,
@@ -140,19 +140,7 @@ impl ApiError {
         )
     }
 
-    pub fn payload_too_large(limit: usize) -> Self {
-        let mut e = ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            4,
-            "invalid_format",
-            format!("request body exceeds the limit of {limit} bytes"),
-            None,
-        );
-        e.close = true;
-        e
-    }
-
-    pub fn client_not_found(client_id: u32) -> Self {
+    pub(crate) fn client_not_found(client_id: u32) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
             100,
@@ -162,7 +150,7 @@ impl ApiError {
         )
     }
 
-    pub fn offset_not_found(consumer_id: u32) -> Self {
+    pub(crate) fn offset_not_found(consumer_id: u32) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
             3021,
@@ -172,7 +160,7 @@ impl ApiError {
         )
     }
 
-    pub fn internal(reason: impl Into<String>) -> Self {
+    pub(crate) fn internal(reason: impl Into<String>) -> Self {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, 1, "error", reason, None)
     }
 }
@@ -307,7 +295,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 #[cfg(test)]
 mod tests {

@@ -23,7 +23,7 @@ use crate::identifier::Identifier;
 
 /// A JSON body; malformed JSON, wrong types and oversized bodies are Iggy errors.
 #[derive(Debug)]
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
@@ -63,7 +63,7 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
 
 /// The query string as a map; unknown parameters are ignored, as Iggy does.
 #[derive(Debug, Default)]
-pub struct ApiQuery(pub BTreeMap<String, String>);
+pub(crate) struct ApiQuery(pub(crate) BTreeMap<String, String>);
 
 impl<S: Send + Sync> FromRequestParts<S> for ApiQuery {
     type Rejection = ApiError;
@@ -82,7 +82,7 @@ fn query_rejection(rejection: QueryRejection) -> ApiError {
 
 /// Path segments; a segment that does not decode is a 400.
 #[derive(Debug)]
-pub struct ApiPath<T>(pub T);
+pub(crate) struct ApiPath<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
     type Rejection = ApiError;
@@ -101,7 +101,7 @@ fn path_rejection(rejection: PathRejection) -> ApiError {
 
 /// Parses a path or query identifier as Iggy does: digits are an id,
 /// anything else a name (1 to 255 bytes).
-pub fn identifier(field: &str, raw: &str) -> Result<Identifier, ApiError> {
+pub(crate) fn identifier(field: &str, raw: &str) -> Result<Identifier, ApiError> {
     if raw.is_empty() || raw.len() > MAX_NAME_LEN {
         return Err(ApiError::bad_request(
             field,
@@ -112,13 +112,13 @@ pub fn identifier(field: &str, raw: &str) -> Result<Identifier, ApiError> {
 }
 
 impl ApiQuery {
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).map(String::as_str)
     }
 
     /// An optional unsigned number; anything else (negative, fractional,
     /// too large, empty) is a 400 naming the parameter.
-    pub fn u64(&self, key: &str) -> Result<Option<u64>, ApiError> {
+    pub(crate) fn u64(&self, key: &str) -> Result<Option<u64>, ApiError> {
         match self.get(key) {
             None => Ok(None),
             Some(raw) => raw.trim().parse::<u64>().map(Some).map_err(|_| {
@@ -130,7 +130,7 @@ impl ApiQuery {
         }
     }
 
-    pub fn u32(&self, key: &str) -> Result<Option<u32>, ApiError> {
+    pub(crate) fn u32(&self, key: &str) -> Result<Option<u32>, ApiError> {
         match self.u64(key)? {
             None => Ok(None),
             Some(n) => u32::try_from(n).map(Some).map_err(|_| {
@@ -139,7 +139,7 @@ impl ApiQuery {
         }
     }
 
-    pub fn bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
+    pub(crate) fn bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
         match self.get(key) {
             None => Ok(None),
             Some("true") | Some("1") => Ok(Some(true)),

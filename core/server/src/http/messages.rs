@@ -38,8 +38,8 @@ use crate::metadata::Durability;
 use crate::partition::log::{HeaderValue as EngineHeader, Headers, Message, NewMessage};
 use crate::partition::{Consumer, PollingStrategy};
 
-pub const DURABILITY_HEADER: &str = "iggy-durability";
-pub const SLUICE_DURABILITY_HEADER: &str = "sluice-durability";
+pub(crate) const DURABILITY_HEADER: &str = "iggy-durability";
+pub(crate) const SLUICE_DURABILITY_HEADER: &str = "sluice-durability";
 /// Iggy's bound on a header key or value and on a messages key.
 const MAX_HEADER_LEN: usize = 255;
 const MAX_KEY_LEN: usize = 255;
@@ -72,7 +72,7 @@ fn kind_name(code: u8) -> &'static str {
 }
 
 #[derive(Deserialize)]
-pub struct SendBody {
+pub(crate) struct SendBody {
     partitioning: PartitioningBody,
     messages: Vec<MessageBody>,
 }
@@ -299,7 +299,7 @@ struct Confirmation {
     base_offset: u64,
 }
 
-pub async fn send(
+pub(crate) async fn send(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<SendBody>,
@@ -342,13 +342,13 @@ pub async fn send(
 /// The consumer a poll or an offset route names: `consumer_id` (a number, or
 /// for a group also its name) and the `consumer_kind` extension.
 #[derive(Debug, Clone)]
-pub enum ConsumerRef {
+pub(crate) enum ConsumerRef {
     Consumer(u32),
     Group(Identifier),
 }
 
 impl ConsumerRef {
-    pub fn parse(raw_id: Option<&str>, kind: Option<&str>) -> ApiResult<ConsumerRef> {
+    pub(crate) fn parse(raw_id: Option<&str>, kind: Option<&str>) -> ApiResult<ConsumerRef> {
         let raw = raw_id.unwrap_or("1");
         match kind.unwrap_or("consumer") {
             "consumer" => raw
@@ -370,7 +370,7 @@ impl ConsumerRef {
     }
 
     /// Resolves a group name to its id (inside an engine call).
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         e: &crate::engine::Engine,
         s: &Identifier,
@@ -401,7 +401,7 @@ fn polling_strategy(query: &ApiQuery) -> ApiResult<PollingStrategy> {
 }
 
 #[derive(Serialize)]
-pub struct PolledMessages {
+pub(crate) struct PolledMessages {
     partition_id: u32,
     current_offset: u64,
     count: u32,
@@ -478,7 +478,7 @@ fn render(m: Message) -> PolledMessage {
     }
 }
 
-pub async fn poll(
+pub(crate) async fn poll(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     query: ApiQuery,

@@ -45,10 +45,10 @@ use super::error::{ApiError, ApiResult};
 use super::status::{Filter, snapshot};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HttpLabels {
-    pub route: String,
-    pub method: String,
-    pub status: u16,
+pub(crate) struct HttpLabels {
+    pub(crate) route: String,
+    pub(crate) method: String,
+    pub(crate) status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -210,17 +210,17 @@ impl Collector for EngineCollector {
 
 /// The registry and the metrics the server updates as it runs.
 #[derive(Debug)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     http_requests: Family<HttpLabels, Counter>,
     pass_duration: Histogram,
     view: Arc<Mutex<EngineView>>,
     /// Duration of the last periodic reconciler pass (µs); `u64::MAX` before the first.
-    pub last_pass_micros: AtomicU64,
+    pub(crate) last_pass_micros: AtomicU64,
 }
 
 impl Metrics {
-    pub fn new(stale_records_at_recovery: u64) -> Metrics {
+    pub(crate) fn new(stale_records_at_recovery: u64) -> Metrics {
         let mut registry = Registry::default();
         let http_requests = Family::<HttpLabels, Counter>::default();
         registry.register(
@@ -248,7 +248,7 @@ impl Metrics {
         }
     }
 
-    pub fn record_pass(&self, took: Duration) {
+    pub(crate) fn record_pass(&self, took: Duration) {
         self.pass_duration.observe(took.as_secs_f64());
         self.last_pass_micros.store(
             u64::try_from(took.as_micros()).unwrap_or(u64::MAX - 1),
@@ -256,7 +256,7 @@ impl Metrics {
         );
     }
 
-    pub fn record_request(&self, route: String, method: String, status: u16) {
+    pub(crate) fn record_request(&self, route: String, method: String, status: u16) {
         self.http_requests
             .get_or_create(&HttpLabels {
                 route,
@@ -267,7 +267,7 @@ impl Metrics {
     }
 
     /// Encodes every metric as OpenMetrics text.
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+    pub(crate) fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
@@ -275,7 +275,7 @@ impl Metrics {
 }
 
 /// Middleware counting every request by route template and status.
-pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub(crate) async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -289,7 +289,7 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
 }
 
 /// `GET /metrics`.
-pub async fn scrape(State(state): State<AppState>) -> ApiResult<Response> {
+pub(crate) async fn scrape(State(state): State<AppState>) -> ApiResult<Response> {
     let status = state
         .engine(|e| Ok(snapshot(e, &Filter::default(), None, 0)?))
         .await?;

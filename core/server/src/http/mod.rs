@@ -22,15 +22,15 @@
 //!   tests (`core/cli/tests/auth_hardening.rs`) reach it.
 
 pub mod auth;
-pub mod error;
-pub mod extract;
-pub mod messages;
-pub mod metrics;
-pub mod model;
-pub mod offsets;
+pub(crate) mod error;
+pub(crate) mod extract;
+pub(crate) mod messages;
+pub(crate) mod metrics;
+pub(crate) mod model;
+pub(crate) mod offsets;
 pub mod status;
-pub mod streams;
-pub mod system;
+pub(crate) mod streams;
+pub(crate) mod system;
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
@@ -51,32 +51,32 @@ use metrics::Metrics;
 
 /// Request limits and settings the handlers need.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_body_bytes: usize,
-    pub max_poll_count: u32,
-    pub reconciler_period: Duration,
+pub(crate) struct Limits {
+    pub(crate) max_body_bytes: usize,
+    pub(crate) max_poll_count: u32,
+    pub(crate) reconciler_period: Duration,
 }
 
 /// What the server knows about itself, for `/stats` and the cluster metadata
 /// (shared by both transports).
 #[derive(Debug, Default)]
 pub struct ServerInfo {
-    pub started: Option<std::time::SystemTime>,
+    pub(crate) started: Option<std::time::SystemTime>,
     /// Open TCP connections (Iggy's clients).
     pub tcp_clients: Arc<crate::tcp::clients::ClientRegistry>,
     /// Where the listeners are bound (set once both are).
-    pub listeners: std::sync::OnceLock<crate::stats::Listeners>,
+    pub(crate) listeners: std::sync::OnceLock<crate::stats::Listeners>,
 }
 
 impl ServerInfo {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         ServerInfo {
             started: Some(std::time::SystemTime::now()),
             ..ServerInfo::default()
         }
     }
 
-    pub fn listeners(&self) -> crate::stats::Listeners {
+    pub(crate) fn listeners(&self) -> crate::stats::Listeners {
         self.listeners.get().copied().unwrap_or_default()
     }
 }
@@ -84,16 +84,16 @@ impl ServerInfo {
 /// Shared by every handler.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub engine: Arc<Mutex<Engine>>,
-    pub auth: Arc<Auth>,
-    pub metrics: Arc<Metrics>,
-    pub limits: Limits,
+    pub(crate) engine: Arc<Mutex<Engine>>,
+    pub(crate) auth: Arc<Auth>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) limits: Limits,
     pub info: Arc<ServerInfo>,
 }
 
 impl AppState {
     /// Runs `f` with the engine on the blocking pool.
-    pub async fn engine<T, F>(&self, f: F) -> ApiResult<T>
+    pub(crate) async fn engine<T, F>(&self, f: F) -> ApiResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Engine) -> ApiResult<T> + Send + 'static,
@@ -207,7 +207,7 @@ route_table!(authenticated_router, authenticated_routes, {
 });
 
 /// The whole API.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     let public = public_router();
     let private = authenticated_router().route_layer(middleware::from_fn_with_state(
         state.clone(),

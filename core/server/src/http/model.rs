@@ -21,85 +21,85 @@ use crate::metadata::{
 };
 
 /// Iggy's `IggyExpiry::NeverExpire` / `MaxTopicSize::Unlimited` on the wire.
-pub const IGGY_UNLIMITED: u64 = u64::MAX;
+pub(crate) const IGGY_UNLIMITED: u64 = u64::MAX;
 
 /// An option as Iggy renders it.
 #[derive(Debug, Clone, Serialize)]
-pub struct OptionValue {
-    pub value: String,
-    pub explicit: bool,
+pub(crate) struct OptionValue {
+    pub(crate) value: String,
+    pub(crate) explicit: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Partition {
-    pub id: u32,
-    pub created_at: u64,
-    pub segments_count: u32,
-    pub current_offset: u64,
-    pub size: u64,
-    pub messages_count: u64,
+pub(crate) struct Partition {
+    pub(crate) id: u32,
+    pub(crate) created_at: u64,
+    pub(crate) segments_count: u32,
+    pub(crate) current_offset: u64,
+    pub(crate) size: u64,
+    pub(crate) messages_count: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Topic {
-    pub id: u32,
-    pub created_at: u64,
-    pub name: String,
-    pub size: u64,
-    pub message_expiry: u64,
-    pub compression_algorithm: &'static str,
-    pub max_topic_size: u64,
+pub(crate) struct Topic {
+    pub(crate) id: u32,
+    pub(crate) created_at: u64,
+    pub(crate) name: String,
+    pub(crate) size: u64,
+    pub(crate) message_expiry: u64,
+    pub(crate) compression_algorithm: &'static str,
+    pub(crate) max_topic_size: u64,
     /// Dropped from Iggy's JSON in 0.11 (which ignores it) but required by
     /// 0.10 clients, among them the Iggy CLI 0.13 (`iggy --transport http`).
-    pub replication_factor: u8,
-    pub messages_count: u64,
-    pub partitions_count: u32,
-    pub options: BTreeMap<String, OptionValue>,
+    pub(crate) replication_factor: u8,
+    pub(crate) messages_count: u64,
+    pub(crate) partitions_count: u32,
+    pub(crate) options: BTreeMap<String, OptionValue>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct TopicDetails {
+pub(crate) struct TopicDetails {
     #[serde(flatten)]
-    pub topic: Topic,
-    pub partitions: Vec<Partition>,
+    pub(crate) topic: Topic,
+    pub(crate) partitions: Vec<Partition>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Stream {
-    pub id: u32,
-    pub created_at: u64,
-    pub name: String,
-    pub size: u64,
-    pub messages_count: u64,
-    pub topics_count: u32,
-    pub options: BTreeMap<String, OptionValue>,
+pub(crate) struct Stream {
+    pub(crate) id: u32,
+    pub(crate) created_at: u64,
+    pub(crate) name: String,
+    pub(crate) size: u64,
+    pub(crate) messages_count: u64,
+    pub(crate) topics_count: u32,
+    pub(crate) options: BTreeMap<String, OptionValue>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct StreamDetails {
+pub(crate) struct StreamDetails {
     #[serde(flatten)]
-    pub stream: Stream,
-    pub topics: Vec<Topic>,
+    pub(crate) stream: Stream,
+    pub(crate) topics: Vec<Topic>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct ConsumerGroup {
-    pub id: u32,
-    pub name: String,
-    pub partitions_count: u32,
-    pub members_count: u32,
+pub(crate) struct ConsumerGroup {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) partitions_count: u32,
+    pub(crate) members_count: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct ConsumerGroupDetails {
+pub(crate) struct ConsumerGroupDetails {
     #[serde(flatten)]
-    pub group: ConsumerGroup,
+    pub(crate) group: ConsumerGroup,
     /// sluice has no group membership over HTTP (Iggy's HTTP API has none either).
-    pub members: Vec<serde_json::Value>,
+    pub(crate) members: Vec<serde_json::Value>,
 }
 
 /// Engine value (`0` = none) → Iggy wire value (`u64::MAX` = none).
-pub fn to_iggy_limit(engine_value: u64) -> u64 {
+pub(crate) fn to_iggy_limit(engine_value: u64) -> u64 {
     if engine_value == 0 {
         IGGY_UNLIMITED
     } else {
@@ -108,7 +108,7 @@ pub fn to_iggy_limit(engine_value: u64) -> u64 {
 }
 
 /// Iggy wire value (`0` = server default, `u64::MAX` = none) → engine value.
-pub fn from_iggy_limit(wire_value: u64) -> u64 {
+pub(crate) fn from_iggy_limit(wire_value: u64) -> u64 {
     if wire_value == IGGY_UNLIMITED {
         0
     } else {
@@ -120,7 +120,7 @@ fn count_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-pub fn topic_options(t: &TopicMeta) -> BTreeMap<String, OptionValue> {
+pub(crate) fn topic_options(t: &TopicMeta) -> BTreeMap<String, OptionValue> {
     let durability = |d: Durability| OptionValue {
         value: d.as_str().to_string(),
         explicit: d != Durability::Buffered,
@@ -141,7 +141,7 @@ pub fn topic_options(t: &TopicMeta) -> BTreeMap<String, OptionValue> {
     ])
 }
 
-pub fn topic(engine: &Engine, stream: u32, t: &TopicMeta) -> Topic {
+pub(crate) fn topic(engine: &Engine, stream: u32, t: &TopicMeta) -> Topic {
     let (messages, bytes) = engine.topic_stats(stream, t.id);
     Topic {
         id: t.id,
@@ -158,7 +158,7 @@ pub fn topic(engine: &Engine, stream: u32, t: &TopicMeta) -> Topic {
     }
 }
 
-pub fn topic_details(engine: &Engine, stream: u32, t: &TopicMeta) -> TopicDetails {
+pub(crate) fn topic_details(engine: &Engine, stream: u32, t: &TopicMeta) -> TopicDetails {
     let partitions = t
         .partitions
         .values()
@@ -194,7 +194,7 @@ pub fn topic_details(engine: &Engine, stream: u32, t: &TopicMeta) -> TopicDetail
     }
 }
 
-pub fn stream(engine: &Engine, s: &StreamMeta) -> Stream {
+pub(crate) fn stream(engine: &Engine, s: &StreamMeta) -> Stream {
     let (messages, bytes) = s.topics.values().fold((0, 0), |(m, b), t| {
         let (tm, tb) = engine.topic_stats(s.id, t.id);
         (m + tm, b + tb)
@@ -210,14 +210,14 @@ pub fn stream(engine: &Engine, s: &StreamMeta) -> Stream {
     }
 }
 
-pub fn stream_details(engine: &Engine, s: &StreamMeta) -> StreamDetails {
+pub(crate) fn stream_details(engine: &Engine, s: &StreamMeta) -> StreamDetails {
     StreamDetails {
         stream: stream(engine, s),
         topics: s.topics.values().map(|t| topic(engine, s.id, t)).collect(),
     }
 }
 
-pub fn group(t: &TopicMeta, g: &GroupMeta) -> ConsumerGroup {
+pub(crate) fn group(t: &TopicMeta, g: &GroupMeta) -> ConsumerGroup {
     ConsumerGroup {
         id: g.id,
         name: g.name.clone(),

@@ -27,7 +27,7 @@ use super::model::{self, ConsumerGroup, ConsumerGroupDetails};
 use crate::engine::FIRST_ID;
 
 #[derive(Serialize)]
-pub struct ConsumerOffsetInfo {
+pub(crate) struct ConsumerOffsetInfo {
     partition_id: u32,
     current_offset: u64,
     stored_offset: u64,
@@ -44,7 +44,7 @@ fn consumer_id_of(field: &str, v: &serde_json::Value) -> ApiResult<String> {
     }
 }
 
-pub async fn get_offset(
+pub(crate) async fn get_offset(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     query: ApiQuery,
@@ -70,7 +70,7 @@ pub async fn get_offset(
 }
 
 #[derive(Deserialize)]
-pub struct StoreOffset {
+pub(crate) struct StoreOffset {
     #[serde(default)]
     consumer_id: Option<serde_json::Value>,
     #[serde(default)]
@@ -80,7 +80,7 @@ pub struct StoreOffset {
     consumer_kind: Option<String>,
 }
 
-pub async fn store_offset(
+pub(crate) async fn store_offset(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     query: ApiQuery,
@@ -106,7 +106,7 @@ pub async fn store_offset(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn delete_offset(
+pub(crate) async fn delete_offset(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id, consumer_id)): ApiPath<(String, String, String)>,
     query: ApiQuery,
@@ -130,7 +130,7 @@ pub async fn delete_offset(
 
 // ---- consumer groups ---------------------------------------------------
 
-pub async fn list_groups(
+pub(crate) async fn list_groups(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<Vec<ConsumerGroup>>> {
@@ -149,7 +149,7 @@ pub async fn list_groups(
     Ok(Json(groups))
 }
 
-pub async fn get_group(
+pub(crate) async fn get_group(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id, group_id)): ApiPath<(String, String, String)>,
 ) -> ApiResult<Json<ConsumerGroupDetails>> {
@@ -170,14 +170,14 @@ pub async fn get_group(
 }
 
 #[derive(Deserialize)]
-pub struct CreateGroup {
+pub(crate) struct CreateGroup {
     name: String,
     /// Older Iggy clients may choose the id.
     #[serde(default)]
     group_id: Option<u32>,
 }
 
-pub async fn create_group(
+pub(crate) async fn create_group(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<CreateGroup>,
@@ -198,7 +198,7 @@ pub async fn create_group(
     Ok(Json(details))
 }
 
-pub async fn delete_group(
+pub(crate) async fn delete_group(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id, group_id)): ApiPath<(String, String, String)>,
 ) -> ApiResult<StatusCode> {

@@ -30,7 +30,9 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, identifier};
 use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
-use crate::partition::purge::{DirKind, FailureSite, PurgeState};
+#[cfg(test)]
+use crate::partition::purge::PurgeState;
+use crate::partition::purge::{DirKind, FailureSite};
 
 pub const STATES: [&str; 5] = [
     "requested",
@@ -65,12 +67,12 @@ pub struct ReconcilerSummary {
     /// or synced it): `segments`, `consumers`, `groups`. Empty when read
     /// from a server that predates it.
     #[serde(default)]
-    pub attempts_by_dir: BTreeMap<String, u64>,
+    pub(crate) attempts_by_dir: BTreeMap<String, u64>,
     /// Failed attempts by where the failing operation was: a directory kind,
     /// `obligation` (the obligation file) or `other`. Empty when read from a
     /// server that predates it.
     #[serde(default)]
-    pub failures_by_site: BTreeMap<String, u64>,
+    pub(crate) failures_by_site: BTreeMap<String, u64>,
     pub pending: u64,
     /// Duration of the last periodic pass, `null` before the first one.
     pub last_pass_duration_ms: Option<f64>,
@@ -103,13 +105,13 @@ pub struct ObligationRow {
 /// What the filters select.
 #[derive(Debug, Default, Clone)]
 pub struct Filter {
-    pub stream: Option<crate::identifier::Identifier>,
-    pub topic: Option<crate::identifier::Identifier>,
-    pub state: Option<String>,
+    pub(crate) stream: Option<crate::identifier::Identifier>,
+    pub(crate) topic: Option<crate::identifier::Identifier>,
+    pub(crate) state: Option<String>,
 }
 
 impl Filter {
-    pub fn from_query(query: &ApiQuery) -> ApiResult<Filter> {
+    pub(crate) fn from_query(query: &ApiQuery) -> ApiResult<Filter> {
         let state = match query.get("state") {
             None => None,
             Some(s) if STATES.contains(&s) => Some(s.to_string()),
@@ -231,11 +233,12 @@ pub fn snapshot(
 }
 
 /// Keeps `PurgeState` and the state names above in step.
-pub fn state_name(state: PurgeState) -> &'static str {
+#[cfg(test)]
+pub(crate) fn state_name(state: PurgeState) -> &'static str {
     state.as_str()
 }
 
-pub async fn purge_status(
+pub(crate) async fn purge_status(
     State(state): State<AppState>,
     query: ApiQuery,
 ) -> ApiResult<Json<PurgeStatus>> {

@@ -25,19 +25,19 @@ use super::model::{self, Stream, StreamDetails, Topic, TopicDetails, from_iggy_l
 use crate::metadata::{DEFAULT_SEGMENT_SIZE, Durability, TopicOptions};
 
 /// Bounds on a topic's `segment_size` option (bytes).
-pub const MIN_SEGMENT_SIZE: u64 = 4096;
-pub const MAX_SEGMENT_SIZE: u64 = 1 << 30;
+pub(crate) const MIN_SEGMENT_SIZE: u64 = 4096;
+pub(crate) const MAX_SEGMENT_SIZE: u64 = 1 << 30;
 
 // ---- streams -----------------------------------------------------------
 
-pub async fn list_streams(State(state): State<AppState>) -> ApiResult<Json<Vec<Stream>>> {
+pub(crate) async fn list_streams(State(state): State<AppState>) -> ApiResult<Json<Vec<Stream>>> {
     let streams = state
         .engine(|e| Ok(e.streams().map(|s| model::stream(e, s)).collect()))
         .await?;
     Ok(Json(streams))
 }
 
-pub async fn get_stream(
+pub(crate) async fn get_stream(
     State(state): State<AppState>,
     ApiPath(stream_id): ApiPath<String>,
 ) -> ApiResult<Json<StreamDetails>> {
@@ -49,14 +49,14 @@ pub async fn get_stream(
 }
 
 #[derive(Deserialize)]
-pub struct CreateStream {
+pub(crate) struct CreateStream {
     name: String,
     /// Older Iggy clients may choose the id.
     #[serde(default)]
     stream_id: Option<u32>,
 }
 
-pub async fn create_stream(
+pub(crate) async fn create_stream(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateStream>,
 ) -> ApiResult<Json<StreamDetails>> {
@@ -71,13 +71,13 @@ pub async fn create_stream(
 }
 
 #[derive(Deserialize)]
-pub struct UpdateStream {
+pub(crate) struct UpdateStream {
     name: String,
     #[serde(default)]
     options: BTreeMap<String, String>,
 }
 
-pub async fn update_stream(
+pub(crate) async fn update_stream(
     State(state): State<AppState>,
     ApiPath(stream_id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateStream>,
@@ -92,7 +92,7 @@ pub async fn update_stream(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn delete_stream(
+pub(crate) async fn delete_stream(
     State(state): State<AppState>,
     ApiPath(stream_id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
@@ -101,7 +101,7 @@ pub async fn delete_stream(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn purge_stream(
+pub(crate) async fn purge_stream(
     State(state): State<AppState>,
     ApiPath(stream_id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
@@ -118,7 +118,7 @@ pub async fn purge_stream(
 
 // ---- topics ------------------------------------------------------------
 
-pub async fn list_topics(
+pub(crate) async fn list_topics(
     State(state): State<AppState>,
     ApiPath(stream_id): ApiPath<String>,
 ) -> ApiResult<Json<Vec<Topic>>> {
@@ -135,7 +135,7 @@ pub async fn list_topics(
     Ok(Json(topics))
 }
 
-pub async fn get_topic(
+pub(crate) async fn get_topic(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<TopicDetails>> {
@@ -151,7 +151,7 @@ pub async fn get_topic(
 }
 
 #[derive(Deserialize)]
-pub struct CreateTopic {
+pub(crate) struct CreateTopic {
     name: String,
     #[serde(default = "one")]
     partitions_count: u32,
@@ -174,7 +174,7 @@ fn one() -> u32 {
     1
 }
 
-pub fn check_compression(value: Option<&str>) -> ApiResult<()> {
+pub(crate) fn check_compression(value: Option<&str>) -> ApiResult<()> {
     match value {
         None | Some("none") => Ok(()),
         Some(other) => Err(ApiError::bad_request(
@@ -200,7 +200,7 @@ fn durability(key: &str, value: &str) -> ApiResult<Durability> {
 }
 
 /// Parses the `options` map of a topic creation.
-pub fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResult<TopicOptions> {
+pub(crate) fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResult<TopicOptions> {
     let mut out = TopicOptions::default();
     for (key, value) in options {
         match key.as_str() {
@@ -231,7 +231,7 @@ pub fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResult<Topi
     Ok(out)
 }
 
-pub async fn create_topic(
+pub(crate) async fn create_topic(
     State(state): State<AppState>,
     ApiPath(stream_id): ApiPath<String>,
     ApiJson(body): ApiJson<CreateTopic>,
@@ -267,7 +267,7 @@ pub async fn create_topic(
 }
 
 #[derive(Deserialize)]
-pub struct UpdateTopic {
+pub(crate) struct UpdateTopic {
     name: String,
     #[serde(default)]
     compression_algorithm: Option<String>,
@@ -279,7 +279,7 @@ pub struct UpdateTopic {
     options: BTreeMap<String, String>,
 }
 
-pub async fn update_topic(
+pub(crate) async fn update_topic(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<UpdateTopic>,
@@ -306,7 +306,7 @@ pub async fn update_topic(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn delete_topic(
+pub(crate) async fn delete_topic(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
 ) -> ApiResult<StatusCode> {
@@ -316,7 +316,7 @@ pub async fn delete_topic(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn purge_topic(
+pub(crate) async fn purge_topic(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
 ) -> ApiResult<StatusCode> {
@@ -335,11 +335,11 @@ pub async fn purge_topic(
 // ---- partitions --------------------------------------------------------
 
 #[derive(Deserialize)]
-pub struct CreatePartitions {
+pub(crate) struct CreatePartitions {
     partitions_count: u32,
 }
 
-pub async fn create_partitions(
+pub(crate) async fn create_partitions(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<CreatePartitions>,
@@ -352,7 +352,7 @@ pub async fn create_partitions(
     Ok(StatusCode::CREATED)
 }
 
-pub async fn delete_partitions(
+pub(crate) async fn delete_partitions(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     query: ApiQuery,

@@ -17,7 +17,7 @@ use crate::stats::{self, ClusterMetadata, Stats};
 use crate::tcp::clients::ClientEntry;
 
 /// The stats both transports answer.
-pub async fn collect_stats(state: &AppState) -> ApiResult<Stats> {
+pub(crate) async fn collect_stats(state: &AppState) -> ApiResult<Stats> {
     let started = state
         .info
         .started
@@ -33,17 +33,17 @@ pub async fn collect_stats(state: &AppState) -> ApiResult<Stats> {
         .await
 }
 
-pub async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
+pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
     Ok(Json(collect_stats(&state).await?))
 }
 
-pub async fn cluster_metadata(State(state): State<AppState>) -> Json<ClusterMetadata> {
+pub(crate) async fn cluster_metadata(State(state): State<AppState>) -> Json<ClusterMetadata> {
     Json(state.info.listeners().cluster())
 }
 
 /// Iggy's `ClientInfo` (and, with `consumer_groups`, `ClientInfoDetails`).
 #[derive(Debug, Serialize)]
-pub struct ClientInfo {
+pub(crate) struct ClientInfo {
     client_id: u32,
     user_id: Option<u32>,
     address: String,
@@ -65,7 +65,7 @@ fn client_info(id: u32, entry: ClientEntry, details: bool) -> ClientInfo {
     }
 }
 
-pub async fn clients(State(state): State<AppState>) -> Json<Vec<ClientInfo>> {
+pub(crate) async fn clients(State(state): State<AppState>) -> Json<Vec<ClientInfo>> {
     let list = state.info.tcp_clients.list();
     Json(
         list.into_iter()
@@ -74,7 +74,7 @@ pub async fn clients(State(state): State<AppState>) -> Json<Vec<ClientInfo>> {
     )
 }
 
-pub async fn client(
+pub(crate) async fn client(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
 ) -> ApiResult<Json<ClientInfo>> {

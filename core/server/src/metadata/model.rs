@@ -58,7 +58,7 @@ pub struct TopicOptions {
     pub segment_size: u64,
 }
 
-pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
+pub(crate) const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
 
 impl Default for TopicOptions {
     fn default() -> Self {
@@ -82,7 +82,7 @@ pub struct PartitionMeta {
 pub struct GroupMeta {
     pub id: u32,
     pub name: String,
-    pub created_at: u64,
+    pub(crate) created_at: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,7 +139,7 @@ impl std::fmt::Display for PartitionKey {
 }
 
 impl PartitionKey {
-    pub fn topic_key(self) -> TopicKey {
+    pub(crate) fn topic_key(self) -> TopicKey {
         TopicKey {
             stream: self.stream,
             topic: self.topic,
@@ -150,13 +150,13 @@ impl PartitionKey {
 /// A topic's coordinates: what an `Identifier` pair resolves to, once, at the
 /// API edge (engine/keys.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TopicKey {
-    pub stream: u32,
-    pub topic: u32,
+pub(crate) struct TopicKey {
+    pub(crate) stream: u32,
+    pub(crate) topic: u32,
 }
 
 impl TopicKey {
-    pub fn partition(self, partition: u32) -> PartitionKey {
+    pub(crate) fn partition(self, partition: u32) -> PartitionKey {
         PartitionKey {
             stream: self.stream,
             topic: self.topic,
@@ -165,7 +165,7 @@ impl TopicKey {
     }
 
     /// Every partition key this topic can have, as a map range.
-    pub fn partition_range(self) -> std::ops::RangeInclusive<PartitionKey> {
+    pub(crate) fn partition_range(self) -> std::ops::RangeInclusive<PartitionKey> {
         self.partition(0)..=self.partition(u32::MAX)
     }
 }
@@ -202,7 +202,7 @@ impl Metadata {
             .get(&key.partition)
     }
 
-    pub fn partition_mut(&mut self, key: PartitionKey) -> Option<&mut PartitionMeta> {
+    pub(crate) fn partition_mut(&mut self, key: PartitionKey) -> Option<&mut PartitionMeta> {
         self.streams
             .get_mut(&key.stream)?
             .topics
@@ -211,14 +211,14 @@ impl Metadata {
             .get_mut(&key.partition)
     }
 
-    pub fn topic(&self, stream: u32, topic: u32) -> Option<&TopicMeta> {
+    pub(crate) fn topic(&self, stream: u32, topic: u32) -> Option<&TopicMeta> {
         self.streams.get(&stream)?.topics.get(&topic)
     }
 
     /// The id bookkeeping every commit must keep: each map entry is filed
     /// under its own id, and each high-water mark lies above every live id
     /// (it records that an id was used, engine/catalog.rs `assign_id`).
-    pub fn check_ids(&self) -> Result<(), String> {
+    pub(crate) fn check_ids(&self) -> Result<(), String> {
         let above = |next: u64, id: u32| next > u64::from(id);
         for (&sid, s) in &self.streams {
             if s.id != sid || !above(self.next_stream_id, sid) {

@@ -49,7 +49,7 @@ impl MetadataStore {
         }
     }
 
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.join(crate::layout::METADATA_FILE)
     }
 
@@ -92,7 +92,7 @@ impl MetadataStore {
     }
 
     /// Durably replaces the metadata (see the module docs for the protocol).
-    pub fn save(&self, meta: &Metadata) -> Result<()> {
+    pub(crate) fn save(&self, meta: &Metadata) -> Result<()> {
         let bytes = frame::encode(Magic::METADATA, METADATA_VERSION, meta)
             .map_err(|e| EngineError::Internal(format!("metadata does not encode: {e}")))?;
         crate::persist::replace_file(

@@ -12,10 +12,10 @@
 
 pub mod log;
 #[cfg(feature = "naive-purge")]
-pub mod naive;
+pub(crate) mod naive;
 pub mod offsets;
 pub mod purge;
-pub mod reconciler;
+pub(crate) mod reconciler;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub enum PollingStrategy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Consumer {
     pub kind: OffsetKind,
-    pub id: u32,
+    pub(crate) id: u32,
 }
 
 impl Consumer {
@@ -84,15 +84,15 @@ pub struct PartitionRecovery {
 
 impl PartitionRecovery {
     /// Records of an older generation that recovery ignored.
-    pub fn stale_records(&self) -> u64 {
+    pub(crate) fn stale_records(&self) -> u64 {
         (self.log.stale_files.len() + self.consumers.stale.len() + self.groups.stale.len()) as u64
     }
 }
 
 #[derive(Debug)]
 pub struct Partition {
-    pub key: PartitionKey,
-    pub paths: PartitionPaths,
+    pub(crate) key: PartitionKey,
+    pub(crate) paths: PartitionPaths,
     storage: Arc<dyn DurableStorage>,
     options: TopicOptions,
     generation: u64,
@@ -157,7 +157,7 @@ impl Partition {
 
     /// A new, empty partition of generation 0. Its directories must already
     /// exist and be durable (the engine creates them, `create_partition_dirs`).
-    pub fn create(
+    pub(crate) fn create(
         storage: Arc<dyn DurableStorage>,
         data_dir: &Path,
         key: PartitionKey,
@@ -180,18 +180,8 @@ impl Partition {
             generation,
             options.segment_size,
         );
-        let consumers = OffsetStore::empty(
-            storage.clone(),
-            OffsetKind::Consumer,
-            &paths.consumers,
-            generation,
-        );
-        let groups = OffsetStore::empty(
-            storage.clone(),
-            OffsetKind::Group,
-            &paths.groups,
-            generation,
-        );
+        let consumers = OffsetStore::empty(storage.clone(), &paths.consumers, generation);
+        let groups = OffsetStore::empty(storage.clone(), &paths.groups, generation);
         Partition::assemble(
             storage, paths, key, options, generation, log, consumers, groups,
         )
@@ -201,7 +191,7 @@ impl Partition {
     /// `floor` is the oldest generation recovery accepts: the committed
     /// generation in production (everything older is ignored), 0 only for the
     /// naive purge kept for tests.
-    pub fn recover(
+    pub(crate) fn recover(
         storage: Arc<dyn DurableStorage>,
         data_dir: &Path,
         key: PartitionKey,
@@ -241,20 +231,10 @@ impl Partition {
             floor,
             options.segment_size,
         )?;
-        let (consumers, c_report) = OffsetStore::recover(
-            storage.clone(),
-            OffsetKind::Consumer,
-            &paths.consumers,
-            generation,
-            floor,
-        )?;
-        let (groups, g_report) = OffsetStore::recover(
-            storage.clone(),
-            OffsetKind::Group,
-            &paths.groups,
-            generation,
-            floor,
-        )?;
+        let (consumers, c_report) =
+            OffsetStore::recover(storage.clone(), &paths.consumers, generation, floor)?;
+        let (groups, g_report) =
+            OffsetStore::recover(storage.clone(), &paths.groups, generation, floor)?;
         if options.durability.is_persisted()
             && crate::teeth::enabled(crate::teeth::Mechanism::RedirtyRecoveredTail)
         {
@@ -359,7 +339,7 @@ impl Partition {
     }
 
     /// A partition that refuses service (recovery could not trust its files).
-    pub fn degraded(
+    pub(crate) fn degraded(
         storage: Arc<dyn DurableStorage>,
         data_dir: &Path,
         key: PartitionKey,
@@ -375,7 +355,7 @@ impl Partition {
 
     /// Switches to a new, empty history of `generation` (after a purge commit).
     /// Files of older generations stay on disk for cleanup; nothing here touches them.
-    pub fn reset_to_generation(&mut self, generation: u64) {
+    pub(crate) fn reset_to_generation(&mut self, generation: u64) {
         debug_assert!(generation > self.generation, "generations only grow");
         let mut next = Partition::fresh(
             self.storage.clone(),
@@ -409,7 +389,7 @@ impl Partition {
 
     /// Makes everything acknowledged in this partition durable, whatever its
     /// policy: the flush a graceful shutdown owes buffered topics.
-    pub fn sync_all(&mut self) -> Result<()> {
+    pub(crate) fn sync_all(&mut self) -> Result<()> {
         if self.degraded.is_some() {
             return Ok(());
         }
@@ -420,7 +400,7 @@ impl Partition {
         Ok(())
     }
 
-    pub fn mark_degraded(&mut self, reason: String) {
+    pub(crate) fn mark_degraded(&mut self, reason: String) {
         self.degraded = Some(reason);
     }
 
@@ -442,7 +422,7 @@ impl Partition {
         self.generation
     }
 
-    pub fn options(&self) -> TopicOptions {
+    pub(crate) fn options(&self) -> TopicOptions {
         self.options
     }
 
@@ -450,7 +430,7 @@ impl Partition {
         &self.log
     }
 
-    pub fn offsets(&self, kind: OffsetKind) -> &OffsetStore {
+    pub(crate) fn offsets(&self, kind: OffsetKind) -> &OffsetStore {
         match kind {
             OffsetKind::Consumer => &self.consumers,
             OffsetKind::Group => &self.groups,
@@ -465,7 +445,7 @@ impl Partition {
     }
 
     /// Appends a batch of fully formed messages (offsets assigned here).
-    pub fn append(&mut self, mut messages: Vec<Message>) -> Result<(u64, u64)> {
+    pub(crate) fn append(&mut self, mut messages: Vec<Message>) -> Result<(u64, u64)> {
         self.check_serving()?;
         if messages.is_empty() {
             return Err(EngineError::Invalid {
@@ -512,7 +492,7 @@ impl Partition {
     }
 
     /// Polls up to `count` messages.
-    pub fn poll(
+    pub(crate) fn poll(
         &mut self,
         consumer: Consumer,
         strategy: PollingStrategy,
@@ -558,7 +538,7 @@ impl Partition {
         })
     }
 
-    pub fn store_offset(&mut self, consumer: Consumer, offset: u64) -> Result<()> {
+    pub(crate) fn store_offset(&mut self, consumer: Consumer, offset: u64) -> Result<()> {
         self.check_serving()?;
         match self.log.last_offset() {
             None => {
@@ -580,7 +560,7 @@ impl Partition {
             .store(consumer.id, offset, persisted)
     }
 
-    pub fn stored_offset(&self, consumer: Consumer) -> Result<Option<u64>> {
+    pub(crate) fn stored_offset(&self, consumer: Consumer) -> Result<Option<u64>> {
         self.check_serving()?;
         Ok(self.offsets(consumer.kind).get(consumer.id))
     }
@@ -588,12 +568,12 @@ impl Partition {
     /// Durably removes any offset file `consumer`'s id has in this partition,
     /// before the id is given to a new owner (see `OffsetStore::clear_leftover`).
     /// Works on a degraded partition too: the file is dead by the metadata.
-    pub fn clear_offset_leftover(&mut self, consumer: Consumer) -> Result<()> {
+    pub(crate) fn clear_offset_leftover(&mut self, consumer: Consumer) -> Result<()> {
         self.offsets_mut(consumer.kind).clear_leftover(consumer.id)
     }
 
     /// Deletes a stored offset; `Ok(false)` if there was none.
-    pub fn delete_offset(&mut self, consumer: Consumer) -> Result<bool> {
+    pub(crate) fn delete_offset(&mut self, consumer: Consumer) -> Result<bool> {
         self.check_serving()?;
         let persisted = self.options.consumer_offset_durability.is_persisted();
         self.offsets_mut(consumer.kind)

@@ -65,15 +65,6 @@ pub enum OffsetKind {
     Group,
 }
 
-impl OffsetKind {
-    pub fn dir_name(self) -> &'static str {
-        match self {
-            OffsetKind::Consumer => crate::layout::CONSUMERS_DIR,
-            OffsetKind::Group => crate::layout::GROUPS_DIR,
-        }
-    }
-}
-
 /// The record in each slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OffsetRecord {
@@ -84,7 +75,7 @@ pub struct OffsetRecord {
 }
 
 /// Suffix of the temporary file a replacing store writes first.
-pub const REPLACE_SUFFIX: &str = ".tmp";
+pub(crate) const REPLACE_SUFFIX: &str = ".tmp";
 
 #[derive(Debug)]
 struct Entry {
@@ -113,12 +104,12 @@ impl Entry {
 /// What recovery found in an offset directory.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OffsetRecovery {
-    pub loaded: u64,
+    pub(crate) loaded: u64,
     /// Records of an older generation: ignored, left for purge cleanup.
     pub stale: Vec<String>,
     /// Files with no valid slot, or names sluice does not write.
     pub corrupt: Vec<String>,
-    pub foreign: Vec<String>,
+    pub(crate) foreign: Vec<String>,
 }
 
 /// A slot write's outcome as one result: an encoding failure is a bug
@@ -136,15 +127,17 @@ fn encoded(
 }
 
 /// A file's record as read from disk, for recovery and purge cleanup.
-pub fn read_record(storage: &dyn DurableStorage, path: &Path) -> Result<SlotRead<OffsetRecord>> {
+pub(crate) fn read_record(
+    storage: &dyn DurableStorage,
+    path: &Path,
+) -> Result<SlotRead<OffsetRecord>> {
     let file = storage.open(path, OpenMode::Read)?;
     Ok(OFFSET_LAYOUT.read(file.as_ref())?)
 }
 
 #[derive(Debug)]
-pub struct OffsetStore {
+pub(crate) struct OffsetStore {
     storage: Arc<dyn DurableStorage>,
-    kind: OffsetKind,
     dir: PathBuf,
     generation: u64,
     offsets: BTreeMap<u32, Entry>,
@@ -152,15 +145,9 @@ pub struct OffsetStore {
 }
 
 impl OffsetStore {
-    pub fn empty(
-        storage: Arc<dyn DurableStorage>,
-        kind: OffsetKind,
-        dir: &Path,
-        generation: u64,
-    ) -> Self {
+    pub(crate) fn empty(storage: Arc<dyn DurableStorage>, dir: &Path, generation: u64) -> Self {
         OffsetStore {
             storage,
-            kind,
             dir: dir.to_path_buf(),
             generation,
             offsets: BTreeMap::new(),
@@ -172,14 +159,13 @@ impl OffsetStore {
     /// Records of a generation below `floor` are stale (ignored). Production
     /// passes `floor == generation`; only the naive purge kept for tests
     /// passes a lower one.
-    pub fn recover(
+    pub(crate) fn recover(
         storage: Arc<dyn DurableStorage>,
-        kind: OffsetKind,
         dir: &Path,
         generation: u64,
         floor: u64,
     ) -> Result<(Self, OffsetRecovery)> {
-        let mut store = OffsetStore::empty(storage.clone(), kind, dir, generation);
+        let mut store = OffsetStore::empty(storage.clone(), dir, generation);
         let mut report = OffsetRecovery::default();
         let mut names = storage.list_dir(dir)?;
         if names
@@ -253,49 +239,24 @@ impl OffsetStore {
         Ok((store, report))
     }
 
-    pub fn kind(&self) -> OffsetKind {
-        self.kind
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn get(&self, id: u32) -> Option<u64> {
+    pub(crate) fn get(&self, id: u32) -> Option<u64> {
         self.offsets.get(&id).and_then(|e| e.offset)
     }
 
     /// The highest stored offset, if any.
-    pub fn highest(&self) -> Option<u64> {
+    pub(crate) fn highest(&self) -> Option<u64> {
         self.offsets.values().filter_map(|e| e.offset).max()
     }
 
-    /// Every stored offset (deleted ones are not listed).
-    pub fn all(&self) -> BTreeMap<u32, u64> {
-        self.offsets
-            .iter()
-            .filter_map(|(k, e)| e.offset.map(|o| (*k, o)))
-            .collect()
-    }
-
-    /// How many offsets are stored (deleted ones do not count).
-    pub fn len(&self) -> usize {
-        self.offsets.values().filter(|e| e.offset.is_some()).count()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Stores `offset` for `id`; `persisted` makes it survive power loss before returning.
-    pub fn store(&mut self, id: u32, offset: u64, persisted: bool) -> Result<()> {
+    pub(crate) fn store(&mut self, id: u32, offset: u64, persisted: bool) -> Result<()> {
         self.write_record(id, Some(offset), persisted)
     }
 
     /// Deletes the offset of `id` by writing a tombstone; `persisted` makes
     /// the deletion survive power loss before returning. `Ok(false)` if it
     /// had none.
-    pub fn delete(&mut self, id: u32, persisted: bool) -> Result<bool> {
+    pub(crate) fn delete(&mut self, id: u32, persisted: bool) -> Result<bool> {
         let had = match self.offsets.get(&id) {
             // No record of this generation: nothing to delete.
             None => return Ok(false),
@@ -314,7 +275,7 @@ impl OffsetStore {
     /// buffered delete that a power loss undid) must never become the new
     /// owner's offset. Records of older generations need nothing: they are
     /// never read, and a store replaces their file.
-    pub fn clear_leftover(&mut self, id: u32) -> Result<()> {
+    pub(crate) fn clear_leftover(&mut self, id: u32) -> Result<()> {
         if !self.offsets.contains_key(&id) {
             // Memory may not know the file (a degraded partition loads
             // nothing): a record of this generation on disk must still go.
@@ -505,13 +466,9 @@ impl OffsetStore {
         }
     }
 
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
     /// Makes every stored offset, every deletion and every name change
     /// durable (a graceful shutdown's flush of buffered stores and deletes).
-    pub fn sync_all(&mut self) -> Result<()> {
+    pub(crate) fn sync_all(&mut self) -> Result<()> {
         for entry in self.offsets.values_mut() {
             entry.file.sync()?;
             entry.synced = true;
@@ -522,11 +479,7 @@ impl OffsetStore {
 
     /// The directory's name tracker, shared with purge cleanup so that a
     /// failed sync by either is known to both.
-    pub fn names(&self) -> &DirTracker {
-        &self.names
-    }
-
-    pub fn names_mut(&mut self) -> &mut DirTracker {
+    pub(crate) fn names_mut(&mut self) -> &mut DirTracker {
         &mut self.names
     }
 }

@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// What is known about one connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientEntry {
-    pub address: String,
+pub(crate) struct ClientEntry {
+    pub(crate) address: String,
     /// The user its login bound, `None` before a login or after a logout.
-    pub user_id: Option<u32>,
+    pub(crate) user_id: Option<u32>,
 }
 
 #[derive(Debug, Default)]
@@ -41,7 +41,7 @@ impl ClientRegistry {
 
     /// Registers a connection from `address`; the entry lives as long as
     /// the returned guard.
-    pub fn register(self: &Arc<Self>, address: String) -> ClientGuard {
+    pub(crate) fn register(self: &Arc<Self>, address: String) -> ClientGuard {
         let mut inner = self.lock();
         let mut id = inner.last_id;
         loop {
@@ -65,18 +65,18 @@ impl ClientRegistry {
     }
 
     /// Records the user a connection is logged in as (`None`: logged out).
-    pub fn set_user(&self, id: u32, user_id: Option<u32>) {
+    pub(crate) fn set_user(&self, id: u32, user_id: Option<u32>) {
         if let Some(entry) = self.lock().open.get_mut(&id) {
             entry.user_id = user_id;
         }
     }
 
-    pub fn get(&self, id: u32) -> Option<ClientEntry> {
+    pub(crate) fn get(&self, id: u32) -> Option<ClientEntry> {
         self.lock().open.get(&id).cloned()
     }
 
     /// Every open connection, by client id.
-    pub fn list(&self) -> Vec<(u32, ClientEntry)> {
+    pub(crate) fn list(&self) -> Vec<(u32, ClientEntry)> {
         self.lock()
             .open
             .iter()
@@ -95,13 +95,13 @@ impl ClientRegistry {
 
 /// Removes its connection's entry when dropped.
 #[derive(Debug)]
-pub struct ClientGuard {
+pub(crate) struct ClientGuard {
     registry: Arc<ClientRegistry>,
     id: u32,
 }
 
 impl ClientGuard {
-    pub fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> u32 {
         self.id
     }
 }

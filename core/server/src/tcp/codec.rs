@@ -29,37 +29,37 @@ use crate::partition::{Consumer, PollingStrategy};
 pub mod code {
     pub const PING: u32 = 1;
     pub const GET_STATS: u32 = 10;
-    pub const GET_SNAPSHOT_FILE: u32 = 11;
+    pub(crate) const GET_SNAPSHOT_FILE: u32 = 11;
     pub const GET_CLUSTER_METADATA: u32 = 12;
-    pub const DESCRIBE_OPTIONS: u32 = 13;
-    pub const ATTACH_CONSUMER_SESSION: u32 = 14;
-    pub const GET_ME: u32 = 20;
-    pub const GET_CLIENT: u32 = 21;
-    pub const GET_CLIENTS: u32 = 22;
-    pub const GET_USER: u32 = 31;
-    pub const GET_USERS: u32 = 32;
-    pub const CREATE_USER: u32 = 33;
-    pub const DELETE_USER: u32 = 34;
-    pub const UPDATE_USER: u32 = 35;
-    pub const UPDATE_PERMISSIONS: u32 = 36;
-    pub const CHANGE_PASSWORD: u32 = 37;
-    pub const LOGIN_USER: u32 = 38;
-    pub const LOGOUT_USER: u32 = 39;
+    pub(crate) const DESCRIBE_OPTIONS: u32 = 13;
+    pub(crate) const ATTACH_CONSUMER_SESSION: u32 = 14;
+    pub(crate) const GET_ME: u32 = 20;
+    pub(crate) const GET_CLIENT: u32 = 21;
+    pub(crate) const GET_CLIENTS: u32 = 22;
+    pub(crate) const GET_USER: u32 = 31;
+    pub(crate) const GET_USERS: u32 = 32;
+    pub(crate) const CREATE_USER: u32 = 33;
+    pub(crate) const DELETE_USER: u32 = 34;
+    pub(crate) const UPDATE_USER: u32 = 35;
+    pub(crate) const UPDATE_PERMISSIONS: u32 = 36;
+    pub(crate) const CHANGE_PASSWORD: u32 = 37;
+    pub(crate) const LOGIN_USER: u32 = 38;
+    pub(crate) const LOGOUT_USER: u32 = 39;
     pub const LOGIN_REGISTER: u32 = 40;
-    pub const GET_PERSONAL_ACCESS_TOKENS: u32 = 41;
-    pub const CREATE_PERSONAL_ACCESS_TOKEN: u32 = 42;
-    pub const DELETE_PERSONAL_ACCESS_TOKEN: u32 = 43;
-    pub const LOGIN_WITH_PERSONAL_ACCESS_TOKEN: u32 = 44;
-    pub const LOGIN_REGISTER_WITH_PAT: u32 = 45;
+    pub(crate) const GET_PERSONAL_ACCESS_TOKENS: u32 = 41;
+    pub(crate) const CREATE_PERSONAL_ACCESS_TOKEN: u32 = 42;
+    pub(crate) const DELETE_PERSONAL_ACCESS_TOKEN: u32 = 43;
+    pub(crate) const LOGIN_WITH_PERSONAL_ACCESS_TOKEN: u32 = 44;
+    pub(crate) const LOGIN_REGISTER_WITH_PAT: u32 = 45;
     pub const POLL_MESSAGES: u32 = 100;
     pub const SEND_MESSAGES: u32 = 101;
-    pub const FLUSH_UNSAVED_BUFFER: u32 = 102;
-    pub const GET_POLL_ROUTING: u32 = 103;
-    pub const POLL_MESSAGES_ON_PRIMARY: u32 = 104;
+    pub(crate) const FLUSH_UNSAVED_BUFFER: u32 = 102;
+    pub(crate) const GET_POLL_ROUTING: u32 = 103;
+    pub(crate) const POLL_MESSAGES_ON_PRIMARY: u32 = 104;
     pub const GET_CONSUMER_OFFSET: u32 = 120;
     pub const STORE_CONSUMER_OFFSET: u32 = 121;
     pub const DELETE_CONSUMER_OFFSET: u32 = 122;
-    pub const GET_CONSUMER_OFFSET_ROUTING: u32 = 123;
+    pub(crate) const GET_CONSUMER_OFFSET_ROUTING: u32 = 123;
     pub const GET_STREAM: u32 = 200;
     pub const GET_STREAMS: u32 = 201;
     pub const CREATE_STREAM: u32 = 202;
@@ -74,17 +74,17 @@ pub mod code {
     pub const PURGE_TOPIC: u32 = 305;
     pub const CREATE_PARTITIONS: u32 = 402;
     pub const DELETE_PARTITIONS: u32 = 403;
-    pub const DELETE_SEGMENTS: u32 = 503;
+    pub(crate) const DELETE_SEGMENTS: u32 = 503;
     pub const GET_CONSUMER_GROUP: u32 = 600;
     pub const GET_CONSUMER_GROUPS: u32 = 601;
     pub const CREATE_CONSUMER_GROUP: u32 = 602;
     pub const DELETE_CONSUMER_GROUP: u32 = 603;
-    pub const JOIN_CONSUMER_GROUP: u32 = 604;
-    pub const LEAVE_CONSUMER_GROUP: u32 = 605;
-    pub const SYNC_CONSUMER_GROUP: u32 = 606;
+    pub(crate) const JOIN_CONSUMER_GROUP: u32 = 604;
+    pub(crate) const LEAVE_CONSUMER_GROUP: u32 = 605;
+    pub(crate) const SYNC_CONSUMER_GROUP: u32 = 606;
 
     /// Codes the SDK defines that sluice does not serve.
-    pub const UNSUPPORTED: &[u32] = &[
+    pub(crate) const UNSUPPORTED: &[u32] = &[
         GET_SNAPSHOT_FILE,
         DESCRIBE_OPTIONS,
         ATTACH_CONSUMER_SESSION,
@@ -172,7 +172,7 @@ pub fn operation_for(code: u32) -> u8 {
 /// Whether a successful reply to this operation starts with Iggy's result
 /// section (`count: u32 = 0`): metadata operations and the two offset
 /// writes, and a non-empty register reply.
-pub fn is_result_framed(operation: u8) -> bool {
+pub(crate) fn is_result_framed(operation: u8) -> bool {
     operation == op::REGISTER
         || (128..=149).contains(&operation)
         || operation == 161
@@ -191,10 +191,10 @@ pub enum DecodeError {
 }
 
 /// Iggy's `invalid_command` (3).
-pub const INVALID_COMMAND: u32 = 3;
+pub(crate) const INVALID_COMMAND: u32 = 3;
 
 impl DecodeError {
-    pub fn iggy_code(&self) -> u32 {
+    pub(crate) fn iggy_code(&self) -> u32 {
         match self {
             DecodeError::UnknownCommand(_) | DecodeError::UnknownOperation(_) => INVALID_COMMAND,
             DecodeError::Payload(w) => w.iggy_code(),
@@ -206,9 +206,9 @@ impl DecodeError {
 /// the same parser (`http::streams::parse_topic_options`) reads both.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WireTopicOptions {
-    pub compression: Option<String>,
-    pub message_expiry: Option<u64>,
-    pub max_topic_size: Option<u64>,
+    pub(crate) compression: Option<String>,
+    pub(crate) message_expiry: Option<u64>,
+    pub(crate) max_topic_size: Option<u64>,
     /// Every other key, its value rendered as text.
     pub options: BTreeMap<String, String>,
 }
@@ -314,7 +314,7 @@ pub enum Request {
 
 impl Request {
     /// Requests served before a login.
-    pub fn is_public(&self) -> bool {
+    pub(crate) fn is_public(&self) -> bool {
         matches!(self, Request::Ping | Request::LoginRegister { .. })
     }
 }
@@ -328,7 +328,7 @@ pub enum ConsumerId {
 }
 
 impl ConsumerId {
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         e: &crate::engine::Engine,
         s: &Identifier,
@@ -342,8 +342,8 @@ impl ConsumerId {
 }
 
 /// Iggy's batch layout (`iggy_binary_protocol::batch`).
-pub const BATCH_HEADER_SIZE: usize = 256;
-pub const MESSAGE_HEADER_SIZE: usize = 48;
+pub(crate) const BATCH_HEADER_SIZE: usize = 256;
+pub(crate) const MESSAGE_HEADER_SIZE: usize = 48;
 /// Iggy's bound on a header key or value.
 const MAX_HEADER_FIELD: usize = 255;
 /// Iggy's header kind codes run from 1 (raw) to 15 (float64); these have a

@@ -74,7 +74,7 @@ pub fn stream(out: &mut Vec<u8>, engine: &Engine, s: &StreamMeta) {
 }
 
 /// A topic header (`TopicHeader`).
-pub fn topic(out: &mut Vec<u8>, engine: &Engine, stream: u32, t: &TopicMeta) {
+pub(crate) fn topic(out: &mut Vec<u8>, engine: &Engine, stream: u32, t: &TopicMeta) {
     let (messages, bytes) = engine.topic_stats(stream, t.id);
     out.put_u32(t.id);
     out.put_u64(t.created_at);
@@ -275,7 +275,7 @@ const TRANSPORT_TCP: u8 = 1;
 /// A client entry (`ClientResponse`); as a `get_me` or `get_client` answer
 /// it is the whole `ClientDetailsResponse`, since sluice has no group
 /// membership to list after it (`consumer_groups_count` 0).
-pub fn client(out: &mut Vec<u8>, id: u32, entry: &crate::tcp::clients::ClientEntry) {
+pub(crate) fn client(out: &mut Vec<u8>, id: u32, entry: &crate::tcp::clients::ClientEntry) {
     out.put_u32(id);
     out.put_u32(entry.user_id.unwrap_or(NO_USER));
     out.put_u8(TRANSPORT_TCP);
@@ -293,7 +293,7 @@ pub fn login(out: &mut Vec<u8>, user_id: u32, session: u64) {
 }
 
 /// Iggy's packed protocol version of 0.11.0 (10 bits per component).
-pub fn protocol_version() -> u32 {
+pub(crate) fn protocol_version() -> u32 {
     11 << 10
 }
 

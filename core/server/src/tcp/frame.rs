@@ -26,7 +26,7 @@ const COMMAND_REPLY: u8 = 8;
 pub mod op {
     pub const REGISTER: u8 = 1;
     pub const NON_REPLICATED: u8 = 2;
-    pub const LOGOUT: u8 = 3;
+    pub(crate) const LOGOUT: u8 = 3;
 }
 
 /// Why a header is refused. Each closes the connection: framing can no
@@ -100,7 +100,7 @@ impl RequestHeader {
     }
 
     /// The body length the header announces.
-    pub fn body_len(&self) -> usize {
+    pub(crate) fn body_len(&self) -> usize {
         (self.size as usize).saturating_sub(HEADER_SIZE)
     }
 
@@ -121,7 +121,7 @@ impl RequestHeader {
 
 /// Writes a reply header for `request` with `status` and a body of
 /// `body_len` bytes into the first 256 bytes of `out`.
-pub fn encode_reply_header(
+pub(crate) fn encode_reply_header(
     out: &mut [u8],
     request: &RequestHeader,
     status: u32,
@@ -154,9 +154,9 @@ pub fn encode_reply_header(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyHeader {
     pub size: u32,
-    pub client: u128,
-    pub request: u64,
-    pub operation: u8,
+    pub(crate) client: u128,
+    pub(crate) request: u64,
+    pub(crate) operation: u8,
     pub status: u32,
 }
 

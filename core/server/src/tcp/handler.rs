@@ -34,15 +34,15 @@ const INVALID_MESSAGES_COUNT: u32 = 4009;
 
 /// What a connection knows about itself and its login.
 #[derive(Debug, Clone, Copy)]
-pub struct Session {
+pub(crate) struct Session {
     /// The connection's id in `ServerInfo::tcp_clients` (Iggy's client id).
-    pub client_id: u32,
+    pub(crate) client_id: u32,
     /// `(session id, user id)` once logged in.
-    pub bound: Option<(u64, u32)>,
+    pub(crate) bound: Option<(u64, u32)>,
 }
 
 impl Session {
-    pub fn new(client_id: u32) -> Self {
+    pub(crate) fn new(client_id: u32) -> Self {
         Session {
             client_id,
             bound: None,
@@ -117,7 +117,7 @@ fn reply(header: &RequestHeader, outcome: Result<Body, u32>) -> ReplyFrame {
 }
 
 /// Handles one complete frame.
-pub async fn handle(
+pub(crate) async fn handle(
     state: &AppState,
     session: &mut Session,
     header: &RequestHeader,

@@ -20,13 +20,13 @@
 //!   `tcp.idle_timeout` without a complete frame, or when the server stops.
 //!   At most `tcp.max_connections` are open; more are closed on accept.
 
-pub mod clients;
+pub(crate) mod clients;
 pub mod codec;
 pub mod encode;
 pub mod frame;
-pub mod handler;
-pub mod reply;
-pub mod wire;
+pub(crate) mod handler;
+pub(crate) mod reply;
+pub(crate) mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -43,10 +43,10 @@ use frame::{FrameError, HEADER_SIZE, RequestHeader};
 
 /// Settings of the listener (from `config::TcpConfig`).
 #[derive(Debug, Clone, Copy)]
-pub struct TcpLimits {
-    pub max_frame_bytes: usize,
-    pub max_connections: usize,
-    pub idle_timeout: Duration,
+pub(crate) struct TcpLimits {
+    pub(crate) max_frame_bytes: usize,
+    pub(crate) max_connections: usize,
+    pub(crate) idle_timeout: Duration,
 }
 
 /// Session ids handed out by logins, unique for the process (never 0).
@@ -58,7 +58,7 @@ pub(crate) fn next_session() -> u64 {
 
 /// Accepts connections until `stop` says so, then waits for every
 /// connection task to end.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     state: AppState,
     limits: TcpLimits,
@@ -112,7 +112,7 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 
 /// Why a connection ended early (logged at debug, never sent).
 #[derive(Debug, thiserror::Error)]
-pub enum ConnectionEnd {
+pub(crate) enum ConnectionEnd {
     #[error("idle for longer than the timeout")]
     Idle,
     #[error("I/O: {0}")]
@@ -214,7 +214,7 @@ async fn write_all_vectored(
 
 /// Binds the listener (before anything is served, so a taken port fails
 /// start-up).
-pub async fn bind(address: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+pub(crate) async fn bind(address: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(address).await?;
     let local = listener.local_addr()?;
     Ok((listener, local))

@@ -30,7 +30,7 @@ pub struct ReplyFrame {
 
 impl ReplyFrame {
     /// A frame made only of bytes encoded here.
-    pub fn bytes(own: Vec<u8>) -> Self {
+    pub(crate) fn bytes(own: Vec<u8>) -> Self {
         ReplyFrame {
             own,
             ..ReplyFrame::default()
@@ -42,7 +42,11 @@ impl ReplyFrame {
     /// non-decreasing positions within `own`, one per message, are an
     /// encoder bug (debug builds stop; release builds keep the valid prefix,
     /// so the frame stays consistent with its `len`).
-    pub fn with_payloads(own: Vec<u8>, mut cuts: Vec<usize>, messages: Vec<Message>) -> Self {
+    pub(crate) fn with_payloads(
+        own: Vec<u8>,
+        mut cuts: Vec<usize>,
+        messages: Vec<Message>,
+    ) -> Self {
         let valid = cuts
             .iter()
             .scan(0usize, |prev, &c| {
@@ -68,21 +72,17 @@ impl ReplyFrame {
     }
 
     /// The transport's own bytes (the frame header is written into them).
-    pub fn own_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn own_mut(&mut self) -> &mut [u8] {
         &mut self.own
     }
 
     /// The frame's size in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.own.len() + self.payload_bytes
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The frame as slices, in wire order (empty slices left out).
-    pub fn slices(&self) -> Vec<IoSlice<'_>> {
+    pub(crate) fn slices(&self) -> Vec<IoSlice<'_>> {
         let mut out = Vec::with_capacity(2 * self.cuts.len() + 1);
         let mut at = 0;
         for (cut, m) in self.cuts.iter().zip(&self.messages) {

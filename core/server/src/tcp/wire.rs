@@ -27,15 +27,15 @@ pub enum WireError {
 }
 
 /// Iggy's `invalid_format` (4).
-pub const INVALID_FORMAT: u32 = 4;
+pub(crate) const INVALID_FORMAT: u32 = 4;
 /// Iggy's `invalid_identifier` (6).
-pub const INVALID_IDENTIFIER: u32 = 6;
+pub(crate) const INVALID_IDENTIFIER: u32 = 6;
 /// Iggy's `invalid_message_checksum` (4027) and `invalid_batch_checksum` (4039).
-pub const INVALID_MESSAGE_CHECKSUM: u32 = 4027;
-pub const INVALID_BATCH_CHECKSUM: u32 = 4039;
+pub(crate) const INVALID_MESSAGE_CHECKSUM: u32 = 4027;
+pub(crate) const INVALID_BATCH_CHECKSUM: u32 = 4039;
 
 impl WireError {
-    pub fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
         WireError::Invalid {
             what,
             reason: reason.into(),
@@ -43,7 +43,7 @@ impl WireError {
     }
 
     /// The Iggy error code a client gets for this payload.
-    pub fn iggy_code(&self) -> u32 {
+    pub(crate) fn iggy_code(&self) -> u32 {
         match self {
             WireError::Invalid {
                 what: "identifier", ..
@@ -55,30 +55,30 @@ impl WireError {
     }
 }
 
-pub type WireResult<T> = Result<T, WireError>;
+pub(crate) type WireResult<T> = Result<T, WireError>;
 
 /// A cursor over a payload.
 #[derive(Debug, Clone)]
-pub struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
 
-    pub fn position(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
 
     /// The next `n` bytes.
-    pub fn bytes(&mut self, n: usize) -> WireResult<&'a [u8]> {
+    pub(crate) fn bytes(&mut self, n: usize) -> WireResult<&'a [u8]> {
         let end = self.pos.checked_add(n).ok_or(WireError::Truncated {
             at: self.pos,
             need: n,
@@ -92,7 +92,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Everything not read yet.
-    pub fn rest(&mut self) -> &'a [u8] {
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
         let out = self.buf.get(self.pos..).unwrap_or(&[]);
         self.pos = self.buf.len();
         out
@@ -105,24 +105,24 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    pub fn u8(&mut self) -> WireResult<u8> {
+    pub(crate) fn u8(&mut self) -> WireResult<u8> {
         Ok(self.array::<1>()?[0])
     }
 
-    pub fn u32(&mut self) -> WireResult<u32> {
+    pub(crate) fn u32(&mut self) -> WireResult<u32> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
-    pub fn u64(&mut self) -> WireResult<u64> {
+    pub(crate) fn u64(&mut self) -> WireResult<u64> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    pub fn u128(&mut self) -> WireResult<u128> {
+    pub(crate) fn u128(&mut self) -> WireResult<u128> {
         Ok(u128::from_le_bytes(self.array()?))
     }
 
     /// A `u8`-length-prefixed UTF-8 string of `min..=255` bytes.
-    pub fn short_str(&mut self, what: &'static str, min: usize) -> WireResult<String> {
+    pub(crate) fn short_str(&mut self, what: &'static str, min: usize) -> WireResult<String> {
         let len = usize::from(self.u8()?);
         if len < min {
             return Err(WireError::invalid(
@@ -135,12 +135,12 @@ impl<'a> Reader<'a> {
     }
 
     /// An Iggy name: 1 to 255 bytes of UTF-8.
-    pub fn name(&mut self, what: &'static str) -> WireResult<String> {
+    pub(crate) fn name(&mut self, what: &'static str) -> WireResult<String> {
         self.short_str(what, 1)
     }
 
     /// An Iggy identifier: kind 1 (numeric, 4 bytes) or 2 (string, 1 to 255).
-    pub fn identifier(&mut self) -> WireResult<Identifier> {
+    pub(crate) fn identifier(&mut self) -> WireResult<Identifier> {
         let kind = self.u8()?;
         let len = usize::from(self.u8()?);
         let value = self.bytes(len)?;
@@ -163,14 +163,14 @@ impl<'a> Reader<'a> {
     }
 
     /// Iggy's optional partition id: a flag byte (1 = present) then 4 bytes.
-    pub fn optional_partition(&mut self) -> WireResult<Option<u32>> {
+    pub(crate) fn optional_partition(&mut self) -> WireResult<Option<u32>> {
         let flag = self.u8()?;
         let raw = self.u32()?;
         Ok((flag == 1).then_some(raw))
     }
 
     /// Fails unless the whole payload was read.
-    pub fn finish(&self) -> WireResult<()> {
+    pub(crate) fn finish(&self) -> WireResult<()> {
         match self.remaining() {
             0 => Ok(()),
             n => Err(WireError::Trailing(n)),
@@ -179,7 +179,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Appends Iggy's encodings to a buffer.
-pub trait Put {
+pub(crate) trait Put {
     fn put_u8(&mut self, v: u8);
     fn put_u16(&mut self, v: u16);
     fn put_u32(&mut self, v: u32);
@@ -191,6 +191,7 @@ pub trait Put {
     /// `u32` length then bytes.
     fn put_long_str(&mut self, s: &str);
     /// Iggy's identifier encoding of a numeric id.
+    #[cfg(test)]
     fn put_numeric_id(&mut self, id: u32);
 }
 
@@ -224,6 +225,7 @@ impl Put for Vec<u8> {
         self.put_u32(u32::try_from(s.len()).unwrap_or(u32::MAX));
         self.extend_from_slice(s.as_bytes());
     }
+    #[cfg(test)]
     fn put_numeric_id(&mut self, id: u32) {
         self.push(1);
         self.push(4);

@@ -62,7 +62,7 @@ pub struct BatchRecord {
     pub messages: Vec<Message>,
 }
 
-pub const BATCH_VERSION: u16 = 1;
+pub(crate) const BATCH_VERSION: u16 = 1;
 /// Bound on one batch's payload; larger sends are refused before writing.
 pub const MAX_BATCH_BYTES: usize = 32 << 20;
 
@@ -74,8 +74,8 @@ pub struct IndexEntry {
     pub timestamp: u64,
 }
 
-pub const INDEX_VERSION: u16 = 1;
-pub const MAX_INDEX_ENTRY: usize = 64;
+pub(crate) const INDEX_VERSION: u16 = 1;
+pub(crate) const MAX_INDEX_ENTRY: usize = 64;
 
 /// `Vec<u8>` through serde's byte path (see the module comment).
 mod raw_bytes {
@@ -84,11 +84,11 @@ mod raw_bytes {
     use serde::de::{Error, SeqAccess, Visitor};
     use serde::{Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bytes(bytes)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         d.deserialize_byte_buf(BytesVisitor)
     }
 

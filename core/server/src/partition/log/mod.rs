@@ -41,15 +41,15 @@ pub struct LogRecovery {
     pub stale_files: Vec<String>,
     /// Segment files of a *newer* generation than the committed one, or with
     /// names sluice does not write. Ignored and reported.
-    pub foreign_files: Vec<String>,
+    pub(crate) foreign_files: Vec<String>,
     /// Torn tails that were cut, per segment path.
     pub tail_cuts: Vec<(PathBuf, ScanIssue)>,
     /// Segments (their `.log` names) that held no batch: not served, left in
     /// place for a roll at the same base to reuse or the next purge to remove.
-    pub skipped_empty: Vec<String>,
+    pub(crate) skipped_empty: Vec<String>,
     /// Name changes made repairing interrupted re-dirty renames, for the
     /// segments directory's tracker (see `repair_redirty_leftovers`).
-    pub repaired: Vec<(String, crate::dirsync::NameChange)>,
+    pub(crate) repaired: Vec<(String, crate::dirsync::NameChange)>,
 }
 
 #[derive(Debug)]
@@ -69,16 +69,16 @@ pub struct Log {
 
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Appended {
-    pub base_offset: u64,
-    pub count: u64,
+pub(crate) struct Appended {
+    pub(crate) base_offset: u64,
+    pub(crate) count: u64,
     /// Whether this append created a new segment file.
-    pub new_segment: bool,
+    pub(crate) new_segment: bool,
 }
 
 impl Log {
     /// A log with no segments yet (the first append creates one).
-    pub fn empty(
+    pub(crate) fn empty(
         storage: Arc<dyn DurableStorage>,
         dir: &Path,
         generation: u64,
@@ -163,22 +163,14 @@ impl Log {
         Ok((log, report))
     }
 
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn next_offset(&self) -> u64 {
+    pub(crate) fn next_offset(&self) -> u64 {
         self.next_offset
     }
 
     /// Makes the next message get at least `next`: the offsets below it are
     /// never given out again (see `Partition::recover`). The next append
     /// starts a segment at `next`.
-    pub fn continue_from(&mut self, next: u64) {
+    pub(crate) fn continue_from(&mut self, next: u64) {
         self.next_offset = self.next_offset.max(next);
     }
 
@@ -194,26 +186,26 @@ impl Log {
     }
 
     /// The first offset still stored.
-    pub fn first_offset(&self) -> Option<u64> {
+    pub(crate) fn first_offset(&self) -> Option<u64> {
         self.segments
             .iter()
             .find(|s| !s.is_empty())
             .map(|s| s.base_offset)
     }
 
-    pub fn message_count(&self) -> u64 {
+    pub(crate) fn message_count(&self) -> u64 {
         self.segments
             .iter()
             .map(|s| s.next_offset - s.base_offset)
             .sum()
     }
 
-    pub fn size_bytes(&self) -> u64 {
+    pub(crate) fn size_bytes(&self) -> u64 {
         self.segments.iter().map(|s| s.size).sum()
     }
 
     /// Syncs every segment file (a graceful shutdown's flush of buffered appends).
-    pub fn sync_all(&mut self) -> Result<()> {
+    pub(crate) fn sync_all(&mut self) -> Result<()> {
         for seg in &mut self.segments {
             seg.sync()?;
         }
@@ -226,7 +218,7 @@ impl Log {
 
     /// See `Segment::redirty_tail`: the newest segment's recovered tail is
     /// written again so that the next `persisted` append's sync carries it.
-    pub fn redirty_tail(&mut self) -> Result<()> {
+    pub(crate) fn redirty_tail(&mut self) -> Result<()> {
         match self.segments.last_mut() {
             Some(seg) => seg.redirty_tail(),
             None => Ok(()),
@@ -234,7 +226,7 @@ impl Log {
     }
 
     /// Base offsets of every segment, oldest first.
-    pub fn segment_bases(&self) -> Vec<u64> {
+    pub(crate) fn segment_bases(&self) -> Vec<u64> {
         self.segments.iter().map(|s| s.base_offset).collect()
     }
 
@@ -245,14 +237,14 @@ impl Log {
     /// roll at the same base reuses the files, and a directory sync that
     /// fails in between drops names its tracker does not know, leaving
     /// nothing for the redo to make dirty again.
-    pub fn take_roll_attempt(&mut self) -> Option<u64> {
+    pub(crate) fn take_roll_attempt(&mut self) -> Option<u64> {
         self.roll_attempt.take()
     }
 
     /// Appends one batch. `sync` makes it durable before returning (and, when
     /// it rolled, see `take_roll_attempt`, the caller must also sync the
     /// directory).
-    pub fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {
+    pub(crate) fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {
         let count = messages.len() as u64;
         let base_offset = self.next_offset;
         let timestamp = messages.first().map_or(0, |m| m.timestamp);
@@ -339,7 +331,7 @@ impl Log {
     }
 
     /// The offset of the first message with a timestamp >= `ts`.
-    pub fn offset_for_timestamp(&self, ts: u64) -> Result<Option<u64>> {
+    pub(crate) fn offset_for_timestamp(&self, ts: u64) -> Result<Option<u64>> {
         for seg in &self.segments {
             let mut pos = seg.position_for_timestamp(ts);
             while pos < seg.size {

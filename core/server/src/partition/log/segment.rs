@@ -26,20 +26,20 @@ use crate::frame::{self, FrameError, HEADER_LEN, Magic};
 use crate::layout::{INDEX_EXT, LOG_EXT, segment_name};
 
 /// Index an entry at least every this many bytes of log.
-pub const INDEX_INTERVAL: u64 = 4096;
+pub(crate) const INDEX_INTERVAL: u64 = 4096;
 
 #[derive(Debug)]
-pub struct Segment {
-    pub generation: u64,
-    pub base_offset: u64,
-    pub log_path: PathBuf,
-    pub idx_path: PathBuf,
+pub(crate) struct Segment {
+    pub(crate) generation: u64,
+    pub(crate) base_offset: u64,
+    pub(crate) log_path: PathBuf,
+    pub(crate) idx_path: PathBuf,
     log: Box<dyn DurableFile>,
     idx: Box<dyn DurableFile>,
-    pub size: u64,
+    pub(crate) size: u64,
     /// One past the last offset stored here (== `base_offset` when empty).
-    pub next_offset: u64,
-    pub index: Vec<IndexEntry>,
+    pub(crate) next_offset: u64,
+    pub(crate) index: Vec<IndexEntry>,
     idx_size: u64,
     bytes_since_index: u64,
     /// A failed write left bytes beyond `size` that could not be cut yet.
@@ -67,7 +67,7 @@ pub enum ScanIssue {
 }
 
 /// Reads and validates the batch framed at `position`.
-pub fn read_batch(
+pub(crate) fn read_batch(
     file: &dyn DurableFile,
     position: u64,
     limit: u64,
@@ -98,7 +98,7 @@ pub fn read_batch(
 impl Segment {
     /// Creates a new, empty segment (both files). The caller syncs the directory
     /// when the policy needs the new names durable.
-    pub fn create(
+    pub(crate) fn create(
         storage: &dyn DurableStorage,
         dir: &Path,
         generation: u64,
@@ -134,7 +134,7 @@ impl Segment {
     /// `is_last`: whether this is the log's last segment, the only one whose
     /// tail may be cut as torn; in a sealed segment any invalid batch is
     /// `CorruptFile`.
-    pub fn recover(
+    pub(crate) fn recover(
         storage: &dyn DurableStorage,
         dir: &Path,
         generation: u64,
@@ -347,7 +347,7 @@ impl Segment {
 
     /// Writes one encoded batch at `size`. On failure the segment is unchanged
     /// (a best-effort truncate removes any prefix that landed).
-    pub fn write_batch(
+    pub(crate) fn write_batch(
         &mut self,
         encoded: &[u8],
         base_offset: u64,
@@ -393,7 +393,7 @@ impl Segment {
     /// would). Until this succeeds the segment takes no write and is not
     /// sealed, so no later sync of it covers those bytes, and a sealed
     /// segment never ends in them.
-    pub fn trim_tail(&mut self, sync: bool) -> Result<()> {
+    pub(crate) fn trim_tail(&mut self, sync: bool) -> Result<()> {
         if self.tail_dirty {
             self.log.truncate(self.size)?;
             if sync {
@@ -450,7 +450,7 @@ impl Segment {
     }
 
     /// Byte position to start scanning from to find `offset`.
-    pub fn position_for(&self, offset: u64) -> u64 {
+    pub(crate) fn position_for(&self, offset: u64) -> u64 {
         let i = self.index.partition_point(|e| e.offset <= offset);
         if i == 0 {
             0
@@ -460,7 +460,7 @@ impl Segment {
     }
 
     /// Byte position to start scanning from to find the first batch with a timestamp >= `ts`.
-    pub fn position_for_timestamp(&self, ts: u64) -> u64 {
+    pub(crate) fn position_for_timestamp(&self, ts: u64) -> u64 {
         let i = self.index.partition_point(|e| e.timestamp < ts);
         if i == 0 {
             0
@@ -479,7 +479,7 @@ impl Segment {
     /// bytes can be in that state, and they are always the last batch (an
     /// append after a failure first cuts it, or fails), which starts at or
     /// after the last index entry.
-    pub fn redirty_tail(&mut self) -> Result<()> {
+    pub(crate) fn redirty_tail(&mut self) -> Result<()> {
         let from = self.index.last().map_or(0, |e| e.position);
         self.carried_to = self.carried_to.min(from);
         self.durable_to = self.durable_to.min(from);
@@ -495,7 +495,7 @@ impl Segment {
     /// never acknowledged batch back at that same offset. The truncate is
     /// redone first so the length is dirty again even if a failed sync of
     /// an earlier process dropped that state.
-    pub fn make_durably_empty(&mut self) -> Result<()> {
+    pub(crate) fn make_durably_empty(&mut self) -> Result<()> {
         debug_assert!(self.is_empty(), "only an empty segment is emptied");
         self.log.truncate(0)?;
         self.sync_log()?;
@@ -507,16 +507,16 @@ impl Segment {
     /// Makes this segment's bytes durable (at a graceful shutdown, and
     /// before a roll seals it under `persisted`), rewriting first any bytes
     /// a failed sync may have left neither durable nor dirty.
-    pub fn sync(&mut self) -> Result<()> {
+    pub(crate) fn sync(&mut self) -> Result<()> {
         self.carry_unsure()?;
         self.sync_log()
     }
 
-    pub fn file(&self) -> &dyn DurableFile {
+    pub(crate) fn file(&self) -> &dyn DurableFile {
         self.log.as_ref()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.size == 0
     }
 }

@@ -43,17 +43,16 @@ use crate::error::{EngineError, Result};
 use crate::layout::parse_segment_name;
 pub use crate::layout::{DirKind, OBLIGATION_FILE};
 use crate::slots::SlotRead;
-pub use record::{
-    LoadedObligation, MAX_RECORD_PAYLOAD, NameMap, OBLIGATION_LAYOUT, ObligationRecord,
-    PhaseRecord, RecoveredFrame, decode_file,
-};
-pub use removals::{MAX_DEAD_NAME_LEN, MAX_NAMES_PER_ROUND, Removals};
-pub use site::FailureSite;
-pub use state::{MAX_ERROR_LEN, Obligation, Phase, PurgeState};
+pub(crate) use record::RecoveredFrame;
+pub use record::{LoadedObligation, OBLIGATION_LAYOUT, ObligationRecord, decode_file};
+pub(crate) use removals::MAX_NAMES_PER_ROUND;
+pub use removals::Removals;
+pub(crate) use site::FailureSite;
+pub use state::{Obligation, PurgeState};
 
 /// Reads a partition's obligation file; also returns the file, opened for
 /// writing, for the partition to keep (see `Partition::obligation_file`).
-pub fn load(p: &Partition) -> Result<(LoadedObligation, Option<Box<dyn DurableFile>>)> {
+pub(crate) fn load(p: &Partition) -> Result<(LoadedObligation, Option<Box<dyn DurableFile>>)> {
     let file = match p.storage.open(&p.paths.obligation, OpenMode::ReadWrite) {
         Ok(f) => f,
         Err(e) if e.kind == ErrorKind::NotFound => return Ok((LoadedObligation::Missing, None)),
@@ -221,7 +220,7 @@ impl Partition {
     /// obligation is `Applied`, or the partition was never purged). An error
     /// is recorded in the obligation (persisted as a best effort) and
     /// returned; the reconciler retries.
-    pub fn run_cleanup(&mut self) -> Result<()> {
+    pub(crate) fn run_cleanup(&mut self) -> Result<()> {
         self.cleanup_worked_on.clear();
         let Some(ob) = self.obligation.as_mut() else {
             return Ok(());
@@ -255,13 +254,13 @@ impl Partition {
     }
 
     /// Directories the latest cleanup attempt worked on.
-    pub fn cleanup_worked_on(&self) -> Vec<DirKind> {
+    pub(crate) fn cleanup_worked_on(&self) -> Vec<DirKind> {
         self.cleanup_worked_on.iter().copied().collect()
     }
 
     /// Where a cleanup error happened: the directory or file its failing
     /// storage operation named.
-    pub fn failure_site(&self, e: &EngineError) -> FailureSite {
+    pub(crate) fn failure_site(&self, e: &EngineError) -> FailureSite {
         let EngineError::Storage(se) = e else {
             return FailureSite::Other;
         };

@@ -41,20 +41,20 @@ pub const OBLIGATION_LAYOUT: SlotLayout = SlotLayout {
 const VERSION_1: u16 = 1;
 
 /// Names per directory, as a record holds them.
-pub type NameMap = BTreeMap<DirKind, BTreeSet<String>>;
+pub(crate) type NameMap = BTreeMap<DirKind, BTreeSet<String>>;
 
 /// One obligation as version 2 stores it (ADR 0004 §8.8).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObligationRecord {
-    pub generation: u64,
-    pub phase: PhaseRecord,
-    pub attempts: u32,
-    pub last_error: Option<String>,
+    pub(crate) generation: u64,
+    pub(crate) phase: PhaseRecord,
+    pub(crate) attempts: u32,
+    pub(crate) last_error: Option<String>,
 }
 
 /// `Phase` as stored: variant order is the encoding (0 to 3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PhaseRecord {
+pub(crate) enum PhaseRecord {
     Requested { carried: NameMap },
     FilesDeleted { removed: NameMap },
     DirsSynced,
@@ -65,7 +65,7 @@ pub enum PhaseRecord {
 /// (9 bytes for a `u64` or a length, 5 for a `u32` or an enum tag): `seq`,
 /// `generation`, the phase tag, the map's count and per directory its tag
 /// and count, every name with its length, `attempts`, and the error.
-pub const MAX_RECORD_PAYLOAD: usize = 9
+pub(crate) const MAX_RECORD_PAYLOAD: usize = 9
     + 9
     + 5
     + 9
@@ -184,7 +184,7 @@ impl TryFrom<ObligationRecordV1> for ObligationRecord {
 pub struct RecoveredFrame(Vec<u8>);
 
 impl RecoveredFrame {
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.0
     }
 }

@@ -18,12 +18,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::layout::DirKind;
 
 /// Dead files removed per round, and the most names a `Removals` ever holds.
-pub const MAX_NAMES_PER_ROUND: usize = 512;
+pub(crate) const MAX_NAMES_PER_ROUND: usize = 512;
 
 /// The longest name cleanup removes: a segment name
 /// (`<generation:020>-<base_offset:020>.log`); offset files are canonical
 /// `u32` ids, at most 10 bytes.
-pub const MAX_DEAD_NAME_LEN: usize = 20 + 1 + 20 + 4;
+pub(crate) const MAX_DEAD_NAME_LEN: usize = 20 + 1 + 20 + 4;
 
 /// Names per directory, at most `MAX_NAMES_PER_ROUND` in all.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -44,7 +44,7 @@ impl Removals {
     }
 
     /// Names in all directories.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
@@ -53,7 +53,7 @@ impl Removals {
     }
 
     /// The directories with at least one name, in `DirKind` order.
-    pub fn dirs(&self) -> Vec<DirKind> {
+    pub(crate) fn dirs(&self) -> Vec<DirKind> {
         self.names.keys().copied().collect()
     }
 
@@ -67,23 +67,23 @@ impl Removals {
         self.names.values()
     }
 
-    pub fn contains(&self, dir: DirKind, name: &str) -> bool {
+    pub(crate) fn contains(&self, dir: DirKind, name: &str) -> bool {
         self.names.get(&dir).is_some_and(|n| n.contains(name))
     }
 
     /// The names as a map (what the obligation record stores).
-    pub fn as_map(&self) -> &BTreeMap<DirKind, BTreeSet<String>> {
+    pub(crate) fn as_map(&self) -> &BTreeMap<DirKind, BTreeSet<String>> {
         &self.names
     }
 
     /// Whether `name` may be recorded at all.
-    pub fn name_fits(name: &str) -> bool {
+    pub(crate) fn name_fits(name: &str) -> bool {
         !name.is_empty() && name.len() <= MAX_DEAD_NAME_LEN
     }
 
     /// Whether `insert` would still take `name` in `dir`: a new name fits
     /// while fewer than `MAX_NAMES_PER_ROUND` are held.
-    pub fn has_room_for(&self, dir: DirKind, name: &str) -> bool {
+    pub(crate) fn has_room_for(&self, dir: DirKind, name: &str) -> bool {
         Removals::name_fits(name) && (self.len < MAX_NAMES_PER_ROUND || self.contains(dir, name))
     }
 
@@ -106,7 +106,7 @@ impl Removals {
     }
 
     /// How many names the union with `other` holds.
-    pub fn len_with(&self, other: &Removals) -> usize {
+    pub(crate) fn len_with(&self, other: &Removals) -> usize {
         self.len
             + other
                 .iter()
@@ -119,7 +119,7 @@ impl Removals {
     ///
     /// # Panics
     /// If the union holds more than `MAX_NAMES_PER_ROUND` names.
-    pub fn extend(&mut self, other: &Removals) {
+    pub(crate) fn extend(&mut self, other: &Removals) {
         assert!(
             self.len_with(other) <= MAX_NAMES_PER_ROUND,
             "removals bounded to {MAX_NAMES_PER_ROUND} names: {} planned next to {} carried",
@@ -134,14 +134,14 @@ impl Removals {
     }
 
     /// Drops every name in `dir`.
-    pub fn forget(&mut self, dir: DirKind) {
+    pub(crate) fn forget(&mut self, dir: DirKind) {
         if let Some(names) = self.names.remove(&dir) {
             self.len -= names.len();
         }
     }
 
     /// Checks the invariants by counting (O(names); the mutators keep them).
-    pub fn assert_internally_consistent(&self) {
+    pub(crate) fn assert_internally_consistent(&self) {
         let mut counted = 0;
         for (dir, names) in &self.names {
             assert!(!names.is_empty(), "removals: an empty set for {dir:?}");

@@ -9,14 +9,14 @@ use crate::layout::DirKind;
 /// One of the three directories, the obligation file, or anything else (the
 /// metadata in doubt, an error with no path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FailureSite {
+pub(crate) enum FailureSite {
     Dir(DirKind),
     Obligation,
     Other,
 }
 
 impl FailureSite {
-    pub const ALL: [FailureSite; 5] = [
+    pub(crate) const ALL: [FailureSite; 5] = [
         FailureSite::Dir(DirKind::Segments),
         FailureSite::Dir(DirKind::Consumers),
         FailureSite::Dir(DirKind::Groups),
@@ -24,7 +24,7 @@ impl FailureSite {
         FailureSite::Other,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FailureSite::Dir(d) => d.as_str(),
             FailureSite::Obligation => "obligation",
@@ -33,7 +33,7 @@ impl FailureSite {
     }
 
     /// This site's position in `ALL`.
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         match self {
             FailureSite::Dir(DirKind::Segments) => 0,
             FailureSite::Dir(DirKind::Consumers) => 1,

@@ -52,7 +52,7 @@ impl PurgeState {
 
 /// Where an obligation stands, with the data that is meaningful there.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Cleanup is owed. `carried`: names recorded for removal (planned in
     /// this attempt or an earlier one, perhaps by an earlier process) whose
     /// removal is not confirmed durable. Each was recorded before its unlink,
@@ -69,7 +69,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub fn state(&self) -> PurgeState {
+    pub(crate) fn state(&self) -> PurgeState {
         match self {
             Phase::Requested { .. } => PurgeState::Requested,
             Phase::FilesDeleted { .. } => PurgeState::FilesDeleted,
@@ -80,7 +80,7 @@ impl Phase {
 }
 
 /// Longest error text kept in the obligation (it must fit its slot).
-pub const MAX_ERROR_LEN: usize = 512;
+pub(crate) const MAX_ERROR_LEN: usize = 512;
 
 /// One partition's cleanup obligation for purge generation `generation`:
 /// files of a lower generation are dead.
@@ -142,7 +142,7 @@ impl Obligation {
     /// A newer purge supersedes this obligation; names recorded for removal
     /// but never confirmed are carried over (their removal must still be made
     /// durable). Files of this generation are dead under the new one too.
-    pub fn superseded_by(&self, generation: u64) -> Obligation {
+    pub(crate) fn superseded_by(&self, generation: u64) -> Obligation {
         self.assert_internally_consistent();
         assert!(
             generation > self.generation,
@@ -161,7 +161,7 @@ impl Obligation {
         self.generation
     }
 
-    pub fn phase(&self) -> &Phase {
+    pub(crate) fn phase(&self) -> &Phase {
         &self.phase
     }
 
@@ -194,7 +194,7 @@ impl Obligation {
     /// What holds in every state; called on both sides of every transition.
     /// The phases carry their data, so little is left to check here; the
     /// count over the names runs in debug builds (simulations and tests).
-    pub fn assert_internally_consistent(&self) {
+    pub(crate) fn assert_internally_consistent(&self) {
         if let Some(e) = &self.last_error {
             assert!(e.len() <= MAX_ERROR_LEN, "obligation error text too long");
         }
@@ -236,7 +236,7 @@ impl Obligation {
     ///
     /// # Panics
     /// Outside `Requested`.
-    pub fn round_confirmed(&mut self, dirs: &[DirKind]) {
+    pub(crate) fn round_confirmed(&mut self, dirs: &[DirKind]) {
         self.assert_internally_consistent();
         let carried = self.carried_mut("round_confirmed");
         for dir in dirs {
@@ -301,7 +301,7 @@ impl Obligation {
     ///
     /// # Panics
     /// From `Requested` (nothing to go back from) or `Applied` (`reopen`).
-    pub fn retry(&mut self) {
+    pub(crate) fn retry(&mut self) {
         self.assert_internally_consistent();
         let from = self.state();
         let carried = match &mut self.phase {
@@ -320,7 +320,7 @@ impl Obligation {
     ///
     /// # Panics
     /// Outside `Applied`.
-    pub fn reopen(&mut self) {
+    pub(crate) fn reopen(&mut self) {
         self.assert_internally_consistent();
         if self.phase != Phase::Applied {
             illegal(self.state(), "reopen");

@@ -19,22 +19,22 @@ use crate::metadata::PartitionKey;
 use crate::partition::purge::FailureSite;
 
 mod pass;
-pub use pass::{PassReport, run_pass};
+pub(crate) use pass::{PassReport, run_pass};
 
 /// Partitions cleaned at the same time by default, in the shipped server and
 /// in every engine built with `EngineConfig::new` (simulations choose 1,
 /// explicitly: `EngineConfig::deterministic`).
-pub const DEFAULT_CLEANUP_CONCURRENCY: usize = 8;
+pub(crate) const DEFAULT_CLEANUP_CONCURRENCY: usize = 8;
 
 /// How the reconciler schedules cleanup. How often the server starts a pass
 /// is the server's setting (`config::ReconcilerSettings::period`), not the
 /// engine's: the engine runs a pass when it is called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReconcilerConfig {
-    pub backoff_base_ms: u64,
-    pub backoff_cap_ms: u64,
+    pub(crate) backoff_base_ms: u64,
+    pub(crate) backoff_cap_ms: u64,
     /// Consecutive failures before a partition is flagged stuck.
-    pub stuck_after: u32,
+    pub(crate) stuck_after: u32,
     /// Partitions cleaned at most per pass.
     pub max_per_pass: usize,
     /// Partitions cleaned at the same time within a pass (each on its own
@@ -61,19 +61,19 @@ impl Default for ReconcilerConfig {
 /// The reconciler's view of one pending partition.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PendingEntry {
-    pub consecutive_failures: u32,
-    pub next_attempt_at_ms: u64,
-    pub stuck: bool,
+    pub(crate) consecutive_failures: u32,
+    pub(crate) next_attempt_at_ms: u64,
+    pub(crate) stuck: bool,
     pub last_error: Option<String>,
 }
 
 /// Totals for operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ReconcilerStats {
-    pub passes: u64,
-    pub attempts: u64,
-    pub failures: u64,
-    pub last_pass_attempts: u64,
+pub(crate) struct ReconcilerStats {
+    pub(crate) passes: u64,
+    pub(crate) attempts: u64,
+    pub(crate) failures: u64,
+    pub(crate) last_pass_attempts: u64,
     /// Per directory kind (indexed as `DirKind::ALL`): attempts that worked
     /// on that directory (removed a file from it or synced it).
     dir_attempts: [u64; 3],
@@ -83,12 +83,12 @@ pub struct ReconcilerStats {
 
 impl ReconcilerStats {
     /// Attempts that worked on `dir` since start.
-    pub fn dir_attempts(&self, dir: DirKind) -> u64 {
+    pub(crate) fn dir_attempts(&self, dir: DirKind) -> u64 {
         self.dir_attempts[FailureSite::Dir(dir).index()]
     }
 
     /// Failed attempts whose failing operation was at `site`, since start.
-    pub fn site_failures(&self, site: FailureSite) -> u64 {
+    pub(crate) fn site_failures(&self, site: FailureSite) -> u64 {
         self.site_failures[site.index()]
     }
 }
@@ -102,7 +102,7 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
-    pub fn new(config: ReconcilerConfig) -> Self {
+    pub(crate) fn new(config: ReconcilerConfig) -> Self {
         Reconciler {
             rng: SimRng::new(config.seed),
             config,
@@ -116,17 +116,17 @@ impl Reconciler {
     }
 
     /// Makes `key` due now (a purge just committed, or recovery found work).
-    pub fn mark_pending(&mut self, key: PartitionKey, now_ms: u64) {
+    pub(crate) fn mark_pending(&mut self, key: PartitionKey, now_ms: u64) {
         let e = self.pending.entry(key).or_default();
         e.next_attempt_at_ms = now_ms;
     }
 
-    pub fn forget(&mut self, key: PartitionKey) {
+    pub(crate) fn forget(&mut self, key: PartitionKey) {
         self.pending.remove(&key);
     }
 
     /// Partitions due at `now_ms`, in key order, at most `max_per_pass`.
-    pub fn due(&self, now_ms: u64) -> Vec<PartitionKey> {
+    pub(crate) fn due(&self, now_ms: u64) -> Vec<PartitionKey> {
         self.pending
             .iter()
             .filter(|(_, e)| e.next_attempt_at_ms <= now_ms)
@@ -135,12 +135,12 @@ impl Reconciler {
             .collect()
     }
 
-    pub fn begin_pass(&mut self) {
+    pub(crate) fn begin_pass(&mut self) {
         self.stats.passes += 1;
         self.stats.last_pass_attempts = 0;
     }
 
-    pub fn record_success(&mut self, key: PartitionKey) {
+    pub(crate) fn record_success(&mut self, key: PartitionKey) {
         self.stats.attempts += 1;
         self.stats.last_pass_attempts += 1;
         if let Some(e) = self.pending.remove(&key)
@@ -151,7 +151,7 @@ impl Reconciler {
     }
 
     /// Counts where one attempt worked and, if it failed, where.
-    pub fn record_sites(&mut self, worked_on: &[DirKind], failed_at: Option<FailureSite>) {
+    pub(crate) fn record_sites(&mut self, worked_on: &[DirKind], failed_at: Option<FailureSite>) {
         for dir in worked_on {
             self.stats.dir_attempts[FailureSite::Dir(*dir).index()] += 1;
         }
@@ -160,7 +160,7 @@ impl Reconciler {
         }
     }
 
-    pub fn record_failure(&mut self, key: PartitionKey, error: &str, now_ms: u64) {
+    pub(crate) fn record_failure(&mut self, key: PartitionKey, error: &str, now_ms: u64) {
         self.stats.attempts += 1;
         self.stats.failures += 1;
         self.stats.last_pass_attempts += 1;
@@ -197,7 +197,7 @@ impl Reconciler {
         &self.pending
     }
 
-    pub fn stats(&self) -> ReconcilerStats {
+    pub(crate) fn stats(&self) -> ReconcilerStats {
         self.stats
     }
 }

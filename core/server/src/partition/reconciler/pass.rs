@@ -24,14 +24,14 @@ use crate::partition::purge::DirKind;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PassReport {
     pub attempted: Vec<PartitionKey>,
-    pub applied: Vec<PartitionKey>,
-    pub failed: Vec<(PartitionKey, String)>,
+    pub(crate) applied: Vec<PartitionKey>,
+    pub(crate) failed: Vec<(PartitionKey, String)>,
     pub still_pending: usize,
 }
 
 /// Runs one pass as of `now_ms` over `partitions`, recording every outcome in
 /// `reconciler`.
-pub fn run_pass(
+pub(crate) fn run_pass(
     reconciler: &mut Reconciler,
     partitions: &mut BTreeMap<PartitionKey, Partition>,
     now_ms: u64,
