@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use sluice_server::metadata::{Durability, PartitionKey};
 
-use crate::ack::{self, Generation, OffsetHistory, Served};
+use crate::ack::{self, DoubtWindow, Generation, OffsetHistory, Served};
 
 /// One partition's acknowledged state.
 #[derive(Debug, Clone)]
@@ -333,13 +333,13 @@ impl Oracle {
             }
             let h = p.offsets.get(&(*group, *id)).cloned().unwrap_or_default();
             let lossy = ack::may_roll_back(p.offsets_policy, p.lossy_offsets);
-            if !h.may_show(*value, lossy) {
+            if !h.may_show(*value, lossy, DoubtWindow::WholeGeneration) {
                 out.push(v(
                     'b',
                     format!(
                         "{kind} {id} shows {value:?}, acknowledged history {:?}, maybe {:?}",
                         h.acked(),
-                        h.in_doubt()
+                        h.ever_in_doubt()
                     ),
                 ));
             }

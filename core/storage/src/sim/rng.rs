@@ -29,9 +29,9 @@ impl SimRng {
     /// round of SplitMix64's finaliser per number, so every part changes the
     /// whole stream and their order matters.
     pub fn from_parts(seed: u64, parts: &[u64]) -> Self {
-        let state = parts
-            .iter()
-            .fold(Self::mix(seed), |h, &x| Self::mix(h ^ x.wrapping_add(GOLDEN)));
+        let state = parts.iter().fold(Self::mix(seed), |h, &x| {
+            Self::mix(h ^ x.wrapping_add(GOLDEN))
+        });
         SimRng { state }
     }
 
