@@ -26,26 +26,28 @@
 //! an earlier process never made durable shows. The schedule goes on with the
 //! original simulator.
 //!
-//! The oracle, per partition (`PartModel`):
-//! - `generation`: purges acknowledged (`Ok`). A purge that returned an
-//!   error may still have committed (its metadata rename may have reached the
-//!   disk): it is kept *in doubt* and resolved by the generation the engine
-//!   reports after the next reopen.
+//! The oracle, per partition (`PartModel`), on the one model of what was
+//! acknowledged that the simulator and the soak use too (`sluice_sim::ack`):
+//! - `generation` (`ack::Generation`): purges acknowledged (`Ok`). A purge
+//!   that returned an error may still have committed (its metadata rename may
+//!   have reached the disk): it is kept *in doubt* and resolved by the
+//!   generation the engine reports after the next reopen.
 //! - the messages of the current generation the engine serves, with their
 //!   offsets, each marked acknowledged (its send returned `Ok`), "maybe" (its
 //!   send failed but the engine served it) and known durable (it survived a
 //!   power loss). Payloads are unique: `g{generation}-p{partition}-{n}`.
-//! - per consumer and the group: the last acknowledged offset of the current
-//!   generation (`None` after an acknowledged delete), every value
-//!   acknowledged in the generation, and the values of failed calls since the
-//!   last acknowledged one ("maybe" writes: they may or may not have landed).
+//! - per consumer and the group (`ack::OffsetHistory`): the last acknowledged
+//!   offset of the current generation (`None` after an acknowledged delete),
+//!   every value acknowledged in the generation, and the values of failed
+//!   calls ("maybe" writes: they may or may not have landed).
 //!
 //! Checked after every step (and in every probe):
 //! 1. No offset of an older generation is visible: `get_offset` returns the
 //!    last acknowledged value of the current generation (or, after a failed
-//!    call, that call's value); after a crash also a "maybe" value; only under
-//!    `buffered` after a power loss also an earlier acknowledged value of the
-//!    current generation or nothing. And whenever the engine reports an offset,
+//!    call, that call's value); after a crash also a "maybe" value since the
+//!    last acknowledged call; only under `buffered` after a power loss also an
+//!    earlier acknowledged value of the current generation or nothing
+//!    (`OffsetHistory::may_show` with `DoubtWindow::UntilAcknowledged`). And whenever the engine reports an offset,
 //!    the offset file in the page cache holds exactly that value *with the
 //!    current generation* (so a numerically equal value of an older history
 //!    cannot pass for it).
@@ -88,7 +90,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use sluice_server::clock::{Clock, ManualClock};
-use sluice_server::layout::parse_segment_name;
+use sluice_server::layout::PartitionPaths;
 use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
@@ -96,6 +98,7 @@ use sluice_server::partition::purge::PurgeState;
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::slots::SlotRead;
 use sluice_server::{Engine, EngineConfig, EngineError, Identifier, Partitioning};
+use sluice_sim::ack::{self, DoubtWindow, Generation, OffsetHistory, Served};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
     Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage,
@@ -160,7 +163,10 @@ fn key(partition: u32) -> PartitionKey {
 }
 
 fn partition_dir(partition: u32) -> String {
-    format!("{DATA}/streams/0/topics/0/partitions/{partition}")
+    PartitionPaths::new(Path::new(DATA), key(partition))
+        .root
+        .to_string_lossy()
+        .into_owned()
 }
 
 // ---------------------------------------------------------------------------
@@ -507,24 +513,15 @@ struct Entry {
 struct OffModel {
     /// What the engine reported after the last step.
     observed: Option<u64>,
-    /// The last acknowledged value of the current generation (`None`: none
-    /// stored, or an acknowledged delete).
-    acked: Option<u64>,
-    /// Every value acknowledged in the current generation.
-    history: BTreeSet<u64>,
-    /// Values of failed stores, deletes and auto-commits since the last
-    /// acknowledged one: they may or may not have taken effect.
-    maybe: BTreeSet<Option<u64>>,
+    /// What was acknowledged, and what failed calls may have left.
+    history: OffsetHistory,
 }
 
 #[derive(Debug, Clone, Default)]
 struct PartModel {
-    generation: u64,
-    /// A purge of this partition returned an error: the generation after the
-    /// next reopen may be `generation + 1`.
-    in_doubt: bool,
-    /// Something was acknowledged on this partition since the purge in doubt.
-    acked_since_doubt: bool,
+    /// The acknowledged generation, and a purge of this partition that
+    /// returned an error (the generation after the next reopen may be one more).
+    generation: Generation,
     entries: Vec<Entry>,
     /// Failed batches the engine did not serve (they could only reappear
     /// whole, at the end, after a crash).
@@ -550,24 +547,20 @@ impl PartModel {
     /// start anywhere up to one past the highest offset value any consumer or
     /// the group stored (or tried to) in this generation.
     fn continue_ceiling(&self) -> u64 {
-        let stored = self
-            .offsets
-            .values()
-            .flat_map(|o| {
-                o.history
-                    .iter()
-                    .copied()
-                    .chain(o.observed)
-                    .chain(o.maybe.iter().copied().flatten())
-            })
-            .max();
-        stored.map_or(0, |h| h + 1).max(self.next_offset())
+        let stored = ack::continue_ceiling(self.offsets.values().flat_map(|o| {
+            o.history
+                .acked()
+                .iter()
+                .chain(o.history.in_doubt())
+                .copied()
+                .flatten()
+                .chain(o.observed)
+        }));
+        stored.unwrap_or(0).max(self.next_offset())
     }
 
-    fn reset(&mut self, generation: u64) {
-        self.generation = generation;
-        self.in_doubt = false;
-        self.acked_since_doubt = false;
+    /// A new generation (acknowledged, or a purge in doubt seen landed).
+    fn reset(&mut self) {
         self.entries.clear();
         self.unserved.clear();
         self.offsets.clear();
@@ -581,10 +574,8 @@ impl PartModel {
     fn ack_offset(&mut self, who: Who, value: Option<u64>) {
         let o = self.off(who);
         o.observed = value;
-        o.acked = value;
-        o.history.extend(value);
-        o.maybe.clear();
-        self.acked_since_doubt = true;
+        o.history.acknowledged(value);
+        self.generation.write_acknowledged();
     }
 }
 
@@ -622,28 +613,7 @@ fn record_of(bytes: &[u8]) -> Option<OffsetRecord> {
 
 /// Dead files of `partition` (generation < `generation`) in a view.
 fn dead_files(view: &BTreeMap<String, NodeView>, partition: u32, generation: u64) -> Vec<String> {
-    let root = format!("{}/", partition_dir(partition));
-    let mut out = Vec::new();
-    for (path, node) in view {
-        let NodeView::File(bytes) = node else {
-            continue;
-        };
-        let Some(rest) = path.strip_prefix(&root) else {
-            continue;
-        };
-        let Some((dir, name)) = rest.split_once('/') else {
-            continue;
-        };
-        let dead = match dir {
-            "segments" => parse_segment_name(name).is_some_and(|(g, _, _)| g < generation),
-            "consumers" | "groups" => record_of(bytes).is_some_and(|r| r.generation < generation),
-            _ => false,
-        };
-        if dead {
-            out.push(path.clone());
-        }
-    }
-    out
+    ack::dead_files(view, Path::new(DATA), key(partition), generation)
 }
 
 /// The engine refused the call before doing anything: a failed metadata
@@ -806,7 +776,11 @@ impl World {
 
     /// Every served payload is of the partition's current generation.
     fn check_payload_generation(&self, p: usize, served: &[(u64, String)]) -> Check {
-        let prefix = format!("g{}-p{}-", self.model[p].generation, PARTITIONS[p]);
+        let prefix = format!(
+            "g{}-p{}-",
+            self.model[p].generation.acknowledged(),
+            PARTITIONS[p]
+        );
         for (offset, payload) in served {
             if !payload.starts_with(&prefix) {
                 return fail(format!(
@@ -825,7 +799,7 @@ impl World {
             return Ok(());
         };
         let path = format!("{}/{}", partition_dir(PARTITIONS[p]), who.file());
-        let generation = self.model[p].generation;
+        let generation = self.model[p].generation.acknowledged();
         let view = self.sim.cached_view();
         // Right after a re-dirty whose second rename failed, the file is
         // under `<name>.redirty` until the directory's next sync (or a
@@ -867,16 +841,17 @@ impl World {
                 // Serving again: a failed purge's commit was undone (the
                 // previous metadata saved again), so it did not happen.
                 for m in &mut self.model {
-                    m.in_doubt = false;
+                    m.generation.undone();
                 }
             }
         }
         for (p, &partition) in PARTITIONS.iter().enumerate() {
             let g = self.served_generation(p)?;
-            if g != self.model[p].generation {
+            if g != self.model[p].generation.acknowledged() {
                 return fail(format!(
                     "partition {}: engine serves generation {g}, oracle {}",
-                    partition, self.model[p].generation
+                    partition,
+                    self.model[p].generation.acknowledged()
                 ));
             }
             let served = self.served(p)?;
@@ -920,7 +895,7 @@ impl World {
         let durable = self.sim.durable_view();
         let cached = self.sim.cached_view();
         for (p, &partition) in PARTITIONS.iter().enumerate() {
-            let g = self.model[p].generation;
+            let g = self.model[p].generation.acknowledged();
             let part = self
                 .engine()
                 .partition(key(partition))
@@ -1053,7 +1028,7 @@ impl World {
             .map(|i| {
                 format!(
                     "g{}-p{}-{}",
-                    m.generation,
+                    m.generation.acknowledged(),
                     PARTITIONS[p],
                     m.sent + u64::from(i)
                 )
@@ -1090,7 +1065,7 @@ impl World {
                         durable: false,
                     }));
                 m.unserved.clear();
-                m.acked_since_doubt = true;
+                m.generation.write_acknowledged();
                 Ok(())
             }
             Err(e) if refused(&e) => Ok(()),
@@ -1191,7 +1166,7 @@ impl World {
             ));
         }
         o.observed = got;
-        o.maybe.insert(attempted);
+        o.history.failed(attempted);
         Ok(())
     }
 
@@ -1219,13 +1194,13 @@ impl World {
 
     fn poll_next(&mut self, p: usize, who: Who, count: u8) -> Check {
         let m = &mut self.model[p];
-        let start = m.off(who).observed.map_or(0, |o| o + 1);
-        let want: Vec<(u64, String)> = m
-            .entries
-            .iter()
-            .filter(|e| e.offset >= start)
+        let stored = m.off(who).observed;
+        let start = stored.map_or(0, |o| o + 1);
+        let history: Vec<(u64, &String)> =
+            m.entries.iter().map(|e| (e.offset, &e.payload)).collect();
+        let want: Vec<(u64, String)> = ack::next_after(&history, stored)
             .take(usize::from(count))
-            .map(|e| (e.offset, e.payload.clone()))
+            .map(|(offset, payload)| (*offset, (*payload).clone()))
             .collect();
         let r = self.engine().poll(
             &s(),
@@ -1277,8 +1252,8 @@ impl World {
         match r {
             Ok(()) => {
                 for &p in parts {
-                    let g = self.model[p].generation + 1;
-                    self.model[p].reset(g);
+                    self.model[p].generation.purge_acknowledged();
+                    self.model[p].reset();
                 }
                 Ok(())
             }
@@ -1291,9 +1266,7 @@ impl World {
                 // targets the same generation (memory kept the old one), and
                 // it ran only after the first was settled.
                 for &p in parts {
-                    let m = &mut self.model[p];
-                    m.in_doubt = true;
-                    m.acked_since_doubt = false;
+                    self.model[p].generation.purge_failed();
                 }
                 Ok(())
             }
@@ -1304,25 +1277,25 @@ impl World {
         drop(self.engine.take());
         self.sim.crash(kind.crash());
         self.open()?;
-        let buffered_power_loss = kind.is_power_loss() && !self.case.policy.is_persisted();
+        let buffered_power_loss = ack::may_roll_back(self.case.policy, kind.is_power_loss());
         for (p, &name) in PARTITIONS.iter().enumerate() {
             // The generation: the acknowledged one, or a purge in doubt that committed.
             let g = self.served_generation(p)?;
             let m = &mut self.model[p];
-            if g != m.generation {
-                if m.in_doubt && g == m.generation + 1 {
-                    if m.acked_since_doubt {
-                        return fail(format!(
-                            "partition {name}: a purge that returned an error committed (generation {g}), and writes acknowledged after it at generation {} are lost",
-                            m.generation
-                        ));
-                    }
-                    m.reset(g);
-                } else {
+            let acknowledged = m.generation.acknowledged();
+            let in_doubt = m.generation.in_doubt();
+            match m.generation.observe(g) {
+                Served::Acknowledged => {}
+                Served::InDoubtLanded { lost_acked: true } => {
                     return fail(format!(
-                        "partition {name}: recovered at generation {g}, but generation {} was acknowledged or served (a purge in doubt counts once a restart served it){}",
-                        m.generation,
-                        if m.in_doubt {
+                        "partition {name}: a purge that returned an error committed (generation {g}), and writes acknowledged after it at generation {acknowledged} are lost"
+                    ));
+                }
+                Served::InDoubtLanded { lost_acked: false } => m.reset(),
+                Served::WentBack | Served::NeverRequested => {
+                    return fail(format!(
+                        "partition {name}: recovered at generation {g}, but generation {acknowledged} was acknowledged or served (a purge in doubt counts once a restart served it){}",
+                        if in_doubt {
                             "; one more purge is in doubt"
                         } else {
                             ""
@@ -1330,27 +1303,27 @@ impl World {
                     ));
                 }
             }
-            m.in_doubt = false;
             let served = self.served(p)?;
             self.check_payload_generation(p, &served)?;
             self.check_recovered_history(p, kind, &served)?;
             for who in Who::ALL {
                 let got = self.stored(p, who)?;
                 let o = self.model[p].off(who);
-                let allowed = got == o.acked
-                    || o.maybe.contains(&got)
-                    || (buffered_power_loss
-                        && (got.is_none() || got.is_some_and(|v| o.history.contains(&v))));
-                if !allowed {
+                if !o
+                    .history
+                    .may_show(got, buffered_power_loss, DoubtWindow::UntilAcknowledged)
+                {
                     return fail(format!(
                         "partition {name}: after {kind:?} {who:?} has offset {got:?}; acknowledged {:?}, earlier {:?}, maybe {:?}",
-                        o.acked, o.history, o.maybe
+                        o.history.last(),
+                        o.history.acked(),
+                        o.history.in_doubt()
                     ));
                 }
                 o.observed = got;
                 if buffered_power_loss {
                     // What the disk kept is now the state a process crash keeps.
-                    o.acked = got;
+                    o.history.settle(got);
                 }
                 self.check_offset_file(p, who, got)?;
             }
@@ -1534,7 +1507,7 @@ impl World {
         }
         let durable = self.sim.durable_view();
         for (p, &partition) in PARTITIONS.iter().enumerate() {
-            let g = self.model[p].generation;
+            let g = self.model[p].generation.acknowledged();
             let part = self
                 .engine()
                 .partition(key(partition))

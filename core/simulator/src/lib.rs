@@ -5,6 +5,7 @@
 //! A separate crate because it depends on the server (to drive it) and the
 //! `sluice` binary depends on it (docs/adr/0007-simulator-and-cli-crates.md).
 
+pub mod ack;
 pub mod explore;
 pub mod oracle;
 pub mod run;

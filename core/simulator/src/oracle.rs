@@ -1,15 +1,16 @@
-//! The oracle: a model of what was acknowledged, and the checks every
-//! simulated state must pass.
+//! The simulator's oracle: what the world observed of the engine, judged by
+//! the one model of what was acknowledged (`crate::ack`, shared with the
+//! purge proptest and the soak).
 //!
 //! Invariants of the model:
 //! - Only calls that returned `Ok` are acknowledged. A call that failed may or
 //!   may not have taken effect: it is recorded as *maybe*, and either outcome
-//!   is accepted, never a third one.
-//! - What must survive depends on the topic's policy and the crash: under
-//!   `persisted` everything acknowledged survives any crash; under `buffered`
-//!   it survives a process crash, and a power loss may roll it back to any
-//!   earlier acknowledged state of the same generation, never to another
-//!   generation and never to a value nobody wrote.
+//!   is accepted, never a third one (`ack::OffsetHistory`, `ack::Generation`).
+//! - What must survive depends on the topic's policy and the crash
+//!   (`ack::may_roll_back`): under `persisted` everything acknowledged
+//!   survives any crash; under `buffered` it survives a process crash, and a
+//!   power loss may roll it back to any earlier state of the same generation,
+//!   never to another generation and never to a value nobody wrote.
 //! - Payloads and offset values are unique per generation (the workloads make
 //!   them so), so a value identifies the generation it belongs to.
 
@@ -18,22 +19,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use sluice_server::metadata::{Durability, PartitionKey};
 
-/// One consumer's (or group's) offset history in the current generation.
-#[derive(Debug, Clone, Default)]
-struct OffsetHistory {
-    /// Acknowledged states in order (`None` = deleted).
-    acked: Vec<Option<u64>>,
-    /// States of calls that failed (may have landed).
-    maybe: BTreeSet<Option<u64>>,
-}
+use crate::ack::{self, DoubtWindow, Generation, OffsetHistory, Served};
 
 /// One partition's acknowledged state.
 #[derive(Debug, Clone)]
 pub struct PartitionModel {
-    /// Acknowledged purge generation (lower bound of what must be served).
-    pub generation: u64,
-    /// A purge call failed: the generation may be one higher.
-    pub purge_in_doubt: bool,
+    /// The acknowledged purge generation and a purge in doubt.
+    pub generation: Generation,
     /// Payloads acknowledged in the current generation, with their offsets.
     messages: Vec<(u64, String)>,
     /// Payloads of sends that failed in the current generation.
@@ -52,9 +44,6 @@ pub struct PartitionModel {
     /// generation: buffered writes may have rolled back.
     lossy_messages: bool,
     lossy_offsets: bool,
-    /// A write was acknowledged after the in-doubt purge: the engine told a
-    /// client the old generation is current, so that purge must not land.
-    acked_since_doubt: bool,
     /// A crash (of any kind) happened in this generation: recovery may then
     /// continue the log past a stored offset so none is reused (ADR 0010),
     /// so the history may jump.
@@ -91,8 +80,7 @@ pub struct Oracle {
 impl PartitionModel {
     pub fn new(messages_policy: Durability, offsets_policy: Durability) -> Self {
         PartitionModel {
-            generation: 0,
-            purge_in_doubt: false,
+            generation: Generation::default(),
             messages: Vec::new(),
             maybe_messages: BTreeSet::new(),
             accepted_holes: BTreeSet::new(),
@@ -103,24 +91,21 @@ impl PartitionModel {
             offsets_policy,
             lossy_messages: false,
             lossy_offsets: false,
-            acked_since_doubt: false,
             power_lost: false,
         }
     }
 
-    fn start_generation(&mut self, generation: u64) {
+    /// A new generation (its purge acknowledged or seen landed): everything of
+    /// the old one is purged and must never be served again.
+    fn start_generation(&mut self) {
         self.purged.extend(self.messages.drain(..).map(|(_, m)| m));
         self.purged.extend(std::mem::take(&mut self.maybe_messages));
         self.accepted_holes.clear();
         for h in std::mem::take(&mut self.offsets).into_values() {
-            self.purged_offsets.extend(h.acked.into_iter().flatten());
-            self.purged_offsets.extend(h.maybe.into_iter().flatten());
+            self.purged_offsets.extend(h.values());
         }
-        self.generation = generation;
-        self.purge_in_doubt = false;
         self.lossy_messages = false;
         self.lossy_offsets = false;
-        self.acked_since_doubt = false;
         self.power_lost = false;
     }
 }
@@ -148,7 +133,7 @@ impl Oracle {
                         .enumerate()
                         .map(|(i, m)| (base + i as u64, m.clone())),
                 );
-                p.acked_since_doubt |= p.purge_in_doubt;
+                p.generation.write_acknowledged();
             } else {
                 p.maybe_messages.extend(payloads.iter().cloned());
             }
@@ -166,15 +151,10 @@ impl Oracle {
         if let Some(p) = self.partitions.get_mut(&key) {
             let h = p.offsets.entry((group, id)).or_default();
             if ok {
-                h.acked.push(value);
-                p.acked_since_doubt |= p.purge_in_doubt;
+                h.acknowledged(value);
+                p.generation.write_acknowledged();
             } else {
-                // A failed call leaves either state: the one it tried to
-                // reach, or the one before it (which a crash may bring back
-                // even if memory already shows the new one).
-                let before = h.acked.last().copied().flatten();
-                h.maybe.insert(value);
-                h.maybe.insert(before);
+                h.failed(value);
             }
         }
     }
@@ -183,14 +163,10 @@ impl Oracle {
         for key in keys {
             if let Some(p) = self.partitions.get_mut(key) {
                 if ok {
-                    // After an in-doubt purge the engine may be one higher
-                    // still; that stays in doubt until observed.
-                    let doubt = p.purge_in_doubt;
-                    p.start_generation(p.generation + 1);
-                    p.purge_in_doubt = doubt;
+                    p.generation.purge_acknowledged();
+                    p.start_generation();
                 } else {
-                    p.purge_in_doubt = true;
-                    p.acked_since_doubt = false;
+                    p.generation.purge_failed();
                 }
             }
         }
@@ -224,37 +200,38 @@ impl Oracle {
             detail,
         };
         // (c) an acknowledged purge is never undone; an unacknowledged one may land.
-        if seen.generation < p.generation {
-            out.push(v(
-                'c',
-                format!(
-                    "generation {} went back below the acknowledged {}",
-                    seen.generation, p.generation
-                ),
-            ));
-            return out;
-        }
-        if seen.generation > p.generation {
-            if p.purge_in_doubt && seen.generation == p.generation + 1 {
-                if p.acked_since_doubt {
+        let acknowledged = p.generation.acknowledged();
+        match p.generation.observe(seen.generation) {
+            Served::Acknowledged => {}
+            Served::InDoubtLanded { lost_acked } => {
+                if lost_acked {
                     out.push(v('b', format!(
                         "a purge that failed landed at recovery (generation {}), losing writes acknowledged after it",
                         seen.generation
                     )));
                 }
-                p.start_generation(seen.generation);
-            } else {
+                p.start_generation();
+            }
+            Served::WentBack => {
                 out.push(v(
                     'c',
                     format!(
-                        "generation {} was never requested (acknowledged {})",
-                        seen.generation, p.generation
+                        "generation {} went back below the acknowledged {acknowledged}",
+                        seen.generation
                     ),
                 ));
                 return out;
             }
-        } else {
-            p.purge_in_doubt = false;
+            Served::NeverRequested => {
+                out.push(v(
+                    'c',
+                    format!(
+                        "generation {} was never requested (acknowledged {acknowledged})",
+                        seen.generation
+                    ),
+                ));
+                return out;
+            }
         }
         // (e) purged messages are never served.
         for (offset, payload) in &seen.history {
@@ -267,7 +244,7 @@ impl Oracle {
         }
         // (b) every served message was sent in this generation, at the offset
         // it was acknowledged at; (a) Next serves a dense history from 0.
-        let lossy = p.messages_policy == Durability::Buffered && p.lossy_messages;
+        let lossy = ack::may_roll_back(p.messages_policy, p.lossy_messages);
         let acked: BTreeMap<&String, u64> = p.messages.iter().map(|(o, m)| (m, *o)).collect();
         for (offset, payload) in &seen.history {
             match acked.get(payload) {
@@ -292,12 +269,7 @@ impl Oracle {
         // ADR 0010: after a loss the log may continue past the highest stored
         // offset, so a jump to at most one past it (a failed send's message
         // may be the first after it) is the rule, not a skip.
-        let continue_at = p
-            .offsets
-            .values()
-            .flat_map(|h| h.acked.iter().chain(h.maybe.iter()).flatten())
-            .max()
-            .map(|h| h + 1);
+        let continue_at = ack::continue_ceiling(p.offsets.values().flat_map(OffsetHistory::values));
         if !lossy {
             let mut expected = 0u64;
             for (i, (offset, _)) in seen.history.iter().enumerate() {
@@ -330,11 +302,8 @@ impl Oracle {
             let Some(Some(o)) = seen.offsets.get(&(*group, *id)) else {
                 continue;
             };
-            let want: Vec<u64> = seen
-                .history
-                .iter()
+            let want: Vec<u64> = ack::next_after(&seen.history, Some(*o))
                 .map(|(x, _)| *x)
-                .filter(|x| x > o)
                 .collect();
             if *got != want {
                 let kind = if *group { "group" } else { "consumer" };
@@ -354,7 +323,7 @@ impl Oracle {
                 && !p
                     .offsets
                     .get(&(*group, *id))
-                    .is_some_and(|h| h.acked.contains(value) || h.maybe.contains(value))
+                    .is_some_and(|h| h.ever_held(*value))
             {
                 out.push(v(
                     'a',
@@ -363,17 +332,14 @@ impl Oracle {
                 continue;
             }
             let h = p.offsets.get(&(*group, *id)).cloned().unwrap_or_default();
-            let last = h.acked.last().copied().flatten();
-            let lossy = p.offsets_policy == Durability::Buffered && p.lossy_offsets;
-            let ok = *value == last
-                || h.maybe.contains(value)
-                || (lossy && (value.is_none() || h.acked.contains(value)));
-            if !ok {
+            let lossy = ack::may_roll_back(p.offsets_policy, p.lossy_offsets);
+            if !h.may_show(*value, lossy, DoubtWindow::WholeGeneration) {
                 out.push(v(
                     'b',
                     format!(
                         "{kind} {id} shows {value:?}, acknowledged history {:?}, maybe {:?}",
-                        h.acked, h.maybe
+                        h.acked(),
+                        h.ever_in_doubt()
                     ),
                 ));
             }
@@ -410,10 +376,7 @@ impl Oracle {
             for ((group, id), value) in &seen.offsets {
                 // The observed value is the latest state; earlier ones and the
                 // outcomes of failed calls stay possible after a crash.
-                let h = p.offsets.entry((*group, *id)).or_default();
-                if h.acked.last() != Some(value) {
-                    h.acked.push(*value);
-                }
+                p.offsets.entry((*group, *id)).or_default().settle(*value);
             }
             p.lossy_messages = false;
             p.lossy_offsets = false;

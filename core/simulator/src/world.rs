@@ -1,5 +1,5 @@
 //! A simulated world: `SimStorage`, the production engine on it, a manual
-//! clock, and the oracle of what was acknowledged. Workloads drive it step by
+//! clock, and the oracle of what was acknowledged (`crate::ack`'s model). Workloads drive it step by
 //! step; crashes and recovery go through the same `Engine::open` the server uses.
 
 use std::collections::BTreeMap;
@@ -10,14 +10,13 @@ use sluice_server::clock::ManualClock;
 use sluice_server::layout::PartitionPaths;
 use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
 use sluice_server::partition::log::NewMessage;
-use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file};
 use sluice_server::partition::{Consumer, PollingStrategy};
-use sluice_server::slots::SlotRead;
 use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{Crash, DurableStorage, SimConfig, SimStorage, SyncFailureSemantics};
 
+use crate::ack;
 use crate::oracle::{Observed, Oracle, Violation};
 
 pub const DATA_DIR: &str = "/data";
@@ -313,7 +312,6 @@ impl World {
         let mut out = Vec::new();
         for p in 0..self.shape.partitions {
             let paths = PartitionPaths::new(Path::new(DATA_DIR), key(p));
-            let root = paths.root.to_string_lossy().into_owned();
             let Some(NodeView::File(bytes)) = view.get(&*paths.obligation.to_string_lossy()) else {
                 continue;
             };
@@ -323,13 +321,7 @@ impl World {
             if ob.state() != PurgeState::Applied {
                 continue;
             }
-            let dead: Vec<&String> = view
-                .iter()
-                .filter(|(path, node)| {
-                    path.starts_with(&format!("{root}/")) && is_dead(path, node, ob.generation())
-                })
-                .map(|(path, _)| path)
-                .collect();
+            let dead = ack::dead_files(&view, Path::new(DATA_DIR), key(p), ob.generation());
             if !dead.is_empty() {
                 out.push(violation(
                     'd',
@@ -473,20 +465,4 @@ fn violation(property: char, partition: &str, detail: String) -> Violation {
         partition: partition.to_string(),
         detail,
     }
-}
-
-/// A file below a partition root that belongs to a generation older than `generation`.
-fn is_dead(path: &str, node: &NodeView, generation: u64) -> bool {
-    let NodeView::File(bytes) = node else {
-        return false;
-    };
-    let name = path.rsplit('/').next().unwrap_or_default();
-    if path.contains("/segments/") {
-        return sluice_server::layout::parse_segment_name(name)
-            .is_some_and(|(g, _, _)| g < generation);
-    }
-    if path.contains("/consumers/") || path.contains("/groups/") {
-        return matches!(OFFSET_LAYOUT.decode::<OffsetRecord>(bytes), SlotRead::Valid { value, .. } if value.generation < generation);
-    }
-    false
 }

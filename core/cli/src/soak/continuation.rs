@@ -23,11 +23,13 @@ use super::client::{Ctx, Reply, call, parse_polled};
 use super::oracle::{Kind, OffKey, Val};
 use super::verify::read_partition;
 use super::workload::{send_payloads, store_offset};
-use super::{Rng, topics};
+use sluice_storage::sim::SimRng;
+
+use super::topics;
 
 /// Sends to the buffered topic, stores the last message's offset and
 /// records it for the next verification's probe.
-pub(super) async fn store_past_the_durable_log(ctx: &Ctx, rng: &mut Rng) {
+pub(super) async fn store_past_the_durable_log(ctx: &Ctx, rng: &mut SimRng) {
     let topic = topics::ADR_0010_TOPIC;
     let partition = u32::try_from(rng.below(u64::from(ctx.partitions))).unwrap_or(0);
     let n = rng.range(1, 3);

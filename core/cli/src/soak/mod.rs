@@ -64,7 +64,7 @@
 //!   period; no request answers a status the API does not promise.
 //!
 //! Determinism: the kill schedule and every client's sequence of operations
-//! are functions of `--seed` (a SplitMix64 per cycle and per client). Thread
+//! are functions of `--seed` (a `SimRng` per cycle and per client, seeded by `SimRng::from_parts`). Thread
 //! and disk timing decide how the clients interleave, how many operations run
 //! before the kill and which request the kill cuts, so two runs with one seed
 //! agree on the schedule, not in every detail. A violation names the seed and
@@ -76,6 +76,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use sluice_storage::sim::SimRng;
 
 mod continuation;
 mod powercut;
@@ -242,39 +244,6 @@ fn prepare_work_dir(work: &Path) -> Result<(), String> {
     std::fs::create_dir_all(work.join("data")).map_err(|e| e.to_string())
 }
 
-/// SplitMix64: tiny, seedable, good enough to pick operations.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn for_parts(parts: &[u64]) -> Rng {
-        let mut r = Rng(0x05ee_d0f5_11ce);
-        for p in parts {
-            r.0 ^= *p;
-            r.0 = r.next_u64();
-        }
-        r
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next_u64() % n }
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi.saturating_sub(lo).saturating_add(1))
-    }
-}
-
 struct Report {
     cycles: u64,
     counts: Counts,
@@ -429,7 +398,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         // One restart in eight is killed again right after it listens,
         // while its first reconciler passes may be finishing a purge's
         // cleanup; nothing was sent to it, so the oracle is unchanged.
-        let mut early = Rng::for_parts(&[args.seed, cycle, u64::MAX - 1]);
+        let mut early = SimRng::from_parts(args.seed, &[cycle, u64::MAX - 1]);
         if cycle > 0 && early.below(8) == 0 {
             let jitter = Duration::from_micros(early.below(20_000));
             match spawn_server(work, &target, cycle) {
@@ -521,7 +490,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         }
 
         // Load, and the kill.
-        let mut schedule = Rng::for_parts(&[args.seed, cycle, u64::MAX]);
+        let mut schedule = SimRng::from_parts(args.seed, &[cycle, u64::MAX]);
         let kill_after = schedule.range(1, args.max_ops);
         let plan = CyclePlan {
             kill_after,
@@ -531,7 +500,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         };
         let mut tasks = Vec::new();
         for client in 1..=args.clients {
-            let rng = Rng::for_parts(&[args.seed, cycle, u64::from(client)]);
+            let rng = SimRng::from_parts(args.seed, &[cycle, u64::from(client)]);
             tasks.push(tokio::spawn(client_loop(ctx.clone(), client, rng)));
         }
         let killer_ctx = ctx.clone();
@@ -544,7 +513,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         if let Some(mut child) = alive {
             // The clients have stopped and the server still runs: store an
             // offset on a buffered message no sync has reached, then kill.
-            let mut rng = Rng::for_parts(&[args.seed, cycle, u64::MAX - 5]);
+            let mut rng = SimRng::from_parts(args.seed, &[cycle, u64::MAX - 5]);
             continuation::store_past_the_durable_log(&ctx, &mut rng).await;
             let _ = child.kill();
             let _ = child.wait();
@@ -599,7 +568,7 @@ impl CyclePlan {
     /// The --powercut parts, from their own seeded stream (so the kill
     /// schedule above is the same with and without them).
     fn draw(args: &SoakArgs, cycle: u64, kill_after: u64) -> CyclePlan {
-        let mut rng = Rng::for_parts(&[args.seed, cycle, u64::MAX - 4]);
+        let mut rng = SimRng::from_parts(args.seed, &[cycle, u64::MAX - 4]);
         if !args.powercut {
             return CyclePlan::default();
         }

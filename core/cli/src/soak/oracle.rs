@@ -7,6 +7,10 @@
 //!   exact and anything in doubt allows both outcomes.
 //! - The checks are pure functions of the record and what the server served
 //!   (no I/O here), so they are unit-tested below on hand-made histories.
+//! - What a cut may take, what `Next` must return and where ADR 0010 lets a
+//!   log continue are the rules of `sluice_sim::ack`, the model the simulator
+//!   and the purge proptest judge by; what is here is how the soak observes
+//!   (ticks of concurrent clients, answers lost to a kill).
 //! - A `persisted` log is gap-free but for ADR 0010 continuations; a
 //!   `buffered` log may also skip what a power cut took from a sealed
 //!   segment (ADR 0004 §3 step 4), and such a gap is allowed from then on,
@@ -486,9 +490,10 @@ pub(super) fn check_offset(
 /// Whether a power cut must leave `m` in its log: acknowledged `persisted`,
 /// not purged since (`fence`: its topic's last purge that took effect).
 pub(super) fn must_survive(m: &Msg, fence: Option<(Tick, Tick)>) -> bool {
+    // Every kill may be a power cut: only what no cut may roll back must stay.
     !m.never
         && m.acked
-        && topics::spec(m.topic).messages == Durability::Persisted
+        && !sluice_sim::ack::may_roll_back(topics::spec(m.topic).messages.policy(), true)
         && fence.is_none_or(|(_, e)| e < m.start)
 }
 

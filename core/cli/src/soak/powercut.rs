@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::Rng;
+use sluice_storage::sim::SimRng;
 
 /// Where a failing fsync is armed before a purge.
 const FAIL_SYNC_DIRS: [&str; 3] = ["consumers", "groups", "segments"];
@@ -84,7 +84,7 @@ impl PowerCut {
     /// dead and reaped); `full` rules out partial writeback. Returns the
     /// cut's description, or the file system's broken invariant.
     pub fn cut_after_kill(&self, cycle: u64, which: u64, full: bool) -> Result<String, String> {
-        let mut rng = Rng::for_parts(&[self.seed, cycle, which, u64::MAX - 2]);
+        let mut rng = SimRng::from_parts(self.seed, &[cycle, which, u64::MAX - 2]);
         let partial = rng.below(100) < self.partial_percent && !full;
         let seed = partial.then(|| rng.next_u64());
         self.mount.handle().cut(seed);
@@ -107,7 +107,7 @@ impl PowerCut {
     /// arms a failing fsync on one partition's `consumers/`, `groups/` or
     /// `segments/` directory (the directories Iggy's purge deletes from).
     pub fn before_purge(&self, cycle: u64, n: u64) {
-        let mut rng = Rng::for_parts(&[self.seed, cycle, n, u64::MAX - 3]);
+        let mut rng = SimRng::from_parts(self.seed, &[cycle, n, u64::MAX - 3]);
         if rng.below(100) >= self.fail_sync_percent {
             return;
         }

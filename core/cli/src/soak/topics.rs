@@ -25,6 +25,15 @@ pub enum Durability {
 }
 
 impl Durability {
+    /// The engine's policy of the same name, for the shared model of what
+    /// may survive (`sluice_sim::ack`).
+    pub fn policy(self) -> sluice_server::metadata::Durability {
+        match self {
+            Durability::Persisted => sluice_server::metadata::Durability::Persisted,
+            Durability::Buffered => sluice_server::metadata::Durability::Buffered,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Durability::Persisted => "persisted",

@@ -279,14 +279,16 @@ pub(super) fn record_floors(
     for ((topic, partition), log) in logs {
         let generation = o.generation(*topic);
         let end = log.last().map_or(0, |(last, _)| last + 1);
-        let floor = match highest.get(&(*topic, *partition)) {
-            Some(h) if h + 1 > end => {
+        let ceiling =
+            sluice_sim::ack::continue_ceiling(highest.get(&(*topic, *partition)).copied());
+        let floor = match ceiling {
+            Some(to) if to > end => {
                 o.counts.continuations += 1;
                 o.jumps
                     .entry((*topic, *partition))
                     .or_default()
-                    .push((generation, end, h + 1));
-                h + 1
+                    .push((generation, end, to));
+                to
             }
             _ => end,
         };
@@ -427,12 +429,11 @@ pub(super) async fn check_next(
         return Err(format!("poll next for {key}: {}", reply.describe()));
     };
     let (_, polled) = parse_polled(body)?;
-    let expected: Vec<&(u64, String)> = log
-        .iter()
-        .filter(|(offset, _)| match observed {
-            Val::At(s) => *offset > s,
-            _ => true,
-        })
+    let stored = match observed {
+        Val::At(s) => Some(s),
+        _ => None,
+    };
+    let expected: Vec<&(u64, String)> = sluice_sim::ack::next_after(log, stored)
         .take(SCAN_PAGE as usize)
         .collect();
     let got: Vec<&(u64, String)> = polled.iter().collect();

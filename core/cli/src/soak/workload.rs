@@ -21,7 +21,8 @@ use serde_json::{Value, json};
 use super::client::{Ctx, Reply, call, parse_polled, wire_payload};
 use super::oracle::{Counts, Kind, Msg, NEVER, OffKey, OffOp, PurgeRec, Tick, Val};
 use super::topics::{Durability, Scope};
-use super::{Rng, STREAM, topics};
+use super::{STREAM, topics};
+use sluice_storage::sim::SimRng;
 
 pub(super) enum Step {
     Continue,
@@ -62,7 +63,7 @@ impl Known {
     }
 }
 
-pub(super) async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: Rng) {
+pub(super) async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: SimRng) {
     let partitions = u64::from(ctx.partitions);
     let mut known = Known::new(ctx.partitions);
     let mut sent = 0u64;

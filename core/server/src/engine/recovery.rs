@@ -40,21 +40,6 @@ pub struct RecoveryReport {
     pub per_partition: BTreeMap<PartitionKey, PartitionRecovery>,
 }
 
-/// Mixes the engine seed with what recovery found, so a restart in the same
-/// data directory never replays the server-assigned message ids of an
-/// earlier run (SplitMix64's finaliser, one round per input: order matters,
-/// unlike a plain XOR).
-fn id_seed(seed: u64, inputs: &[u64]) -> u64 {
-    fn mix(mut z: u64) -> u64 {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    inputs.iter().fold(mix(seed), |h, &x| {
-        mix(h ^ x.wrapping_add(0x9e37_79b9_7f4a_7c15))
-    })
-}
-
 impl Engine {
     /// Opens (recovers) the engine on `config.data_dir`.
     pub fn open(
@@ -124,12 +109,13 @@ impl Engine {
         }
         // The seed alone would replay the ids of the previous run in this data
         // directory after every restart; mix in what the data directory holds
-        // now (and the clock, which simulations control) so they move on.
+        // now (and the clock, which simulations control) so they move on:
+        // each mixed in order with SplitMix64's finaliser (`from_parts`).
         let next_offsets: u64 = engine
             .partitions
             .values()
             .fold(0, |a, p| a.wrapping_add(p.log().next_offset()));
-        engine.ids = SimRng::new(id_seed(
+        engine.ids = SimRng::from_parts(
             engine.config.seed,
             &[
                 engine.meta.version,
@@ -137,7 +123,7 @@ impl Engine {
                 next_offsets,
                 engine.clock.now_micros(),
             ],
-        ));
+        );
         engine.assert_invariants("recovery");
         Ok((engine, report))
     }

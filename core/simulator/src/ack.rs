@@ -1,0 +1,440 @@
+//! The one model of what was acknowledged on one partition, and the rules of
+//! what may survive a crash: shared by the simulator's oracle (`oracle.rs`),
+//! the purge proptest (`tests/purge_proptest.rs`) and the soak's oracle
+//! (`sluice soak`, `core/cli/src/soak/oracle.rs`). Each of them observes the
+//! engine its own way (directly, through fault injection, over HTTP across
+//! real process kills); what it learns is recorded and judged here.
+//!
+//! Invariants, and why they hold:
+//! - A call that returned `Ok` is acknowledged; one that failed is *in
+//!   doubt*: its old and its new outcome both stay possible (`OffsetHistory`
+//!   records both), never a third one. The engine may have made the effect
+//!   durable before the error, or not.
+//! - A process crash keeps everything acknowledged (the page cache survives
+//!   it). A power loss keeps everything acknowledged under `persisted` and
+//!   may roll `buffered` state back to any earlier state of the same
+//!   generation (`may_roll_back`), never to another generation: the purge
+//!   commit is always synced (ADR 0003).
+//! - The acknowledged generation only grows. A purge that failed may have
+//!   committed: it is in doubt until the engine shows the generation, and it
+//!   must not land once a write was acknowledged after it (`Generation`).
+//! - After a loss the log continues past the highest stored offset, so no
+//!   offset a stored offset names is reused (ADR 0010, `continue_ceiling`),
+//!   and `Next` from a stored offset returns exactly the history after it
+//!   (`next_after`).
+//! - A file below a partition is dead when it belongs to an older generation
+//!   (`dead_files`): the names come from `sluice_server::layout`, which owns
+//!   every on-disk name, so the scanners cannot drift from the engine.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use sluice_server::layout::{PartitionPaths, parse_segment_name};
+use sluice_server::metadata::{Durability, PartitionKey};
+use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
+use sluice_server::slots::SlotRead;
+use sluice_storage::sim::NodeView;
+
+/// Whether a crash may roll state kept under `policy` back to an earlier
+/// acknowledged state: only a power loss, and only under `buffered`
+/// (`persisted` syncs before it acknowledges; a process crash keeps the page
+/// cache).
+pub fn may_roll_back(policy: Durability, power_loss: bool) -> bool {
+    power_loss && policy == Durability::Buffered
+}
+
+/// ADR 0010: the highest offset a recovered log may continue at, one past the
+/// highest offset value stored (or tried) in this generation; `None` when no
+/// offset was stored. A jump in the history up to it after a crash is the
+/// rule, not a skip.
+pub fn continue_ceiling(stored: impl IntoIterator<Item = u64>) -> Option<u64> {
+    stored.into_iter().max().map(|h| h.saturating_add(1))
+}
+
+/// What `Next` must return for a consumer whose stored offset is `stored`
+/// over the served `history`: every message after it (all of them without
+/// one), in order, none skipped.
+pub fn next_after<T>(history: &[(u64, T)], stored: Option<u64>) -> impl Iterator<Item = &(u64, T)> {
+    history
+        .iter()
+        .filter(move |(offset, _)| stored.is_none_or(|s| *offset > s))
+}
+
+/// How long a failed call's outcomes stay possible when no crash may roll
+/// the offset back. The simulator and the proptest disagreed here (issue 15,
+/// item 6; see `the_doubt_window_is_a_finding_the_explorer_shows`): the
+/// proptest ends the doubt at the next acknowledged call, which the fault
+/// model supports (that call is synced over it under `persisted` and kept by
+/// a process crash); the simulator keeps it for the whole generation, and
+/// with the proptest's window its explorer reports a failed store's value
+/// coming back after an acknowledged delete and a process crash (`offsets`
+/// workload, `buffered`), an engine question left open. Each keeps its
+/// verdicts until that is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DoubtWindow {
+    /// Until the next acknowledged call (the purge proptest).
+    UntilAcknowledged,
+    /// For the rest of the generation (the simulator's oracle).
+    WholeGeneration,
+}
+
+/// One consumer's (or group's) stored offset in the current generation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OffsetHistory {
+    /// Acknowledged states in order (`None` = deleted), and states observed
+    /// since (an observation of a call in doubt settles it).
+    acked: Vec<Option<u64>>,
+    /// Values tried by failed calls since the last acknowledged one.
+    in_doubt: BTreeSet<Option<u64>>,
+    /// Outcomes of every failed call of the generation (the value tried and
+    /// the one before it, which a crash may bring back even once the new one
+    /// was seen).
+    ever_in_doubt: BTreeSet<Option<u64>>,
+}
+
+impl OffsetHistory {
+    /// The last acknowledged (or settled) state; `None` before any.
+    pub fn last(&self) -> Option<u64> {
+        self.acked.last().copied().flatten()
+    }
+
+    /// Every state acknowledged or settled in this generation, in order.
+    pub fn acked(&self) -> &[Option<u64>] {
+        &self.acked
+    }
+
+    /// Values tried by failed calls since the last acknowledged one.
+    pub fn in_doubt(&self) -> &BTreeSet<Option<u64>> {
+        &self.in_doubt
+    }
+
+    /// Outcomes of every failed call of the generation.
+    pub fn ever_in_doubt(&self) -> &BTreeSet<Option<u64>> {
+        &self.ever_in_doubt
+    }
+
+    /// Every offset value this id held or may have held in the generation:
+    /// what an ADR 0010 continuation may have jumped past.
+    pub fn values(&self) -> impl Iterator<Item = u64> + '_ {
+        self.acked
+            .iter()
+            .chain(self.ever_in_doubt.iter())
+            .copied()
+            .flatten()
+    }
+
+    /// A call that set `value` (`None`: a delete) returned `Ok`.
+    pub fn acknowledged(&mut self, value: Option<u64>) {
+        self.acked.push(value);
+        self.in_doubt.clear();
+    }
+
+    /// A call that tried to set `attempted` failed: it may have landed, and a
+    /// crash may bring the state before it back even once the new one is seen.
+    pub fn failed(&mut self, attempted: Option<u64>) {
+        self.in_doubt.insert(attempted);
+        self.ever_in_doubt.insert(attempted);
+        self.ever_in_doubt.insert(self.last());
+    }
+
+    /// The engine was seen to hold `observed`: it is the latest state (earlier
+    /// ones and the outcomes of failed calls stay possible after a crash).
+    pub fn settle(&mut self, observed: Option<u64>) {
+        if self.acked.last() != Some(&observed) {
+            self.acked.push(observed);
+        }
+    }
+
+    /// Whether the engine may show `value` now: the last state, or an
+    /// outcome of a failed call within `window`. `rolled_back`: a crash since
+    /// the last observation may have rolled this offset back
+    /// (`may_roll_back`); then nothing or any earlier acknowledged state of
+    /// the generation is allowed too, never a value nobody wrote.
+    pub fn may_show(&self, value: Option<u64>, rolled_back: bool, window: DoubtWindow) -> bool {
+        let doubt = match window {
+            DoubtWindow::UntilAcknowledged => &self.in_doubt,
+            DoubtWindow::WholeGeneration => &self.ever_in_doubt,
+        };
+        value == self.last()
+            || doubt.contains(&value)
+            || (rolled_back && (value.is_none() || self.acked.contains(&value)))
+    }
+
+    /// Whether `value` is among this id's own states of the generation (so a
+    /// numerically equal value of a purged generation cannot be told apart).
+    pub fn ever_held(&self, value: Option<u64>) -> bool {
+        self.acked.contains(&value) || self.ever_in_doubt.contains(&value)
+    }
+}
+
+/// A partition's purge generation as acknowledged, and a purge in doubt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Generation {
+    /// Purges acknowledged (a lower bound of what the engine must serve).
+    acknowledged: u64,
+    /// A purge call failed: its commit may have reached the disk.
+    in_doubt: bool,
+    /// A write was acknowledged after the purge in doubt: the engine told a
+    /// client the old generation is current, so that purge must not land.
+    acked_since_doubt: bool,
+}
+
+/// How the generation an engine serves compares with the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// The acknowledged generation (a purge in doubt did not land).
+    Acknowledged,
+    /// The purge in doubt landed: a new generation starts. `lost_acked`: a
+    /// write acknowledged after that purge was lost with it (a violation).
+    InDoubtLanded { lost_acked: bool },
+    /// Below the acknowledged generation: a purge was undone.
+    WentBack,
+    /// Above it, and no purge in doubt explains it.
+    NeverRequested,
+}
+
+impl Generation {
+    pub fn acknowledged(&self) -> u64 {
+        self.acknowledged
+    }
+
+    pub fn in_doubt(&self) -> bool {
+        self.in_doubt
+    }
+
+    /// A purge returned `Ok`. It targeted the generation after the one in
+    /// memory, which a failed purge never moves, so one in doubt before it is
+    /// settled by it (both committed the same generation, or only this one).
+    pub fn purge_acknowledged(&mut self) {
+        *self = Generation {
+            acknowledged: self.acknowledged + 1,
+            in_doubt: false,
+            acked_since_doubt: false,
+        };
+    }
+
+    /// A purge returned an error: it may land at the next recovery.
+    pub fn purge_failed(&mut self) {
+        self.in_doubt = true;
+        self.acked_since_doubt = false;
+    }
+
+    /// A send, store or delete of this partition was acknowledged.
+    pub fn write_acknowledged(&mut self) {
+        self.acked_since_doubt |= self.in_doubt;
+    }
+
+    /// The engine serves again in the same process: a failed purge's commit
+    /// was undone (the previous metadata saved again), so it did not happen.
+    pub fn undone(&mut self) {
+        self.in_doubt = false;
+    }
+
+    /// Judges the generation `seen` an engine serves after a recovery, and
+    /// learns from it: a landed purge in doubt starts the generation (the
+    /// caller starts its per-generation state over), any other answer ends
+    /// the doubt.
+    pub fn observe(&mut self, seen: u64) -> Served {
+        if seen < self.acknowledged {
+            return Served::WentBack;
+        }
+        if seen > self.acknowledged {
+            if self.in_doubt && seen == self.acknowledged + 1 {
+                let lost_acked = self.acked_since_doubt;
+                *self = Generation {
+                    acknowledged: seen,
+                    in_doubt: false,
+                    acked_since_doubt: false,
+                };
+                return Served::InDoubtLanded { lost_acked };
+            }
+            return Served::NeverRequested;
+        }
+        self.in_doubt = false;
+        Served::Acknowledged
+    }
+}
+
+/// The files below `key`'s partition in `view` that belong to a generation
+/// below `generation`: segments by the generation in their name, offset files
+/// by the generation of their newest valid record. The obligation and
+/// anything else below the partition are never dead.
+pub fn dead_files(
+    view: &BTreeMap<String, NodeView>,
+    data_dir: &Path,
+    key: PartitionKey,
+    generation: u64,
+) -> Vec<String> {
+    let paths = PartitionPaths::new(data_dir, key);
+    let dir = |p: &Path| format!("{}/", p.to_string_lossy());
+    let (segments, consumers, groups) = (
+        dir(&paths.segments),
+        dir(&paths.consumers),
+        dir(&paths.groups),
+    );
+    let root = dir(&paths.root);
+    view.range(root.clone()..)
+        .take_while(|(path, _)| path.starts_with(&root))
+        .filter(|(path, node)| {
+            let NodeView::File(bytes) = node else {
+                return false;
+            };
+            if let Some(name) = path.strip_prefix(&segments) {
+                return parse_segment_name(name).is_some_and(|(g, _, _)| g < generation);
+            }
+            if path.starts_with(&consumers) || path.starts_with(&groups) {
+                return matches!(
+                    OFFSET_LAYOUT.decode::<OffsetRecord>(bytes),
+                    SlotRead::Valid { value, .. } if value.generation < generation
+                );
+            }
+            false
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_power_loss_rolls_back_only_buffered_state() {
+        assert!(may_roll_back(Durability::Buffered, true));
+        assert!(!may_roll_back(Durability::Buffered, false));
+        assert!(!may_roll_back(Durability::Persisted, true));
+        assert!(!may_roll_back(Durability::Persisted, false));
+    }
+
+    #[test]
+    fn an_acknowledged_offset_survives_and_a_failed_one_is_either_outcome() {
+        // Given 3 acknowledged, then a store of 5 that failed,
+        let mut h = OffsetHistory::default();
+        h.acknowledged(Some(3));
+        h.failed(Some(5));
+        // then 3 and 5 may be shown, nothing else, nor nothing;
+        for w in [DoubtWindow::UntilAcknowledged, DoubtWindow::WholeGeneration] {
+            assert!(h.may_show(Some(3), false, w) && h.may_show(Some(5), false, w));
+            assert!(!h.may_show(Some(4), false, w) && !h.may_show(None, false, w));
+        }
+        // once 5 is seen, a crash may still bring 3 back (the simulator's window).
+        h.settle(Some(5));
+        assert!(h.may_show(Some(3), false, DoubtWindow::WholeGeneration));
+    }
+
+    /// Finding (issue 15, item 6): the simulator kept a failed call's
+    /// outcomes possible for the whole generation, the proptest only until
+    /// the next acknowledged call; both allow any earlier acknowledged state,
+    /// or none, after a `buffered` power loss. The explorer's `offsets`
+    /// workload (stride 7) reports 64 violations with the proptest's window
+    /// (a failed store of group 0's 3, an acknowledged delete, a process
+    /// crash: 3 is back), so the window stays per user (`DoubtWindow`).
+    #[test]
+    fn the_doubt_window_is_a_finding_the_explorer_shows() {
+        // Given a failed store of 5, then an acknowledged store of 6,
+        let mut h = OffsetHistory::default();
+        h.acknowledged(Some(3));
+        h.failed(Some(5));
+        h.acknowledged(Some(6));
+        // when no crash may roll it back, then the proptest allows only 6,
+        let until = DoubtWindow::UntilAcknowledged;
+        assert!(h.may_show(Some(6), false, until));
+        assert!(!h.may_show(Some(5), false, until) && !h.may_show(Some(3), false, until));
+        // the simulator also the failed call's outcomes, 5 and 3;
+        let whole = DoubtWindow::WholeGeneration;
+        for v in [Some(3), Some(5), Some(6)] {
+            assert!(h.may_show(v, false, whole), "{v:?}");
+        }
+        assert!(!h.may_show(None, false, whole));
+        // after a buffered power loss both allow every acknowledged state or none.
+        for w in [until, whole] {
+            for v in [Some(3), Some(6), None] {
+                assert!(h.may_show(v, true, w), "{v:?}");
+            }
+            assert!(!h.may_show(Some(4), true, w));
+        }
+    }
+
+    #[test]
+    fn a_failed_purge_may_land_unless_a_write_was_acknowledged_after_it() {
+        // Given generation 1 acknowledged and a purge that failed,
+        let mut g = Generation::default();
+        g.purge_acknowledged();
+        g.purge_failed();
+        // when the engine shows 2, then the purge landed and lost nothing;
+        let mut landed = g;
+        assert_eq!(
+            landed.observe(2),
+            Served::InDoubtLanded { lost_acked: false }
+        );
+        assert_eq!(landed.acknowledged(), 2);
+        // with a write acknowledged after it, it lost that write;
+        let mut late = g;
+        late.write_acknowledged();
+        assert_eq!(late.observe(2), Served::InDoubtLanded { lost_acked: true });
+        // never more than one ahead, never back.
+        assert_eq!(g.clone().observe(3), Served::NeverRequested);
+        assert_eq!(g.clone().observe(0), Served::WentBack);
+        assert_eq!(g.clone().observe(1), Served::Acknowledged);
+    }
+
+    /// Finding (issue 15, item 6): after a failed purge, an acknowledged one
+    /// kept the doubt in the simulator (the engine "may be one higher
+    /// still") and ended it in the proptest. The engine's memory keeps the
+    /// old generation after a failed purge, so the next purge commits the
+    /// same generation the failed one tried: nothing is left in doubt.
+    #[test]
+    fn an_acknowledged_purge_settles_a_failed_one_before_it() {
+        let mut g = Generation::default();
+        g.purge_failed();
+        g.purge_acknowledged();
+        assert!(!g.in_doubt());
+        assert_eq!(g.clone().observe(2), Served::NeverRequested);
+        assert_eq!(g.observe(1), Served::Acknowledged);
+    }
+
+    #[test]
+    fn next_returns_exactly_the_history_after_the_stored_offset() {
+        let history = [(0, 'a'), (1, 'b'), (5, 'c')];
+        let after = |s| next_after(&history, s).map(|(o, _)| *o).collect::<Vec<_>>();
+        assert_eq!(after(None), vec![0, 1, 5]);
+        assert_eq!(after(Some(1)), vec![5]);
+        assert_eq!(after(Some(5)), Vec::<u64>::new());
+        assert_eq!(continue_ceiling([3, 9, 4]), Some(10));
+        assert_eq!(continue_ceiling([]), None);
+    }
+
+    #[test]
+    fn dead_files_are_the_older_generations_below_the_partition_only() {
+        // Given a partition's segments of generations 0 and 1, the
+        // obligation, and a segment of generation 0 of another partition,
+        let data = Path::new("/data");
+        let key = PartitionKey {
+            stream: 0,
+            topic: 0,
+            partition: 1,
+        };
+        let other = PartitionKey {
+            partition: 2,
+            ..key
+        };
+        let seg = |k: PartitionKey, g: u64| {
+            let p = PartitionPaths::new(data, k).segments;
+            format!(
+                "{}/{}",
+                p.to_string_lossy(),
+                sluice_server::layout::segment_name(g, 0, "log")
+            )
+        };
+        let file = || NodeView::File(Vec::new());
+        let mut view = BTreeMap::new();
+        view.insert(seg(key, 0), file());
+        view.insert(seg(key, 1), file());
+        view.insert(seg(other, 0), file());
+        let obligation = PartitionPaths::new(data, key).obligation;
+        view.insert(obligation.to_string_lossy().into_owned(), file());
+        // when scanned for generation 1, then only its own old segment is dead.
+        assert_eq!(dead_files(&view, data, key, 1), vec![seg(key, 0)]);
+        assert!(dead_files(&view, data, key, 0).is_empty());
+    }
+}
