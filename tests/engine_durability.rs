@@ -1239,3 +1239,56 @@ fn repeated_failed_syncs_of_a_segment_never_leave_a_hole_under_an_acknowledged_s
         }
     }
 }
+
+#[test]
+fn a_failed_sync_that_evicts_a_recovered_unsynced_batch_neither_breaks_reads_nor_loses_the_next_acknowledged_send()
+ {
+    // Given: m0 and m1 acknowledged under `persisted`; m2's file sync fails
+    // (Linux drops its dirty bytes) and so does the truncate that would cut
+    // it; the process dies, and the next process recovers m2 from the page
+    // cache (it never reached the disk) and serves it.
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 2);
+    let log = || OpMatcher::kind(OpKind::SyncFile).path_contains(".log");
+    sim.fail_when(log(), Fault::io(FaultMode::Before), 0, 1);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(try_send(&mut engine, 2, 1).is_err());
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0", "m1", "m2"]);
+
+    // When: m3's file sync fails and the kernel evicts the pages it failed
+    // to write (m2's bytes then read back as the disk holds them: zeros),
+    // the partition is read, m4 is acknowledged, and the power fails.
+    sim.set_eviction_after_failed_sync(1_000_000);
+    sim.fail_when(log(), Fault::io(FaultMode::Before), 0, 1);
+    assert!(try_send(&mut engine, 3, 1).is_err());
+    sim.set_eviction_after_failed_sync(0);
+    let live = try_poll(
+        &mut engine,
+        Consumer::consumer(1),
+        PollingStrategy::Offset(0),
+        u64::MAX,
+    )
+    .map(|m| payloads_of(&m));
+    let acked = send(&mut engine, 4, 1).base_offset;
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: the partition kept serving what it holds (m2, never
+    // acknowledged, is gone with its pages), and m4 survived at its
+    // offset, not above a run of zeros that recovery cuts as a torn tail.
+    assert_eq!(live.ok(), Some(vec!["m0".to_string(), "m1".to_string()]));
+    let all = all_messages(&mut engine);
+    let got = all.iter().find(|m| m.offset == acked);
+    assert_eq!(
+        got.map(|m| m.payload.clone()),
+        Some(payload(4)),
+        "{:?}",
+        payloads_of(&all)
+    );
+    assert_eq!(payloads_of(&all), ["m0", "m1", "m4"]);
+}

@@ -263,6 +263,26 @@ fn seed_3707_keeps_every_acknowledged_send() {
     );
 }
 
+/// Found by the teeth harness's harsh rates (`sim_teeth::harsh(2)`) with
+/// every mechanism on: a roll's first batch (never acknowledged: its sync
+/// failed, and so did the truncate that would cut it) survived a process
+/// crash in the page cache only, and recovery served it; the next send's
+/// sync failed and the kernel evicted the pages it could not write, so the
+/// batch read back as zeros while the log still counted it. Polls failed
+/// with `CorruptFile` until a restart, and the next acknowledged send would
+/// have written the zeros again below itself, where a power loss's recovery
+/// cuts them as a torn tail with the acknowledged batch.
+/// Reduced: `engine_durability::a_failed_sync_that_evicts_a_recovered_*`.
+#[test]
+fn seed_260_at_harsh_rates_keeps_serving() {
+    let r = run(260, 300, crate::sim_teeth::harsh(2)).unwrap();
+    assert!(
+        r.violations.is_empty(),
+        "seed 260, 300 steps, harsh(2): {:?}",
+        r.violations.first()
+    );
+}
+
 /// Found by the two-fault phase's crash-then-send cases on `append`
 /// (`persisted`): a send rolls to a new segment at offset 3, its file sync
 /// takes effect but reports an error (not acknowledged), and the clean-up

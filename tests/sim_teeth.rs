@@ -41,7 +41,7 @@ enum Catcher {
 
 /// Fault rates several times the defaults: more faults per schedule, so a
 /// mechanism that only matters after two or three faults meets them sooner.
-fn harsh(level: u32) -> Rates {
+pub(crate) fn harsh(level: u32) -> Rates {
     if level >= 2 {
         // Syncs and truncates fail often, crashes are frequent: the
         // recovered-tail gap needs a failed sync, a failed clean-up

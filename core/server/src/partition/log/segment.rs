@@ -372,8 +372,10 @@ impl Segment {
             }
         }
         if let Err(e) = written {
-            self.carried_to = self.carried_to.min(at);
-            if self.log.truncate(at).is_err() {
+            // `size`, not `at`: a failed sync may have cut batches the
+            // kernel evicted (`recheck_unsure`).
+            self.carried_to = self.carried_to.min(self.size);
+            if self.log.truncate(self.size).is_err() {
                 // Cut before the next write or the roll that seals this segment.
                 self.tail_dirty = true;
             }
@@ -415,14 +417,106 @@ impl Segment {
             }
             Err(e) => {
                 self.carried_to = self.durable_to;
+                // The failed writeback may also have evicted the pages it
+                // could not write: they now read back as the disk holds them.
+                if let Err(check) = self.recheck_unsure(self.durable_to) {
+                    tracing::warn!(path = %self.log_path.display(), error = %check, "segment tail not rechecked after a failed sync");
+                }
                 Err(e.into())
             }
+        }
+    }
+
+    /// Validates the batches from `from` to `size` and cuts the segment at
+    /// the first one that no longer reads back whole. Bytes not known to be
+    /// on disk (recovered from the page cache, or written under `buffered`
+    /// and not synced since) are only as good as the pages holding them:
+    /// after a failed writeback Linux may evict those pages, and a read then
+    /// returns what the disk holds (old bytes, zeros past its end). Such a
+    /// batch was never acknowledged under `persisted` (an acknowledgement
+    /// needs a sync that covered it), so it is dropped: serving it fails
+    /// with `CorruptFile`, and writing it again "unchanged" before the next
+    /// acknowledging sync would make the garbage durable below the
+    /// acknowledged batch, where recovery cuts it as a torn tail, taking
+    /// the acknowledged batch with it (`sim run` seed 260). The log keeps
+    /// its `next_offset`, so the cut offsets are never given out again and
+    /// the next append starts a segment of its own. Below `durable_to`
+    /// nothing is cut: an invalid batch there is damage, reported.
+    fn recheck_unsure(&mut self, from: u64) -> Result<()> {
+        if from >= self.size {
+            return Ok(());
+        }
+        let i = self.index.partition_point(|e| e.position <= from);
+        let (mut pos, mut expected) = match i.checked_sub(1).map(|i| &self.index[i]) {
+            Some(e) => (e.position, e.offset),
+            None => (0, self.base_offset),
+        };
+        while pos < self.size {
+            match read_batch(self.log.as_ref(), pos, self.size)? {
+                Ok((batch, len))
+                    if batch.generation == self.generation
+                        && batch.base_offset == expected
+                        && !batch.messages.is_empty() =>
+                {
+                    expected += batch.messages.len() as u64;
+                    pos += len;
+                }
+                other if pos < self.durable_to => {
+                    return Err(EngineError::CorruptFile {
+                        path: self.log_path.clone(),
+                        offset: pos,
+                        reason: match other {
+                            Err(e) => e.to_string(),
+                            Ok((b, _)) => format!(
+                                "batch at offset {} breaks the sequence (expected offset {expected})",
+                                b.base_offset
+                            ),
+                        },
+                    });
+                }
+                _ => {
+                    self.cut_at(pos, expected);
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the segment at `pos` (one past offset `next_offset - 1`),
+    /// dropping the index entries past it. If the truncate fails, the next
+    /// write or roll retries it (`trim_tail`).
+    fn cut_at(&mut self, pos: u64, next_offset: u64) {
+        tracing::warn!(path = %self.log_path.display(), position = pos, bytes = self.size - pos, "batches not on disk were lost from the page cache; segment cut");
+        let keep = self.index.partition_point(|e| e.position < pos);
+        if keep < self.index.len() {
+            self.index.truncate(keep);
+            let kept: usize = self
+                .index
+                .iter()
+                .filter_map(|e| frame::encode(Magic::INDEX, INDEX_VERSION, e).ok())
+                .map(|b| b.len())
+                .sum();
+            self.idx_size = kept as u64;
+            // The index is a cache: recovery drops entries past the log's end.
+            if let Err(e) = self.idx.truncate(self.idx_size) {
+                tracing::warn!(path = %self.idx_path.display(), error = %e, "index not cut; recovery will validate it");
+            }
+        }
+        self.size = pos;
+        self.next_offset = next_offset;
+        self.carried_to = self.carried_to.min(pos);
+        self.durable_to = self.durable_to.min(pos);
+        if self.log.truncate(pos).is_err() {
+            self.tail_dirty = true;
         }
     }
 
     /// Writes the bytes from `carried_to` to `size` again, unchanged, so the
     /// next sync carries them.
     fn carry_unsure(&mut self) -> Result<()> {
+        // Never copy bytes the kernel may have replaced with the disk's.
+        self.recheck_unsure(self.carried_to)?;
         let from = self.carried_to;
         let len = usize::try_from(self.size.saturating_sub(from))
             .map_err(|_| EngineError::Internal("segment tail too large".into()))?;
