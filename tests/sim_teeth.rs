@@ -242,9 +242,9 @@ fn without_replacing_dead_offset_files_a_check_fails() {
         Mechanism::ReplaceDeadOffsetFile,
         &[Catcher::Runs {
             first: 1,
-            last: 259,
+            last: 300,
             steps: 300,
-            harsh: 2,
+            harsh: 1,
         }],
     );
 }
