@@ -1243,6 +1243,28 @@ fn repeated_failed_syncs_of_a_segment_never_leave_a_hole_under_an_acknowledged_s
 #[test]
 fn a_failed_sync_that_evicts_a_recovered_unsynced_batch_neither_breaks_reads_nor_loses_the_next_acknowledged_send()
  {
+    let (live, acked, mut engine) = failed_sync_evicts_a_recovered_batch();
+    // Then: the partition kept serving what it holds (m2, never
+    // acknowledged, is gone with its pages), and m4 survived at its
+    // offset, not above a run of zeros that recovery cuts as a torn tail.
+    assert_eq!(live.ok(), Some(vec!["m0".to_string(), "m1".to_string()]));
+    let all = all_messages(&mut engine);
+    let got = all.iter().find(|m| m.offset == acked);
+    assert_eq!(
+        got.map(|m| m.payload.clone()),
+        Some(payload(4)),
+        "{:?}",
+        payloads_of(&all)
+    );
+    assert_eq!(payloads_of(&all), ["m0", "m1", "m4"]);
+}
+
+/// The scenario of the test above, shared with the teeth test that turns the
+/// re-check off (`sim_teeth`): what a poll from offset 0 served after the
+/// eviction, the offset m4 was acknowledged at, and the engine recovered
+/// from the power loss that followed.
+pub(crate) fn failed_sync_evicts_a_recovered_batch()
+-> (Result<Vec<String>, EngineError>, u64, Engine) {
     // Given: m0 and m1 acknowledged under `persisted`; m2's file sync fails
     // (Linux drops its dirty bytes) and so does the truncate that would cut
     // it; the process dies, and the next process recovers m2 from the page
@@ -1276,19 +1298,6 @@ fn a_failed_sync_that_evicts_a_recovered_unsynced_batch_neither_breaks_reads_nor
     )
     .map(|m| payloads_of(&m));
     let acked = send(&mut engine, 4, 1).base_offset;
-    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
-
-    // Then: the partition kept serving what it holds (m2, never
-    // acknowledged, is gone with its pages), and m4 survived at its
-    // offset, not above a run of zeros that recovery cuts as a torn tail.
-    assert_eq!(live.ok(), Some(vec!["m0".to_string(), "m1".to_string()]));
-    let all = all_messages(&mut engine);
-    let got = all.iter().find(|m| m.offset == acked);
-    assert_eq!(
-        got.map(|m| m.payload.clone()),
-        Some(payload(4)),
-        "{:?}",
-        payloads_of(&all)
-    );
-    assert_eq!(payloads_of(&all), ["m0", "m1", "m4"]);
+    let (engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    (live, acked, engine)
 }

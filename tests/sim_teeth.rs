@@ -295,3 +295,41 @@ fn without_noting_a_failed_rolls_names_the_reduced_scenario_loses_acknowledged_s
     assert!(!name_durable);
     assert_ne!(survivors, ["m2", "m3"]);
 }
+
+/// A batch recovered from the page cache, a failed segment sync that evicts
+/// its pages (they then read as the disk holds them: zeros), and a send
+/// acknowledged after it: `sim run` seed 260's sequence at harsh rates
+/// (issue 12). Its catcher is the reduced scenario of `engine_durability`
+/// with the re-check off: the partition either stops serving (the zeros read
+/// as a corrupt batch) or, once the zeros are carried below the acknowledged
+/// send and made durable with it, loses that send at the power loss.
+#[test]
+fn without_rechecking_an_evicted_tail_the_reduced_scenario_fails() {
+    // Given: the mechanism off (this thread only). When: the scenario runs.
+    let off = teeth::disable(Mechanism::RecheckEvictedTail);
+    let (live, acked, mut engine) =
+        crate::engine_durability::failed_sync_evicts_a_recovered_batch();
+    let survivors = sluice_testkit::engine::all_messages(&mut engine);
+    drop(off);
+    // Then: the poll after the eviction failed, or the acknowledged send is gone.
+    let m4_kept = survivors.iter().any(|m| m.offset == acked);
+    println!(
+        "recheck-evicted-tail off -> live poll: {live:?}, m4 kept after the power loss: {m4_kept}"
+    );
+    assert!(live.is_err() || !m4_kept);
+}
+
+/// The same mechanism through the simulator: `sim run` seed 260 at harsh
+/// rates, where it was found.
+#[test]
+fn without_rechecking_an_evicted_tail_a_check_fails() {
+    assert_caught(
+        Mechanism::RecheckEvictedTail,
+        &[Catcher::Runs {
+            first: 260,
+            last: 260,
+            steps: 300,
+            harsh: 2,
+        }],
+    );
+}

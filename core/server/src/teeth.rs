@@ -37,6 +37,10 @@ pub enum Mechanism {
     /// for the next `segments/` sync even when the roll itself failed (its
     /// opens created the files; issue 12, `sim run` seed 3707).
     NoteFailedRollNames,
+    /// After a failed segment sync (and before carrying unsure bytes), the
+    /// batches not known durable are validated again and the segment is cut
+    /// at the first one the kernel evicted (issue 12, `sim run` seed 260).
+    RecheckEvictedTail,
 }
 
 impl Mechanism {
@@ -49,6 +53,7 @@ impl Mechanism {
             Mechanism::RedirtyRecoveredTail => "redirty-recovered-tail",
             Mechanism::OffsetSlotSequence => "offset-slot-sequence",
             Mechanism::NoteFailedRollNames => "note-failed-roll-names",
+            Mechanism::RecheckEvictedTail => "recheck-evicted-tail",
         }
     }
 

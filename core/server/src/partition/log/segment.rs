@@ -443,7 +443,8 @@ impl Segment {
     /// the next append starts a segment of its own. Below `durable_to`
     /// nothing is cut: an invalid batch there is damage, reported.
     fn recheck_unsure(&mut self, from: u64) -> Result<()> {
-        if from >= self.size {
+        if from >= self.size || !crate::teeth::enabled(crate::teeth::Mechanism::RecheckEvictedTail)
+        {
             return Ok(());
         }
         let i = self.index.partition_point(|e| e.position <= from);
