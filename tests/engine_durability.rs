@@ -531,13 +531,19 @@ fn a_segment_whose_dir_sync_failed_before_a_restart_is_made_durable_later() {
     assert_eq!(got.map(|m| m.payload.clone()), Some(payload(1)));
 }
 
-fn fail_next_segments_dir_sync(sim: &SimStorage) {
+/// Fails the next sync of the partition directory `name` (`segments`,
+/// `consumers`), before it takes effect.
+fn fail_next_dir_sync(sim: &SimStorage, name: &str) {
     sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with(format!("/{name}")),
         Fault::io(FaultMode::Before),
         0,
         1,
     );
+}
+
+fn fail_next_segments_dir_sync(sim: &SimStorage) {
+    fail_next_dir_sync(sim, "segments");
 }
 
 /// `sluice sim run --seed 3707 --steps 2000`, reduced (issue 12): a roll that
@@ -597,12 +603,7 @@ pub(crate) fn failed_roll_then_dropped_names() -> (bool, Vec<String>) {
 // ---- directory sync of new offset names --------------------------------------
 
 fn fail_next_consumers_dir_sync(sim: &SimStorage) {
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/consumers"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
+    fail_next_dir_sync(sim, "consumers");
 }
 
 #[test]
