@@ -1947,7 +1947,7 @@ mod findings {
     /// ignored as foreign and the purged message is served again.
     /// Fix: at start-up, make the loaded metadata durable before serving
     /// anything (save it again with a higher version: a fresh rename and a
-    /// data-directory sync), as `settle_metadata` does after a failed save.
+    /// data-directory sync), as `ensure_metadata_durable` does after a failed save.
     #[test]
     #[rustfmt::skip]
     fn finding_g_metadata_loaded_from_the_page_cache_is_served_before_it_is_durable() {

@@ -1,7 +1,7 @@
 //! Crash-safe purge: the per-partition cleanup obligation and one cleanup attempt.
 //!
 //! The purge's commit point is the metadata write that bumps the partition's
-//! committed generation (engine.rs). From then on recovery and every read
+//! committed generation (engine/purge.rs). From then on recovery and every read
 //! ignore older records, so cleanup is only about reclaiming space and
 //! keeping dead files from lingering; it can be slow, fail and retry without
 //! ever exposing or losing data.
