@@ -1161,11 +1161,10 @@ fn a_failed_offset_store_then_an_acknowledged_one_survives_power_loss() {
     }
 }
 
-#[test]
-fn a_failed_sync_after_recovering_an_unsynced_batch_does_not_lose_the_next_acknowledged_send() {
-    // Given: m0 and m1 acknowledged under `persisted`; m2's file sync fails
-    // (Linux drops its dirty bytes) and so does the truncate that would cut
-    // it; the process dies, and the next process recovers m2 from the cache.
+/// m0 and m1 acknowledged under `persisted`; m2's file sync fails (Linux
+/// drops its dirty bytes) and so does the truncate that would cut it; the
+/// process dies, and the engine returned recovered m2 from the page cache.
+fn a_recovered_unsynced_batch() -> (SimStorage, Engine) {
     let (sim, mut engine) = sim_with(persisted());
     send(&mut engine, 0, 2);
     let log = || OpMatcher::kind(OpKind::SyncFile).path_contains(".log");
@@ -1177,7 +1176,17 @@ fn a_failed_sync_after_recovering_an_unsynced_batch_does_not_lose_the_next_ackno
         1,
     );
     assert!(try_send(&mut engine, 2, 1).is_err());
-    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    let (engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    (sim, engine)
+}
+
+#[test]
+fn a_failed_sync_after_recovering_an_unsynced_batch_does_not_lose_the_next_acknowledged_send() {
+    // Given: m0 and m1 acknowledged under `persisted`; m2's file sync fails
+    // (Linux drops its dirty bytes) and so does the truncate that would cut
+    // it; the process dies, and the next process recovers m2 from the cache.
+    let (sim, mut engine) = a_recovered_unsynced_batch();
+    let log = || OpMatcher::kind(OpKind::SyncFile).path_contains(".log");
 
     // When: m3's file sync fails too, m4 is acknowledged, and power is cut.
     sim.fail_when(log(), Fault::io(FaultMode::Before), 0, 1);
@@ -1270,18 +1279,8 @@ pub(crate) fn failed_sync_evicts_a_recovered_batch()
     // (Linux drops its dirty bytes) and so does the truncate that would cut
     // it; the process dies, and the next process recovers m2 from the page
     // cache (it never reached the disk) and serves it.
-    let (sim, mut engine) = sim_with(persisted());
-    send(&mut engine, 0, 2);
+    let (sim, mut engine) = a_recovered_unsynced_batch();
     let log = || OpMatcher::kind(OpKind::SyncFile).path_contains(".log");
-    sim.fail_when(log(), Fault::io(FaultMode::Before), 0, 1);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::Truncate).path_contains(".log"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
-    assert!(try_send(&mut engine, 2, 1).is_err());
-    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
     assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0", "m1", "m2"]);
 
     // When: m3's file sync fails and the kernel evicts the pages it failed
