@@ -1301,3 +1301,57 @@ pub(crate) fn failed_sync_evicts_a_recovered_batch()
     let (engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
     (live, acked, engine)
 }
+
+/// A store whose write lands in the page cache but fails, and whose read-back
+/// fails too, leaves memory unsure of what the file holds: the value tried,
+/// or what was there before. `sluice sim explore --workload offsets`, reduced
+/// (the open finding of session 5 in docs/simulation.md).
+fn a_store_lost_from_sight(sim: &SimStorage, engine: &mut Engine, c: Consumer, value: u64) {
+    let file = || OpMatcher::kind(OpKind::Write).path_ends_with("/consumers/1");
+    sim.fail_when(file(), Fault::io(FaultMode::After), 0, 1);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Read).path_ends_with("/consumers/1"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(store_offset(engine, c, value).is_err());
+}
+
+#[test]
+fn an_acknowledged_delete_removes_a_value_a_failed_store_may_have_left() {
+    for offsets in [Durability::Buffered, Durability::Persisted] {
+        // The consumer had no offset, or an acknowledged one already deleted.
+        for deleted_before in [false, true] {
+            for crash in [Crash::Process, Crash::PowerLoss] {
+                if crash == Crash::PowerLoss && offsets == Durability::Buffered {
+                    // A buffered delete may be lost with the power.
+                    continue;
+                }
+                // Given: consumer 1's store of 3 landed, but both its write
+                // and the read-back reported failures.
+                let (sim, mut engine) = sim_with(options(Durability::Persisted, offsets));
+                send(&mut engine, 0, 5);
+                let c = Consumer::consumer(1);
+                if deleted_before {
+                    store_offset(&mut engine, c, 1).unwrap();
+                    assert!(delete_offset(&mut engine, c).unwrap());
+                }
+                a_store_lost_from_sight(&sim, &mut engine, c, 3);
+
+                // When: a delete of its offset is acknowledged, and the
+                // process (or the machine) crashes.
+                delete_offset(&mut engine, c).unwrap();
+                assert_eq!(stored_offset(&mut engine, c), None);
+                let (mut engine, _) = crash_and_reopen(engine, &sim, crash);
+
+                // Then: no offset is served, not the value the failed store tried.
+                assert_eq!(
+                    stored_offset(&mut engine, c),
+                    None,
+                    "{offsets:?}, deleted before: {deleted_before}, {crash:?}"
+                );
+            }
+        }
+    }
+}

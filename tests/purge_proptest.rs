@@ -43,11 +43,12 @@
 //!
 //! Checked after every step (and in every probe):
 //! 1. No offset of an older generation is visible: `get_offset` returns the
-//!    last acknowledged value of the current generation (or, after a failed
-//!    call, that call's value); after a crash also a "maybe" value since the
-//!    last acknowledged call; only under `buffered` after a power loss also an
-//!    earlier acknowledged value of the current generation or nothing
-//!    (`OffsetHistory::may_show` with `DoubtWindow::UntilAcknowledged`). And whenever the engine reports an offset,
+//!    last acknowledged value of the current generation, or a "maybe" value
+//!    since the last acknowledged call; after a power loss also any "maybe"
+//!    value of the generation or the state before it; only under `buffered`
+//!    after a power loss also an earlier acknowledged value of the current
+//!    generation or nothing (`OffsetHistory::may_show`, the rule the simulator
+//!    uses too). And whenever the engine reports an offset,
 //!    the offset file in the page cache holds exactly that value *with the
 //!    current generation* (so a numerically equal value of an older history
 //!    cannot pass for it).
@@ -98,7 +99,7 @@ use sluice_server::partition::purge::PurgeState;
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::slots::SlotRead;
 use sluice_server::{Engine, EngineConfig, EngineError, Identifier, Partitioning};
-use sluice_sim::ack::{self, DoubtWindow, Generation, OffsetHistory, Served};
+use sluice_sim::ack::{self, Generation, Lapse, OffsetHistory, Served};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
     Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage,
@@ -1277,6 +1278,7 @@ impl World {
         drop(self.engine.take());
         self.sim.crash(kind.crash());
         self.open()?;
+        let lapse = Lapse::of(self.case.policy, kind.is_power_loss());
         let buffered_power_loss = ack::may_roll_back(self.case.policy, kind.is_power_loss());
         for (p, &name) in PARTITIONS.iter().enumerate() {
             // The generation: the acknowledged one, or a purge in doubt that committed.
@@ -1309,10 +1311,7 @@ impl World {
             for who in Who::ALL {
                 let got = self.stored(p, who)?;
                 let o = self.model[p].off(who);
-                if !o
-                    .history
-                    .may_show(got, buffered_power_loss, DoubtWindow::UntilAcknowledged)
-                {
+                if !o.history.may_show(got, lapse) {
                     return fail(format!(
                         "partition {name}: after {kind:?} {who:?} has offset {got:?}; acknowledged {:?}, earlier {:?}, maybe {:?}",
                         o.history.last(),

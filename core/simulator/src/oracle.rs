@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use sluice_server::metadata::{Durability, PartitionKey};
 
-use crate::ack::{self, DoubtWindow, Generation, OffsetHistory, Served};
+use crate::ack::{self, Generation, Lapse, OffsetHistory, Served};
 
 /// One partition's acknowledged state.
 #[derive(Debug, Clone)]
@@ -332,8 +332,8 @@ impl Oracle {
                 continue;
             }
             let h = p.offsets.get(&(*group, *id)).cloned().unwrap_or_default();
-            let lossy = ack::may_roll_back(p.offsets_policy, p.lossy_offsets);
-            if !h.may_show(*value, lossy, DoubtWindow::WholeGeneration) {
+            let lapse = Lapse::of(p.offsets_policy, p.lossy_offsets);
+            if !h.may_show(*value, lapse) {
                 out.push(v(
                     'b',
                     format!(

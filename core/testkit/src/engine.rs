@@ -312,6 +312,11 @@ pub fn store_offset(
     engine.store_offset(&stream(), &topic(), PARTITION, consumer, offset)
 }
 
+/// Deletes the stored offset of `consumer`; `Ok(false)` if it had none.
+pub fn delete_offset(engine: &mut Engine, consumer: Consumer) -> Result<bool, EngineError> {
+    engine.delete_offset(&stream(), &topic(), PARTITION, consumer)
+}
+
 /// The stored offset of `consumer`, if any.
 pub fn stored_offset(engine: &mut Engine, consumer: Consumer) -> Option<u64> {
     engine

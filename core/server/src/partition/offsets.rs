@@ -30,6 +30,11 @@
 //!   recovered from the page cache) is written again and synced before the
 //!   other slot is overwritten. Otherwise a failed store followed by a torn
 //!   one could leave only an older record than the one acknowledged.
+//! - A delete answers from memory only when memory knows the file: no entry
+//!   means no record of this generation on it, and a failed write that could
+//!   not be read back leaves its entry marked in doubt, so an acknowledged
+//!   delete always writes a tombstone over a value a failed store may have
+//!   left (a crash would otherwise bring that value back).
 //! - Names whose directory sync failed under Linux semantics are re-dirtied
 //!   (renamed away and back) before the next sync, because a plain retry
 //!   reports success without persisting them.
@@ -87,6 +92,11 @@ struct Entry {
     /// this process). A record recovered from the page cache, or one whose
     /// write or sync failed, may be missing from the disk.
     synced: bool,
+    /// A failed write whose outcome could not be read back: the file's
+    /// newest record may be the one that write tried, not `offset`. Memory
+    /// serves `offset` (the failed call was never acknowledged), but a delete
+    /// must not answer from memory alone: a tombstone goes over either.
+    write_in_doubt: bool,
 }
 
 impl Entry {
@@ -97,7 +107,24 @@ impl Entry {
             seq,
             file,
             synced: false,
+            write_in_doubt: false,
         }
+    }
+
+    /// What memory knows after a failed write it could not read back: the
+    /// record it had (`seq` 0 if none), and that the file may hold another.
+    fn in_doubt(offset: Option<u64>, seq: u64, file: Box<dyn DurableFile>) -> Entry {
+        Entry {
+            write_in_doubt: true,
+            ..Entry::unsynced(offset, seq, file)
+        }
+    }
+
+    /// Whether the file is known to hold no offset for this generation (a
+    /// tombstone, durable where `persisted` asks for it), so a delete has
+    /// nothing to write.
+    fn known_deleted(&self, persisted: bool) -> bool {
+        self.offset.is_none() && !self.write_in_doubt && (self.synced || !persisted)
     }
 }
 
@@ -258,12 +285,15 @@ impl OffsetStore {
     /// had none.
     pub(crate) fn delete(&mut self, id: u32, persisted: bool) -> Result<bool> {
         let had = match self.offsets.get(&id) {
-            // No record of this generation: nothing to delete.
+            // No record of this generation: nothing to delete. (A failed
+            // write that could not be read back leaves an entry in doubt,
+            // so memory's absence is knowledge.)
             None => return Ok(false),
-            Some(e) if e.offset.is_none() && (e.synced || !persisted) => return Ok(false),
+            Some(e) if e.known_deleted(persisted) => return Ok(false),
             // A tombstone not known on disk (an earlier delete failed, or it
-            // was recovered from the page cache): write it again, or a power
-            // loss could bring the offset back after this answer.
+            // was recovered from the page cache), or a failed store's record
+            // that may be on the file: write the tombstone, or a crash could
+            // bring an offset back after this answer.
             Some(e) => e.offset.is_some(),
         };
         self.write_record(id, None, persisted)?;
@@ -313,6 +343,7 @@ impl OffsetStore {
             seq: base_seq,
             file,
             synced,
+            write_in_doubt: _,
         } = base;
         let seq = base_seq + 1;
         // No early return from here on: whatever fails, the entry removed
@@ -352,6 +383,7 @@ impl OffsetStore {
                         seq,
                         file,
                         synced: persisted,
+                        write_in_doubt: false,
                     },
                 );
             }
@@ -455,14 +487,18 @@ impl OffsetStore {
             // Nothing of this generation (a first write that never landed):
             // the next write starts the file again.
             Ok(_) => {}
-            // The file cannot even be read back: keep what memory had. Its
-            // record is in slot `base_seq % 2`, which the failed write (to
-            // the other slot, or the same bytes again) did not change.
-            Err(_) if base_seq > 0 => {
+            // The file cannot even be read back: keep what memory had, in
+            // doubt. Its record is in slot `base_seq % 2`, which the failed
+            // write (to the other slot, or the same bytes again) did not
+            // change, and the next write goes to the other slot again; but
+            // that slot may now hold the failed write's record, newer than
+            // memory's, and a crash would bring it back. With `base_seq` 0
+            // memory had nothing, and the entry is kept all the same: its
+            // absence would tell a delete there is nothing to remove.
+            Err(_) => {
                 self.offsets
-                    .insert(id, Entry::unsynced(previous, base_seq, file));
+                    .insert(id, Entry::in_doubt(previous, base_seq, file));
             }
-            Err(_) => {}
         }
     }
 
