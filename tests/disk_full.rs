@@ -268,7 +268,7 @@ fn enospc_at_each_purge_step_fails_cleanly_and_the_purge_reaches_applied() {
             assert!(!ob.is_applied(), "{ctx}");
             let last = engine
                 .reconciler()
-                .status(key())
+                .status(ObligationKey::Purge(key()))
                 .unwrap()
                 .last_error
                 .clone();

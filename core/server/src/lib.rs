@@ -26,6 +26,10 @@ pub mod stats;
 pub mod tcp;
 pub mod teeth;
 
-pub use engine::{Engine, EngineConfig, Partitioning, PurgeMode, RecoveryReport, Sent};
+pub use engine::{
+    DeletePhase, Engine, EngineConfig, Partitioning, PurgeMode, RecoveryReport, Sent,
+};
+pub use metadata::ResourceKey;
+pub use partition::reconciler::ObligationKey;
 pub use error::{EngineError, Result};
 pub use identifier::Identifier;

@@ -19,7 +19,10 @@ pub use sluice_server::layout::segment_name;
 pub use sluice_server::metadata::{Durability, Metadata, PartitionKey, TopicOptions};
 pub use sluice_server::partition::log::{HeaderValue, Headers, Message, NewMessage};
 pub use sluice_server::partition::{Consumer, PollingStrategy};
-pub use sluice_server::{Engine, EngineError, Identifier, Partitioning, RecoveryReport, Sent};
+pub use sluice_server::{
+    DeletePhase, Engine, EngineError, Identifier, ObligationKey, Partitioning, RecoveryReport,
+    ResourceKey, Sent,
+};
 pub use sluice_storage::sim::NodeView;
 pub use sluice_storage::{
     Crash, DiskStorage, DurableStorage, ErrorKind, Fault, FaultMode, OpKind, OpMatcher, OpenMode,

@@ -8,23 +8,26 @@
 //!   is committed (`dirs.rs`); a reused id's leftovers are removed durably
 //!   before the commit, so nothing of a deleted resource is ever adopted.
 //! - A deletion commits the metadata first; only then are the resource's
-//!   files removed (they are garbage from the commit on, never data).
+//!   files removed, by a delete obligation the reconciler drives until the
+//!   removal is durable (engine/deletion.rs). They are garbage from the
+//!   commit on, never data.
+//! - Nothing is created where a pending deletion would remove it: such
+//!   deletions are finished first (`settle_deletions_before_creating`), and a
+//!   creation that fails after making directories leaves a deletion for them.
 //! - After every change, `partitions` matches the metadata one to one and the
 //!   reconciler tracks no deleted partition (asserted in debug builds).
 
 use std::collections::BTreeMap;
-use std::path::Path;
-
-use sluice_storage::ErrorKind;
 
 use super::{Engine, FIRST_ID, MAX_NAME_LEN, MAX_PARTITIONS, TopicKey};
 use crate::error::{EngineError, Result};
 use crate::identifier::Identifier;
-use crate::layout::{stream_dir, topic_dir};
 use crate::metadata::{
-    GroupMeta, Metadata, PartitionKey, PartitionMeta, StreamMeta, TopicMeta, TopicOptions,
+    GroupMeta, Metadata, PartitionKey, PartitionMeta, ResourceKey, StreamMeta, TopicMeta,
+    TopicOptions,
 };
-use crate::partition::{Consumer, Partition};
+use crate::partition::Partition;
+use crate::partition::reconciler::ObligationKey;
 
 fn check_name(what: &'static str, name: &str) -> Result<()> {
     if name.trim().is_empty() || name.len() > MAX_NAME_LEN {
@@ -112,16 +115,19 @@ fn assign_id(
 impl Engine {
     pub fn create_stream(&mut self, id: Option<u32>, name: &str) -> Result<StreamMeta> {
         check_name("stream name", name)?;
+        let mut next_stream_id = self.meta.next_stream_id;
+        let id = claim_id(
+            "stream",
+            name,
+            &self.meta.streams,
+            |s| &s.name,
+            &mut next_stream_id,
+            id,
+        )?;
+        self.settle_deletions_before_creating(ResourceKey::Stream { stream: id })?;
         let now = self.clock.now_micros();
         self.commit(|m| {
-            let id = claim_id(
-                "stream",
-                name,
-                &m.streams,
-                |s| &s.name,
-                &mut m.next_stream_id,
-                id,
-            )?;
+            m.next_stream_id = m.next_stream_id.max(next_stream_id);
             let s = StreamMeta {
                 id,
                 name: name.to_string(),
@@ -159,8 +165,9 @@ impl Engine {
         })?;
         self.drop_partitions(|k| k.stream == s);
         self.balance.retain(|k, _| k.stream != s);
+        self.begin_deletion(ResourceKey::Stream { stream: s });
         self.assert_invariants("delete_stream");
-        self.remove_tree(&stream_dir(&self.config.data_dir, s));
+        self.reconcile();
         Ok(())
     }
 
@@ -184,26 +191,23 @@ impl Engine {
             .collect();
         for key in &keys {
             self.partitions.remove(key);
-            self.reconciler.forget(*key);
+            self.reconciler.forget(ObligationKey::Purge(*key));
         }
         keys
     }
 
-    /// Best-effort removal of a deleted resource's files: the metadata no
-    /// longer names them, so a leftover is garbage, never data.
-    fn remove_tree(&self, dir: &Path) {
-        match self.storage.remove_dir_all(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind == ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "could not remove a deleted resource's files")
-            }
+    /// A creation failed after it may have made directories for `created`,
+    /// which no metadata names: they become deletions like any other.
+    fn clean_up_failed_creation(
+        &mut self,
+        created: &[ResourceKey],
+        error: EngineError,
+    ) -> EngineError {
+        for r in created {
+            self.begin_deletion(*r);
         }
-        if let Some(parent) = dir.parent()
-            && let Err(e) = self.storage.sync_dir(parent)
-        {
-            tracing::warn!(dir = %parent.display(), error = %e, "directory sync after removal failed");
-        }
+        self.assert_invariants("failed creation");
+        error
     }
 
     // ---- topics --------------------------------------------------------
@@ -257,15 +261,26 @@ impl Engine {
             stream: s,
             topic: id,
         };
-        let created = self.create_partition_dirs(key, options, &ids)?;
-        let committed = self.commit(|m| {
-            let mut topic = topic.clone();
-            topic.partitions.extend(new_partitions(&ids, now));
-            let st = stream_of(m, s);
-            st.next_topic_id = st.next_topic_id.max(next_topic_id);
-            st.topics.insert(id, topic.clone());
-            Ok(topic)
-        })?;
+        let resource = ResourceKey::Topic {
+            stream: s,
+            topic: id,
+        };
+        self.settle_deletions_before_creating(resource)?;
+        let created = self
+            .create_partition_dirs(key, options, &ids)
+            .and_then(|created| {
+                self.commit(|m| {
+                    let mut topic = topic.clone();
+                    topic.partitions.extend(new_partitions(&ids, now));
+                    let st = stream_of(m, s);
+                    st.next_topic_id = st.next_topic_id.max(next_topic_id);
+                    st.topics.insert(id, topic.clone());
+                    Ok(topic)
+                })
+                .map(|committed| (created, committed))
+            });
+        let (created, committed) =
+            created.map_err(|e| self.clean_up_failed_creation(&[resource], e))?;
         self.install_partitions(created, "create_topic");
         Ok(committed)
     }
@@ -308,8 +323,12 @@ impl Engine {
         })?;
         self.drop_partitions(|k| k.topic_key() == key);
         self.balance.remove(&key);
+        self.begin_deletion(ResourceKey::Topic {
+            stream: key.stream,
+            topic: key.topic,
+        });
         self.assert_invariants("delete_topic");
-        self.remove_tree(&topic_dir(&self.config.data_dir, key.stream, key.topic));
+        self.reconcile();
         Ok(())
     }
 
@@ -348,13 +367,27 @@ impl Engine {
         };
         let ids: Vec<u32> = (first..=last).collect();
         let end = u64::from(last) + 1;
-        let created = self.create_partition_dirs(key, tm.options, &ids)?;
+        for &p in &ids {
+            self.settle_deletions_before_creating(ResourceKey::Partition(key.partition(p)))?;
+        }
         let now = self.clock.now_micros();
-        self.commit(|m| {
-            let tp = topic_of(m, key);
-            tp.next_partition_id = tp.next_partition_id.max(end);
-            tp.partitions.extend(new_partitions(&ids, now));
-            Ok(())
+        let created = self
+            .create_partition_dirs(key, tm.options, &ids)
+            .and_then(|created| {
+                self.commit(|m| {
+                    let tp = topic_of(m, key);
+                    tp.next_partition_id = tp.next_partition_id.max(end);
+                    tp.partitions.extend(new_partitions(&ids, now));
+                    Ok(())
+                })
+                .map(|()| created)
+            });
+        let created = created.map_err(|e| {
+            let made: Vec<ResourceKey> = ids
+                .iter()
+                .map(|&p| ResourceKey::Partition(key.partition(p)))
+                .collect();
+            self.clean_up_failed_creation(&made, e)
         })?;
         self.install_partitions(created, "create_partitions");
         Ok(ids)
@@ -391,10 +424,11 @@ impl Engine {
         })?;
         let deleted: Vec<PartitionKey> = ids.iter().map(|&p| key.partition(p)).collect();
         self.drop_partitions(|k| deleted.contains(k));
-        self.assert_invariants("delete_partitions");
         for k in deleted {
-            self.remove_tree(&crate::layout::PartitionPaths::new(&self.config.data_dir, k).root);
+            self.begin_deletion(ResourceKey::Partition(k));
         }
+        self.assert_invariants("delete_partitions");
+        self.reconcile();
         Ok(ids)
     }
 
@@ -419,16 +453,14 @@ impl Engine {
             &mut next_group_id,
             id,
         )?;
-        // An id below the mark may be a deleted group's (ids are reused as in
-        // Iggy): its offset files may be on disk (a buffered delete undone by
-        // a power loss), and recovery would hand them to the new group. Remove
-        // them durably before the group is committed.
-        if u64::from(gid) < tm.next_group_id {
-            for pk in self.topic_partition_keys(key) {
-                self.partition_at(pk)?
-                    .clear_offset_leftover(Consumer::group(gid))?;
-            }
-        }
+        // An id may be a deleted group's (ids are reused as in Iggy): its
+        // offset files may still be on disk, and the deletion's cleanup must
+        // not remove the new group's. Finish it first.
+        self.settle_deletions_before_creating(ResourceKey::Group {
+            stream: key.stream,
+            topic: key.topic,
+            group: gid,
+        })?;
         let now = self.clock.now_micros();
         self.commit(|m| {
             let tp = topic_of(m, key);
@@ -456,11 +488,13 @@ impl Engine {
             topic_of(m, key).groups.remove(&gid);
             Ok(())
         })?;
-        for pk in self.topic_partition_keys(key) {
-            if let Err(e) = self.partition_at(pk)?.delete_offset(Consumer::group(gid)) {
-                tracing::warn!(partition = %pk, group = gid, error = %e, "could not delete a deleted group's offset");
-            }
-        }
+        self.begin_deletion(ResourceKey::Group {
+            stream: key.stream,
+            topic: key.topic,
+            group: gid,
+        });
+        self.assert_invariants("delete_group");
+        self.reconcile();
         Ok(())
     }
 }

@@ -11,6 +11,7 @@
 //! - `recovery`: opening the data directory and every partition;
 //! - `catalog`: streams, topics, partitions and consumer groups;
 //! - `dirs`: the directories a new partition needs, durable before its commit;
+//! - `deletion`: a deleted resource's files as a cleanup obligation;
 //! - `purge`: the purge commit point and the reconciler's passes;
 //! - `messages`: sends, polls and stored offsets.
 //!
@@ -21,14 +22,17 @@
 //!   claims a change the disk may not hold.
 //! - Directories a new partition needs are durable before the metadata that
 //!   names the partition is written; deleted resources are removed from disk
-//!   only after the metadata without them is durable.
+//!   only after the metadata without them is durable, by a delete obligation
+//!   the reconciler drives until the removal is durable.
 //! - `partitions` has exactly one entry per partition in `meta`, each serving
 //!   the purge generation the metadata commits for it.
 //! - The reconciler tracks every partition whose purge obligation is not
-//!   `Applied`, and only live partitions that have an obligation.
+//!   `Applied`, and only live partitions that have an obligation; and
+//!   exactly the pending deletions, none of which covers a live resource.
 
 mod catalog;
 mod commit;
+mod deletion;
 mod dirs;
 mod keys;
 mod messages;
@@ -47,6 +51,7 @@ use crate::metadata::{Metadata, MetadataStore, PartitionKey};
 use crate::partition::Partition;
 use crate::partition::reconciler::{Reconciler, ReconcilerConfig};
 
+pub use deletion::DeletePhase;
 pub(crate) use keys::TopicKey;
 pub use messages::{Partitioning, Sent};
 pub use recovery::RecoveryReport;
@@ -118,6 +123,7 @@ pub struct Engine {
     balance: BTreeMap<TopicKey, u32>,
     ids: SimRng,
     reconciler: Reconciler,
+    deletions: deletion::Deletions,
     /// Set when the metadata on disk may differ from memory: a save failed and
     /// putting the previous metadata back failed too (the file a restart would
     /// read may hold a change memory does not), or the metadata was loaded at
@@ -155,6 +161,13 @@ impl Engine {
 
     pub fn reconciler(&self) -> &Reconciler {
         &self.reconciler
+    }
+
+    /// Every pending deletion and where its cleanup stands, in key order.
+    pub fn pending_deletions(
+        &self,
+    ) -> impl Iterator<Item = (crate::metadata::ResourceKey, DeletePhase)> + '_ {
+        self.deletions.pending()
     }
 
     fn now_ms(&self) -> u64 {
@@ -213,7 +226,7 @@ impl Engine {
         // leaks). Between the two: an obligation `Applied` in memory whose
         // `Applied` record could not be written stays pending until a pass
         // confirms it.
-        let pending: BTreeSet<PartitionKey> = self.reconciler.pending().keys().copied().collect();
+        let pending: BTreeSet<PartitionKey> = self.reconciler.pending_purges().collect();
         if let Some(k) = not_applied.difference(&pending).next() {
             return fail(format!(
                 "partition {k}'s obligation is not applied but the reconciler does not track it"
@@ -232,6 +245,9 @@ impl Engine {
             }
         }
         if let Err(e) = self.meta.check_ids() {
+            return fail(e);
+        }
+        if let Err(e) = self.check_deletions() {
             return fail(e);
         }
         Ok(())

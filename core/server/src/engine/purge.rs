@@ -16,7 +16,7 @@ use crate::error::{EngineError, Result};
 use crate::identifier::Identifier;
 use crate::metadata::PartitionKey;
 use crate::partition::purge::FailureSite;
-use crate::partition::reconciler::{PassReport, run_pass};
+use crate::partition::reconciler::{ObligationKey, PassReport, run_purge_cleanups};
 
 impl Engine {
     /// Purges every partition of a stream (one commit point for all of them).
@@ -82,7 +82,7 @@ impl Engine {
             let p = self.partition_at(key)?;
             p.reset_to_generation(generation);
             p.begin_obligation(generation);
-            self.reconciler.mark_pending(key, now);
+            self.reconciler.mark_pending(ObligationKey::Purge(key), now);
             tracing::info!(partition = %key, generation, "purge committed");
         }
         self.assert_invariants("purge commit");
@@ -111,7 +111,7 @@ impl Engine {
         })
     }
 
-    /// One reconciler pass over the partitions that are due.
+    /// One reconciler pass over the obligations that are due.
     pub fn reconcile(&mut self) -> PassReport {
         let now = self.now_ms();
         self.reconcile_at(now)
@@ -122,20 +122,29 @@ impl Engine {
         // Cleanup removes what the committed generations make dead; while the
         // metadata holding them is not durable, a power loss could bring back
         // the older generations, so nothing may be removed yet.
+        self.reconciler.begin_pass();
+        let mut report = PassReport::default();
+        let due = self.reconciler.due(now_ms);
         if let Err(e) = self.ensure_metadata_durable() {
-            self.reconciler.begin_pass();
             let msg = e.to_string();
-            let mut report = PassReport::default();
-            for key in self.reconciler.due(now_ms) {
+            for key in due {
                 self.reconciler.record_sites(&[], Some(FailureSite::Other));
-                self.reconciler.record_failure(key, &msg, now_ms);
-                report.attempted.push(key);
-                report.failed.push((key, msg.clone()));
+                report.record(&mut self.reconciler, key, Err(msg.clone()), now_ms);
             }
             report.still_pending = self.reconciler.pending().len();
             return report;
         }
-        let report = run_pass(&mut self.reconciler, &mut self.partitions, now_ms);
+        let purges = due.iter().filter_map(|k| k.purge()).collect();
+        run_purge_cleanups(
+            &mut self.reconciler,
+            &mut self.partitions,
+            purges,
+            now_ms,
+            &mut report,
+        );
+        let deletions = due.iter().filter_map(|k| k.deletion()).collect();
+        self.run_due_deletions(deletions, now_ms, &mut report);
+        report.still_pending = self.reconciler.pending().len();
         self.assert_invariants("reconciler pass");
         report
     }

@@ -9,9 +9,12 @@
 //! - Metadata read at start-up is in doubt until saved again: an earlier
 //!   process may have renamed it into place without a durable directory sync.
 //! - Every partition whose obligation is not `Applied` is pending in the
-//!   reconciler when `open` returns.
+//!   reconciler when `open` returns, and so is a delete obligation for every
+//!   directory or group offset file the metadata does not name
+//!   (engine/deletion.rs): a deleted resource's files that a power loss
+//!   brought back are never adopted, and they are removed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use sluice_storage::DurableStorage;
@@ -20,8 +23,8 @@ use sluice_storage::sim::SimRng;
 use super::{Engine, EngineConfig, PurgeMode};
 use crate::clock::Clock;
 use crate::error::{EngineError, Result};
-use crate::metadata::{MetadataStore, PartitionKey, TopicOptions};
-use crate::partition::reconciler::Reconciler;
+use crate::metadata::{MetadataStore, PartitionKey, ResourceKey, TopicOptions};
+use crate::partition::reconciler::{ObligationKey, Reconciler};
 use crate::partition::{Partition, PartitionRecovery};
 use crate::teeth::Mechanism;
 
@@ -98,10 +101,14 @@ impl Engine {
             partitions: BTreeMap::new(),
             balance: BTreeMap::new(),
             reconciler: Reconciler::new(config.reconciler),
+            deletions: Default::default(),
             metadata_in_doubt,
             config,
         };
-        let report = engine.recover_partitions()?;
+        let (report, orphan_groups) = engine.recover_partitions()?;
+        if engine.keeps_obligations() {
+            engine.find_orphans(orphan_groups)?;
+        }
         if let Err(e) = engine.ensure_metadata_durable() {
             // Not fatal: every request that touches a partition or the
             // metadata tries again first, and refuses until it succeeds.
@@ -128,10 +135,19 @@ impl Engine {
         Ok((engine, report))
     }
 
-    fn recover_partitions(&mut self) -> Result<RecoveryReport> {
+    /// Recovers every partition the metadata names; returns what it found,
+    /// and the group offset files of groups the metadata no longer names.
+    fn recover_partitions(&mut self) -> Result<(RecoveryReport, Vec<ResourceKey>)> {
         let mut report = RecoveryReport::default();
+        let mut orphan_groups = BTreeSet::new();
         for key in self.meta.partition_keys() {
             let (options, generation) = self.partition_settings(key);
+            let live_groups: BTreeSet<u32> = self
+                .topic_meta(key.topic_key())
+                .groups
+                .keys()
+                .copied()
+                .collect();
             let floor = match self.config.purge_mode {
                 PurgeMode::Obligation if !crate::teeth::enabled(Mechanism::GenerationFilter) => 0,
                 PurgeMode::Obligation => generation,
@@ -145,8 +161,16 @@ impl Engine {
                 options,
                 generation,
                 floor,
+                &live_groups,
             ) {
                 Ok((p, r)) => {
+                    orphan_groups.extend(r.groups.orphans.iter().map(|&group| {
+                        ResourceKey::Group {
+                            stream: key.stream,
+                            topic: key.topic,
+                            group,
+                        }
+                    }));
                     report.messages += p.log().message_count();
                     report.consumer_offsets += r.consumers.loaded;
                     report.group_offsets += r.groups.loaded;
@@ -172,7 +196,7 @@ impl Engine {
                 Err(e) => return Err(e),
             };
             if partition.obligation().is_some_and(|o| !o.is_applied()) {
-                self.reconciler.mark_pending(key, 0);
+                self.reconciler.mark_pending(ObligationKey::Purge(key), 0);
             }
             if partition.degraded_reason().is_some()
                 && !report.degraded.iter().any(|(k, _)| *k == key)
@@ -190,7 +214,7 @@ impl Engine {
                 "ignored records of purged generations at recovery"
             );
         }
-        Ok(report)
+        Ok((report, orphan_groups.into_iter().collect()))
     }
 
     /// The topic options and committed generation of a key taken from the

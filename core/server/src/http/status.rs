@@ -33,6 +33,7 @@ use crate::engine::Engine;
 #[cfg(test)]
 use crate::partition::purge::PurgeState;
 use crate::partition::purge::{DirKind, FailureSite};
+use crate::partition::reconciler::ObligationKey;
 
 pub const STATES: [&str; 5] = [
     "requested",
@@ -171,7 +172,7 @@ pub fn snapshot(
             continue;
         }
         let is_degraded = p.degraded_reason().is_some();
-        let pending = reconciler.status(key);
+        let pending = reconciler.status(ObligationKey::Purge(key));
         let obligation = p.obligation().map(|o| ObligationRow {
             generation: o.generation(),
             state: o.state().as_str().to_string(),
@@ -223,7 +224,7 @@ pub fn snapshot(
                     .iter()
                     .map(|f| (f.as_str().to_string(), stats.site_failures(*f)))
                     .collect(),
-                pending: reconciler.pending().len() as u64,
+                pending: reconciler.pending_purges().count() as u64,
                 last_pass_duration_ms: last_pass_us.map(|us| us as f64 / 1000.0),
                 period_ms,
             },

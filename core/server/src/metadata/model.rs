@@ -147,6 +147,67 @@ impl PartitionKey {
     }
 }
 
+/// A deleted resource whose files a delete obligation removes
+/// (engine/deletion.rs). Ordered so a stream sorts before its topics, a
+/// topic before its partitions and groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ResourceKey {
+    /// `streams/<s>/` and everything below it.
+    Stream { stream: u32 },
+    /// `streams/<s>/topics/<t>/` and everything below it.
+    Topic { stream: u32, topic: u32 },
+    /// One partition's directory.
+    Partition(PartitionKey),
+    /// A consumer group's offset file (`groups/<g>`) in every partition of
+    /// its topic.
+    Group { stream: u32, topic: u32, group: u32 },
+}
+
+impl ResourceKey {
+    /// The kind, as operators see it (`/status/obligations`, metrics).
+    pub fn kind(self) -> &'static str {
+        match self {
+            ResourceKey::Stream { .. } => "stream",
+            ResourceKey::Topic { .. } => "topic",
+            ResourceKey::Partition(_) => "partition",
+            ResourceKey::Group { .. } => "group",
+        }
+    }
+
+    /// Whether deleting `self` removes everything `other` names (a stream
+    /// covers its topics, partitions and groups; a topic its partitions and
+    /// groups). A resource covers itself.
+    pub(crate) fn covers(self, other: ResourceKey) -> bool {
+        let (s, t) = match other {
+            ResourceKey::Stream { stream } => (stream, None),
+            ResourceKey::Topic { stream, topic } | ResourceKey::Group { stream, topic, .. } => {
+                (stream, Some(topic))
+            }
+            ResourceKey::Partition(k) => (k.stream, Some(k.topic)),
+        };
+        match self {
+            ResourceKey::Stream { stream } => stream == s,
+            ResourceKey::Topic { stream, topic } => stream == s && Some(topic) == t,
+            _ => self == other,
+        }
+    }
+}
+
+impl std::fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResourceKey::Stream { stream } => write!(f, "stream {stream}"),
+            ResourceKey::Topic { stream, topic } => write!(f, "topic {stream}/{topic}"),
+            ResourceKey::Partition(k) => write!(f, "partition {k}"),
+            ResourceKey::Group {
+                stream,
+                topic,
+                group,
+            } => write!(f, "group {group} of topic {stream}/{topic}"),
+        }
+    }
+}
+
 /// A topic's coordinates: what an `Identifier` pair resolves to, once, at the
 /// API edge (engine/keys.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -17,6 +17,7 @@ pub mod offsets;
 pub mod purge;
 pub(crate) mod reconciler;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -198,6 +199,7 @@ impl Partition {
         options: TopicOptions,
         generation: u64,
         floor: u64,
+        live_groups: &BTreeSet<u32>,
     ) -> Result<(Partition, PartitionRecovery)> {
         let paths = PartitionPaths::new(data_dir, key);
         // The engine makes a partition's directories durable before it commits
@@ -232,9 +234,15 @@ impl Partition {
             options.segment_size,
         )?;
         let (consumers, c_report) =
-            OffsetStore::recover(storage.clone(), &paths.consumers, generation, floor)?;
+            OffsetStore::recover(storage.clone(), &paths.consumers, generation, floor, None)?;
         let (groups, g_report) =
-            OffsetStore::recover(storage.clone(), &paths.groups, generation, floor)?;
+            OffsetStore::recover(
+                storage.clone(),
+                &paths.groups,
+                generation,
+                floor,
+                Some(live_groups),
+            )?;
         if options.durability.is_persisted()
             && crate::teeth::enabled(crate::teeth::Mechanism::RedirtyRecoveredTail)
         {
@@ -568,8 +576,11 @@ impl Partition {
     /// Durably removes any offset file `consumer`'s id has in this partition,
     /// before the id is given to a new owner (see `OffsetStore::clear_leftover`).
     /// Works on a degraded partition too: the file is dead by the metadata.
-    pub(crate) fn clear_offset_leftover(&mut self, consumer: Consumer) -> Result<()> {
-        self.offsets_mut(consumer.kind).clear_leftover(consumer.id)
+    /// Removes a deleted group's offset file durably (a delete obligation's
+    /// step in this partition). Done on a degraded partition too: the file is
+    /// removed by name, whatever memory loaded.
+    pub(crate) fn remove_group_offsets(&mut self, group: u32) -> Result<()> {
+        self.groups.remove_durably(group)
     }
 
     /// Deletes a stored offset; `Ok(false)` if there was none.

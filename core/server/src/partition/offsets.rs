@@ -39,7 +39,7 @@
 //!   (renamed away and back) before the next sync, because a plain retry
 //!   reports success without persisting them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -137,6 +137,9 @@ pub struct OffsetRecovery {
     /// Files with no valid slot, or names sluice does not write.
     pub corrupt: Vec<String>,
     pub(crate) foreign: Vec<String>,
+    /// Ids whose file is on disk but whom the metadata no longer names (a
+    /// deleted group's): never loaded, left to a delete obligation.
+    pub orphans: Vec<u32>,
 }
 
 /// A slot write's outcome as one result: an encoding failure is a bug
@@ -182,15 +185,16 @@ impl OffsetStore {
         }
     }
 
-    /// Loads every record of `generation`; reports the rest.
-    /// Records of a generation below `floor` are stale (ignored). Production
-    /// passes `floor == generation`; only the naive purge kept for tests
-    /// passes a lower one.
+    /// Loads every record of `generation` of an id in `live` (every id when
+    /// `None`); reports the rest. Records of a generation below `floor` are
+    /// stale (ignored). Production passes `floor == generation`; only the
+    /// naive purge kept for tests passes a lower one.
     pub(crate) fn recover(
         storage: Arc<dyn DurableStorage>,
         dir: &Path,
         generation: u64,
         floor: u64,
+        live: Option<&BTreeSet<u32>>,
     ) -> Result<(Self, OffsetRecovery)> {
         let mut store = OffsetStore::empty(storage.clone(), dir, generation);
         let mut report = OffsetRecovery::default();
@@ -222,6 +226,12 @@ impl OffsetStore {
                 report.foreign.push(name);
                 continue;
             };
+            if live.is_some_and(|live| !live.contains(&id)) {
+                // Recovery filters by commit: a deleted owner's file is
+                // garbage whatever it holds (a delete obligation removes it).
+                report.orphans.push(id);
+                continue;
+            }
             let path = dir.join(&name);
             let file = storage.open(&path, OpenMode::ReadWrite)?;
             match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref())? {
@@ -300,31 +310,24 @@ impl OffsetStore {
         Ok(had)
     }
 
-    /// Durably removes whatever offset `id` holds, whoever wrote it, before
-    /// the id gets a new owner: the record of a deleted owner (perhaps a
-    /// buffered delete that a power loss undid) must never become the new
-    /// owner's offset. Records of older generations need nothing: they are
-    /// never read, and a store replaces their file.
-    pub(crate) fn clear_leftover(&mut self, id: u32) -> Result<()> {
-        if !self.offsets.contains_key(&id) {
-            // Memory may not know the file (a degraded partition loads
-            // nothing): a record of this generation on disk must still go.
-            let path = self.dir.join(id.to_string());
-            match self.storage.open(&path, OpenMode::ReadWrite) {
-                Ok(file) => {
-                    if let SlotRead::Valid { seq, value, .. } =
-                        OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref())?
-                        && value.generation == self.generation
-                    {
-                        self.offsets
-                            .insert(id, Entry::unsynced(value.offset, seq, file));
-                    }
-                }
-                Err(e) if e.kind == ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
-            }
+    /// Removes `id`'s file (a deleted owner's) and makes the removal durable:
+    /// a delete obligation's step in this directory. Memory forgets the id
+    /// first; the removal is noted in the directory's one tracker (shared
+    /// with purge cleanup), so a failed sync by anyone is redone before the
+    /// next sync counts it durable.
+    pub(crate) fn remove_durably(&mut self, id: u32) -> Result<()> {
+        self.offsets.remove(&id);
+        let name = id.to_string();
+        match self.storage.remove_file(&self.dir.join(&name)) {
+            Ok(()) => {}
+            // Removed by an earlier attempt, whose sync may have failed: the
+            // tracker (noting it again below) redoes it before syncing.
+            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
         }
-        self.delete(id, true).map(|_| ())
+        self.names.note(&name, NameChange::Removed);
+        self.names.sync(self.storage.as_ref())?;
+        Ok(())
     }
 
     /// Writes `offset` (a value, or a tombstone) as `id`'s newest record.

@@ -1,9 +1,10 @@
-//! The reconciler: drives every pending purge obligation to `Applied`.
+//! The reconciler: drives every pending cleanup obligation to done: a
+//! partition's purge (to `Applied`), a deleted resource's removal.
 //!
 //! Invariants:
-//! - `pending` holds exactly the partitions whose obligation is not `Applied`
-//!   (the engine adds one on every purge commit and at recovery, and only a
-//!   successful cleanup removes it), so a pass costs O(pending), not
+//! - `pending` holds exactly the obligations not yet done (the engine adds
+//!   one on every purge or deletion commit and at recovery, and only a
+//!   successful attempt removes it), so a pass costs O(pending), not
 //!   O(partitions).
 //! - A failing partition backs off exponentially (base doubling to a cap) with
 //!   jitter drawn from a seeded RNG: a run is a pure function of its seed.
@@ -15,11 +16,11 @@ use std::collections::BTreeMap;
 use sluice_storage::sim::SimRng;
 
 use crate::layout::DirKind;
-use crate::metadata::PartitionKey;
+use crate::metadata::{PartitionKey, ResourceKey};
 use crate::partition::purge::FailureSite;
 
 mod pass;
-pub(crate) use pass::{PassReport, run_pass};
+pub(crate) use pass::{PassReport, run_purge_cleanups};
 
 /// Partitions cleaned at the same time by default, in the shipped server and
 /// in every engine built with `EngineConfig::new` (simulations choose 1,
@@ -58,7 +59,53 @@ impl Default for ReconcilerConfig {
     }
 }
 
-/// The reconciler's view of one pending partition.
+/// One cleanup obligation, as the reconciler schedules it. Purges sort
+/// before deletions, so a pass's I/O order is fixed by the keys alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObligationKey {
+    /// A partition's purge obligation (its record is `purge.obligation`).
+    Purge(PartitionKey),
+    /// A deleted resource's files (its record is the metadata that no longer
+    /// names the resource: engine/deletion.rs).
+    Delete(ResourceKey),
+}
+
+impl ObligationKey {
+    /// The kind, as operators see it.
+    pub fn kind(self) -> &'static str {
+        match self {
+            ObligationKey::Purge(_) => "purge",
+            ObligationKey::Delete(_) => "delete",
+        }
+    }
+
+    /// The purged partition, for a purge obligation.
+    pub fn purge(self) -> Option<PartitionKey> {
+        match self {
+            ObligationKey::Purge(k) => Some(k),
+            ObligationKey::Delete(_) => None,
+        }
+    }
+
+    /// The deleted resource, for a delete obligation.
+    pub fn deletion(self) -> Option<ResourceKey> {
+        match self {
+            ObligationKey::Delete(r) => Some(r),
+            ObligationKey::Purge(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ObligationKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ObligationKey::Purge(k) => write!(f, "purge of partition {k}"),
+            ObligationKey::Delete(r) => write!(f, "delete of {r}"),
+        }
+    }
+}
+
+/// The reconciler's view of one pending obligation.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PendingEntry {
     pub(crate) consecutive_failures: u32,
@@ -96,7 +143,7 @@ impl ReconcilerStats {
 #[derive(Debug)]
 pub struct Reconciler {
     config: ReconcilerConfig,
-    pending: BTreeMap<PartitionKey, PendingEntry>,
+    pending: BTreeMap<ObligationKey, PendingEntry>,
     rng: SimRng,
     stats: ReconcilerStats,
 }
@@ -115,18 +162,19 @@ impl Reconciler {
         self.config
     }
 
-    /// Makes `key` due now (a purge just committed, or recovery found work).
-    pub(crate) fn mark_pending(&mut self, key: PartitionKey, now_ms: u64) {
+    /// Makes `key` due now (a purge or a deletion just committed, or
+    /// recovery found work).
+    pub(crate) fn mark_pending(&mut self, key: ObligationKey, now_ms: u64) {
         let e = self.pending.entry(key).or_default();
         e.next_attempt_at_ms = now_ms;
     }
 
-    pub(crate) fn forget(&mut self, key: PartitionKey) {
+    pub(crate) fn forget(&mut self, key: ObligationKey) {
         self.pending.remove(&key);
     }
 
-    /// Partitions due at `now_ms`, in key order, at most `max_per_pass`.
-    pub(crate) fn due(&self, now_ms: u64) -> Vec<PartitionKey> {
+    /// Obligations due at `now_ms`, in key order, at most `max_per_pass`.
+    pub(crate) fn due(&self, now_ms: u64) -> Vec<ObligationKey> {
         self.pending
             .iter()
             .filter(|(_, e)| e.next_attempt_at_ms <= now_ms)
@@ -140,13 +188,13 @@ impl Reconciler {
         self.stats.last_pass_attempts = 0;
     }
 
-    pub(crate) fn record_success(&mut self, key: PartitionKey) {
+    pub(crate) fn record_success(&mut self, key: ObligationKey) {
         self.stats.attempts += 1;
         self.stats.last_pass_attempts += 1;
         if let Some(e) = self.pending.remove(&key)
             && e.stuck
         {
-            tracing::info!(partition = %key, "stuck purge cleanup recovered");
+            tracing::info!(obligation = %key, "stuck cleanup recovered");
         }
     }
 
@@ -160,7 +208,7 @@ impl Reconciler {
         }
     }
 
-    pub(crate) fn record_failure(&mut self, key: PartitionKey, error: &str, now_ms: u64) {
+    pub(crate) fn record_failure(&mut self, key: ObligationKey, error: &str, now_ms: u64) {
         self.stats.attempts += 1;
         self.stats.failures += 1;
         self.stats.last_pass_attempts += 1;
@@ -183,18 +231,23 @@ impl Reconciler {
         e.last_error = Some(error.to_string());
         if e.consecutive_failures >= cfg.stuck_after && !e.stuck {
             e.stuck = true;
-            tracing::error!(partition = %key, failures = e.consecutive_failures, error, "purge cleanup is stuck; still retrying");
+            tracing::error!(obligation = %key, failures = e.consecutive_failures, error, "cleanup is stuck; still retrying");
         } else {
-            tracing::warn!(partition = %key, failures = e.consecutive_failures, retry_in_ms = backoff + jitter, error, "purge cleanup attempt failed");
+            tracing::warn!(obligation = %key, failures = e.consecutive_failures, retry_in_ms = backoff + jitter, error, "cleanup attempt failed");
         }
     }
 
-    pub fn status(&self, key: PartitionKey) -> Option<&PendingEntry> {
+    pub fn status(&self, key: ObligationKey) -> Option<&PendingEntry> {
         self.pending.get(&key)
     }
 
-    pub fn pending(&self) -> &BTreeMap<PartitionKey, PendingEntry> {
+    pub fn pending(&self) -> &BTreeMap<ObligationKey, PendingEntry> {
         &self.pending
+    }
+
+    /// The partitions whose purge obligation is pending, in key order.
+    pub fn pending_purges(&self) -> impl Iterator<Item = PartitionKey> + '_ {
+        self.pending.keys().filter_map(|k| k.purge())
     }
 
     pub(crate) fn stats(&self) -> ReconcilerStats {

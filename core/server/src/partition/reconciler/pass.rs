@@ -1,4 +1,6 @@
-//! One reconciler pass: a cleanup attempt on every partition that is due.
+//! One reconciler pass over the purge obligations that are due: a cleanup
+//! attempt on each of their partitions. (The engine attempts the due delete
+//! obligations in the same pass, after these: engine/deletion.rs.)
 //!
 //! Invariants:
 //! - A pass touches only the due partitions (O(due), not O(partitions)):
@@ -14,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{FailureSite, Reconciler};
+use super::{FailureSite, ObligationKey, Reconciler};
 use crate::error::Result;
 use crate::metadata::PartitionKey;
 use crate::partition::Partition;
@@ -23,22 +25,45 @@ use crate::partition::purge::DirKind;
 /// What one reconciler pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PassReport {
-    pub attempted: Vec<PartitionKey>,
-    pub(crate) applied: Vec<PartitionKey>,
-    pub(crate) failed: Vec<(PartitionKey, String)>,
+    pub attempted: Vec<ObligationKey>,
+    pub(crate) applied: Vec<ObligationKey>,
+    pub(crate) failed: Vec<(ObligationKey, String)>,
     pub still_pending: usize,
 }
 
-/// Runs one pass as of `now_ms` over `partitions`, recording every outcome in
-/// `reconciler`.
-pub(crate) fn run_pass(
+impl PassReport {
+    /// Records one attempt's outcome here and in `reconciler`.
+    pub(crate) fn record(
+        &mut self,
+        reconciler: &mut Reconciler,
+        key: ObligationKey,
+        outcome: std::result::Result<(), String>,
+        now_ms: u64,
+    ) {
+        self.attempted.push(key);
+        match outcome {
+            Ok(()) => {
+                reconciler.record_success(key);
+                self.applied.push(key);
+            }
+            Err(msg) => {
+                reconciler.record_failure(key, &msg, now_ms);
+                self.failed.push((key, msg));
+            }
+        }
+    }
+}
+
+/// Attempts the cleanup of every partition in `due` (purge obligations due at
+/// `now_ms`, in key order) over `partitions`, recording every outcome in
+/// `reconciler` and `report`.
+pub(crate) fn run_purge_cleanups(
     reconciler: &mut Reconciler,
     partitions: &mut BTreeMap<PartitionKey, Partition>,
+    due: Vec<PartitionKey>,
     now_ms: u64,
-) -> PassReport {
-    reconciler.begin_pass();
-    let mut report = PassReport::default();
-    let due = reconciler.due(now_ms);
+    report: &mut PassReport,
+) {
     let mut taken: Vec<(PartitionKey, Partition)> = due
         .iter()
         .filter_map(|k| partitions.remove(k).map(|p| (*k, p)))
@@ -53,31 +78,22 @@ pub(crate) fn run_pass(
     partitions.extend(taken);
     let mut outcomes = outcomes.into_iter().peekable();
     for key in due {
-        report.attempted.push(key);
-        let Some(done) = outcomes.next_if(|o| o.key == key) else {
+        let outcome = match outcomes.next_if(|o| o.key == key) {
             // Its cleanup thread panicked (a bug): retry later.
-            reconciler.record_failure(key, "cleanup attempt panicked", now_ms);
-            continue;
-        };
-        let Some(outcome) = done.outcome else {
-            reconciler.record_failure(key, "partition degraded", now_ms);
-            continue;
-        };
-        reconciler.record_sites(&done.worked_on, done.failed_at);
-        match outcome {
-            Ok(()) => {
-                reconciler.record_success(key);
-                report.applied.push(key);
+            None => Err("cleanup attempt panicked".to_string()),
+            Some(CleanupDone { outcome: None, .. }) => Err("partition degraded".to_string()),
+            Some(CleanupDone {
+                outcome: Some(outcome),
+                worked_on,
+                failed_at,
+                ..
+            }) => {
+                reconciler.record_sites(&worked_on, failed_at);
+                outcome.map_err(|e| e.to_string())
             }
-            Err(e) => {
-                let msg = e.to_string();
-                reconciler.record_failure(key, &msg, now_ms);
-                report.failed.push((key, msg));
-            }
-        }
+        };
+        report.record(reconciler, ObligationKey::Purge(key), outcome, now_ms);
     }
-    report.still_pending = reconciler.pending().len();
-    report
 }
 
 /// What one partition's cleanup attempt did, for the reconciler's books.

@@ -1,0 +1,391 @@
+//! Deletions: a deleted resource's files are a cleanup obligation, driven by
+//! the reconciler like a purge (docs/adr/0015-every-deletion-is-an-obligation.md).
+//!
+//! Invariants:
+//! - The commit point is the metadata write that no longer names the
+//!   resource. From then on its files are garbage, never data: recovery
+//!   adopts only what the metadata names, and nothing serves the rest.
+//! - That metadata is the obligation's durable record. Recovery lists the
+//!   catalog directories and every partition's `groups/`, and makes an
+//!   obligation for each name no metadata holds (`find_orphans`): whatever
+//!   crash left it, it is found again (level-triggered: wanted vs. actual).
+//! - An obligation is done only after the directory that lost the entry was
+//!   synced by a sync issued after the removal, through the one tracker the
+//!   engine keeps for that directory (`DirTracker`, shared with every other
+//!   deletion there). A failed sync leaves the obligation pending and the
+//!   next attempt goes back through a fresh check and removal, with the name
+//!   re-dirtied before the next sync (a plain retried sync proves nothing
+//!   under Linux semantics).
+//! - No deletion's cleanup removes a live resource's files: a resource is
+//!   never created where a pending deletion would remove it (`settle`
+//!   finishes such deletions first, or the creation is refused), a new
+//!   deletion absorbs the pending ones it covers, and `check` asserts that
+//!   no pending deletion covers a live resource.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::Engine;
+use crate::dirsync::{DirTracker, NameChange};
+use crate::error::{EngineError, Result};
+use crate::layout::{partition_dir_name, partitions_dir, streams_dir, topics_dir};
+use crate::metadata::{Metadata, PartitionKey, ResourceKey, TopicKey};
+use crate::partition::reconciler::{ObligationKey, PassReport};
+
+/// Where a deletion's cleanup stands. Reached only through the transition
+/// functions; every attempt runs a whole round from `Requested`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletePhase {
+    /// Committed: the files may be on disk (in the page cache, or durably).
+    Requested,
+    /// Removed from the page cache; the sync of the directory that lost the
+    /// entry has not succeeded yet.
+    FilesDeleted,
+    /// The removal is durable: nothing of the resource can come back.
+    Applied,
+}
+
+impl DeletePhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeletePhase::Requested => "Requested",
+            DeletePhase::FilesDeleted => "FilesDeleted",
+            DeletePhase::Applied => "Applied",
+        }
+    }
+
+    fn files_deleted(self) -> DeletePhase {
+        assert_eq!(self, DeletePhase::Requested, "invariant: removal from {self:?}");
+        DeletePhase::FilesDeleted
+    }
+
+    fn applied(self) -> DeletePhase {
+        assert_eq!(self, DeletePhase::FilesDeleted, "invariant: applied from {self:?}");
+        DeletePhase::Applied
+    }
+
+    /// A failed step: the next attempt starts the round again.
+    fn retry(self) -> DeletePhase {
+        assert_ne!(self, DeletePhase::Applied, "invariant: retry of a done deletion");
+        DeletePhase::Requested
+    }
+}
+
+/// The engine's pending deletions and the trackers of the directories they
+/// remove entries from.
+#[derive(Debug, Default)]
+pub(crate) struct Deletions {
+    pending: BTreeMap<ResourceKey, DeletePhase>,
+    /// One per catalog directory (`streams/`, a stream's `topics/`, a topic's
+    /// `partitions/`): every deletion there notes its removal in it, so a
+    /// failed sync by one is redone by the next, whoever issues it.
+    trackers: BTreeMap<PathBuf, DirTracker>,
+}
+
+impl Deletions {
+    pub(crate) fn phase(&self, r: ResourceKey) -> Option<DeletePhase> {
+        self.pending.get(&r).copied()
+    }
+
+    pub(crate) fn pending(&self) -> impl Iterator<Item = (ResourceKey, DeletePhase)> + '_ {
+        self.pending.iter().map(|(r, p)| (*r, *p))
+    }
+
+    /// Pending deletions that `r`'s creation (or deletion) must not overlap:
+    /// `r` itself, its ancestors and its descendants.
+    fn overlapping(&self, r: ResourceKey) -> Vec<ResourceKey> {
+        self.pending
+            .keys()
+            .copied()
+            .filter(|d| d.covers(r) || r.covers(*d))
+            .collect()
+    }
+}
+
+/// A directory a tree deletion removes: the parent that loses the entry, and
+/// the entry's name. `None` for a group (its files live in partitions).
+fn tree(data: &Path, r: ResourceKey) -> Option<(PathBuf, String)> {
+    match r {
+        ResourceKey::Stream { stream } => Some((streams_dir(data), stream.to_string())),
+        ResourceKey::Topic { stream, topic } => Some((topics_dir(data, stream), topic.to_string())),
+        ResourceKey::Partition(k) => Some((
+            partitions_dir(data, k.topic_key()),
+            partition_dir_name(k.partition),
+        )),
+        ResourceKey::Group { .. } => None,
+    }
+}
+
+/// Whether the metadata names `r` (a live resource must never be removed).
+fn is_live(meta: &Metadata, r: ResourceKey) -> bool {
+    match r {
+        ResourceKey::Stream { stream } => meta.streams.contains_key(&stream),
+        ResourceKey::Topic { stream, topic } => meta.topic(stream, topic).is_some(),
+        ResourceKey::Partition(k) => meta.partition(k).is_some(),
+        ResourceKey::Group {
+            stream,
+            topic,
+            group,
+        } => meta
+            .topic(stream, topic)
+            .is_some_and(|t| t.groups.contains_key(&group)),
+    }
+}
+
+impl Engine {
+    /// Records that `r` was deleted (its commit just returned, or recovery
+    /// found its files) and makes its cleanup due now. Pending deletions
+    /// below it are absorbed: removing `r` removes their files too.
+    pub(super) fn begin_deletion(&mut self, r: ResourceKey) {
+        assert!(
+            !is_live(&self.meta, r),
+            "invariant: deletion of live {r}"
+        );
+        for covered in self.deletions.overlapping(r) {
+            if r.covers(covered) {
+                self.deletions.pending.remove(&covered);
+                self.reconciler.forget(ObligationKey::Delete(covered));
+            }
+        }
+        if !self.deletions.overlapping(r).is_empty() {
+            // An ancestor's deletion is pending: it removes `r` already.
+            return;
+        }
+        self.deletions.pending.insert(r, DeletePhase::Requested);
+        let now = self.now_ms();
+        self.reconciler.mark_pending(ObligationKey::Delete(r), now);
+        tracing::info!(resource = %r, "deletion committed; cleanup pending");
+    }
+
+    /// Finishes every pending deletion that creating `r` would overlap, before
+    /// anything of `r` is written: a cleanup must never remove a live
+    /// resource's files. Refuses the creation (the attempt's error) if one
+    /// cannot finish now.
+    pub(super) fn settle_deletions_before_creating(&mut self, r: ResourceKey) -> Result<()> {
+        for d in self.deletions.overlapping(r) {
+            let now = self.now_ms();
+            let mut report = PassReport::default();
+            let outcome = self.attempt_deletion(d);
+            let failed = outcome.as_ref().err().cloned();
+            report.record(
+                &mut self.reconciler,
+                ObligationKey::Delete(d),
+                outcome.map_err(|e| e.to_string()),
+                now,
+            );
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Attempts the due delete obligations of this pass, in key order.
+    pub(super) fn run_due_deletions(
+        &mut self,
+        due: Vec<ResourceKey>,
+        now_ms: u64,
+        report: &mut PassReport,
+    ) {
+        for r in due {
+            let outcome = self.attempt_deletion(r).map_err(|e| e.to_string());
+            report.record(&mut self.reconciler, ObligationKey::Delete(r), outcome, now_ms);
+        }
+    }
+
+    /// One whole round of `r`'s cleanup: remove what is there, sync the
+    /// directory that lost it. `Ok` only once the removal is durable; the
+    /// deletion is then forgotten (its record, the metadata, says it all).
+    fn attempt_deletion(&mut self, r: ResourceKey) -> Result<()> {
+        let phase = self
+            .deletions
+            .phase(r)
+            .unwrap_or_else(|| panic!("invariant: attempt on {r}, which is not pending"));
+        assert!(!is_live(&self.meta, r), "invariant: cleanup of live {r}");
+        // Nothing may be removed while the metadata that makes it garbage is
+        // not known durable.
+        self.ensure_metadata_durable()?;
+        let result = match r {
+            ResourceKey::Group {
+                stream,
+                topic,
+                group,
+            } => self.remove_group_files(TopicKey { stream, topic }, group),
+            _ => self.remove_tree(r),
+        };
+        match result {
+            Ok(()) => {
+                let done = phase.files_deleted().applied();
+                debug_assert_eq!(done, DeletePhase::Applied);
+                self.deletions.pending.remove(&r);
+                tracing::info!(resource = %r, "deleted resource's files removed durably");
+                Ok(())
+            }
+            Err((removed, e)) => {
+                let next = if removed {
+                    phase.files_deleted()
+                } else {
+                    phase
+                };
+                if self.naive_deletion() {
+                    // Apache Iggy's order, kept only in test builds: a failed
+                    // sync is a warning and the deletion counts as done.
+                    tracing::warn!(resource = %r, error = %e, "naive deletion: failure ignored");
+                    self.deletions.pending.remove(&r);
+                    return Ok(());
+                }
+                self.deletions.pending.insert(r, next.retry());
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes a deleted stream's, topic's or partition's directory and syncs
+    /// its parent. The error says whether the removal happened before it.
+    fn remove_tree(&mut self, r: ResourceKey) -> std::result::Result<(), (bool, EngineError)> {
+        let Some((parent, name)) = tree(&self.config.data_dir, r) else {
+            unreachable!("a group is not a tree");
+        };
+        let storage = self.storage.clone();
+        let exists = |p: &Path| storage.exists(p).map_err(|e| (false, e.into()));
+        if !exists(&parent)? {
+            // An ancestor is gone from the page cache: its own deletion (which
+            // absorbed this one, or which recovery will find) makes that durable.
+            return Ok(());
+        }
+        let root = parent.join(&name);
+        if exists(&root)? {
+            storage
+                .remove_dir_all(&root)
+                .map_err(|e| (false, e.into()))?;
+        }
+        // Noted whether or not this attempt removed it: an earlier attempt's
+        // removal whose sync failed must be redone before the next sync.
+        let tracker = self
+            .deletions
+            .trackers
+            .entry(parent.clone())
+            .or_insert_with(|| DirTracker::new(&parent));
+        tracker.note(&name, NameChange::Removed);
+        tracker
+            .sync(storage.as_ref())
+            .map_err(|e| (true, e.into()))?;
+        // Trackers of directories inside the removed tree are gone with it.
+        self.deletions
+            .trackers
+            .retain(|dir, _| !dir.starts_with(&root));
+        Ok(())
+    }
+
+    /// Removes a deleted group's offset file from every partition of its
+    /// topic, each removal synced in its own `groups/` directory.
+    fn remove_group_files(
+        &mut self,
+        topic: TopicKey,
+        group: u32,
+    ) -> std::result::Result<(), (bool, EngineError)> {
+        for key in self.topic_partition_keys(topic) {
+            let p = self.partition_at(key).map_err(|e| (false, e))?;
+            p.remove_group_offsets(group).map_err(|e| (true, e))?;
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "naive-purge")]
+    fn naive_deletion(&self) -> bool {
+        self.config.purge_mode == super::PurgeMode::NaiveIggyOrder
+    }
+
+    #[cfg(not(feature = "naive-purge"))]
+    fn naive_deletion(&self) -> bool {
+        false
+    }
+
+    /// Recovery: every stream, topic or partition directory the metadata does
+    /// not name, and every group offset file of a group it does not name
+    /// (`orphan_groups`, from the partitions' recovery), becomes a pending
+    /// deletion. Names sluice does not write are left alone (and logged).
+    pub(super) fn find_orphans(&mut self, orphan_groups: Vec<ResourceKey>) -> Result<()> {
+        let data = self.config.data_dir.clone();
+        let mut found = Vec::new();
+        for s in self.list_ids(&streams_dir(&data))? {
+            let Some(stream) = self.meta.streams.get(&s) else {
+                found.push(ResourceKey::Stream { stream: s });
+                continue;
+            };
+            let live_topics: Vec<u32> = stream.topics.keys().copied().collect();
+            for t in self.list_ids(&topics_dir(&data, s))? {
+                if !live_topics.contains(&t) {
+                    found.push(ResourceKey::Topic {
+                        stream: s,
+                        topic: t,
+                    });
+                    continue;
+                }
+                let topic = TopicKey {
+                    stream: s,
+                    topic: t,
+                };
+                for p in self.list_ids(&partitions_dir(&data, topic))? {
+                    let key: PartitionKey = topic.partition(p);
+                    if self.meta.partition(key).is_none() {
+                        found.push(ResourceKey::Partition(key));
+                    }
+                }
+            }
+        }
+        found.extend(orphan_groups);
+        for r in found {
+            tracing::warn!(resource = %r, "files of a deleted resource found at recovery; removing them");
+            self.begin_deletion(r);
+        }
+        Ok(())
+    }
+
+    /// The numeric names in `dir` (none if it does not exist).
+    fn list_ids(&self, dir: &Path) -> Result<Vec<u32>> {
+        if !self.storage.exists(dir)? {
+            return Ok(Vec::new());
+        }
+        let mut ids = Vec::new();
+        for name in self.storage.list_dir(dir)? {
+            match name.parse::<u32>() {
+                Ok(id) => ids.push(id),
+                Err(_) => {
+                    tracing::warn!(dir = %dir.display(), name, "ignoring a name sluice does not write")
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The deletion invariants, for `check_invariants`: the reconciler tracks
+    /// exactly the pending deletions, and none of them covers a live resource.
+    pub(super) fn check_deletions(&self) -> std::result::Result<(), String> {
+        let tracked: Vec<ResourceKey> = self
+            .reconciler
+            .pending()
+            .keys()
+            .filter_map(|k| k.deletion())
+            .collect();
+        let pending: Vec<ResourceKey> = self.deletions.pending.keys().copied().collect();
+        if tracked != pending {
+            return Err(format!(
+                "the reconciler tracks deletions {tracked:?} but {pending:?} are pending"
+            ));
+        }
+        for (r, phase) in &self.deletions.pending {
+            if *phase == DeletePhase::Applied {
+                return Err(format!("deletion of {r} is applied but still pending"));
+            }
+            if is_live(&self.meta, *r) {
+                return Err(format!("a pending deletion covers live {r}"));
+            }
+            let live_below = self.partitions.keys().any(|k| r.covers(ResourceKey::Partition(*k)));
+            if live_below {
+                return Err(format!("a pending deletion of {r} covers a live partition"));
+            }
+        }
+        Ok(())
+    }
+}
