@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod corruption;
+mod deletion_regression;
 mod disk_full;
 mod engine_durability;
 mod engine_polling;

@@ -29,7 +29,7 @@ pub mod teeth;
 pub use engine::{
     DeletePhase, Engine, EngineConfig, Partitioning, PurgeMode, RecoveryReport, Sent,
 };
-pub use metadata::ResourceKey;
-pub use partition::reconciler::ObligationKey;
 pub use error::{EngineError, Result};
 pub use identifier::Identifier;
+pub use metadata::ResourceKey;
+pub use partition::reconciler::ObligationKey;

@@ -20,13 +20,13 @@ pub use sluice_server::metadata::{Durability, Metadata, PartitionKey, TopicOptio
 pub use sluice_server::partition::log::{HeaderValue, Headers, Message, NewMessage};
 pub use sluice_server::partition::{Consumer, PollingStrategy};
 pub use sluice_server::{
-    DeletePhase, Engine, EngineError, Identifier, ObligationKey, Partitioning, RecoveryReport,
-    ResourceKey, Sent,
+    DeletePhase, Engine, EngineError, Identifier, ObligationKey, Partitioning, PurgeMode,
+    RecoveryReport, ResourceKey, Sent,
 };
 pub use sluice_storage::sim::NodeView;
 pub use sluice_storage::{
     Crash, DiskStorage, DurableStorage, ErrorKind, Fault, FaultMode, OpKind, OpMatcher, OpenMode,
-    SimStorage,
+    SimConfig, SimStorage, SyncFailureSemantics,
 };
 
 pub const DATA_DIR: &str = "/data";
@@ -85,15 +85,34 @@ pub fn new_sim() -> SimStorage {
 
 /// As `new_sim`, with another seed for the simulator's torn-write lengths.
 fn new_sim_seeded(seed: u64) -> SimStorage {
-    let sim = SimStorage::with_seed(seed);
+    new_sim_configured(SimConfig {
+        seed,
+        ..SimConfig::default()
+    })
+}
+
+/// As `new_sim`, with the simulator configured (sync-failure semantics, capacity).
+pub fn new_sim_configured(config: SimConfig) -> SimStorage {
+    let sim = SimStorage::new(config);
     sim.create_dir_all(Path::new(DATA_DIR)).unwrap();
     sim.sync_dir(Path::new("/")).unwrap();
     sim
 }
 
 pub fn open_sim_with_clock(sim: &SimStorage, clock: Arc<ManualClock>) -> (Engine, RecoveryReport) {
+    open_sim_in_mode(sim, clock, PurgeMode::Obligation)
+}
+
+/// Opens the engine on `sim` with purges (and deletions) cleaned up in `mode`.
+pub fn open_sim_in_mode(
+    sim: &SimStorage,
+    clock: Arc<ManualClock>,
+    mode: PurgeMode,
+) -> (Engine, RecoveryReport) {
     let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
-    Engine::open(storage, clock, config(Path::new(DATA_DIR))).unwrap()
+    let mut config = config(Path::new(DATA_DIR));
+    config.purge_mode = mode;
+    Engine::open(storage, clock, config).unwrap()
 }
 
 pub fn sim_engine(sim: &SimStorage) -> Engine {

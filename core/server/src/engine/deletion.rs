@@ -55,18 +55,30 @@ impl DeletePhase {
     }
 
     fn files_deleted(self) -> DeletePhase {
-        assert_eq!(self, DeletePhase::Requested, "invariant: removal from {self:?}");
+        assert_eq!(
+            self,
+            DeletePhase::Requested,
+            "invariant: removal from {self:?}"
+        );
         DeletePhase::FilesDeleted
     }
 
     fn applied(self) -> DeletePhase {
-        assert_eq!(self, DeletePhase::FilesDeleted, "invariant: applied from {self:?}");
+        assert_eq!(
+            self,
+            DeletePhase::FilesDeleted,
+            "invariant: applied from {self:?}"
+        );
         DeletePhase::Applied
     }
 
     /// A failed step: the next attempt starts the round again.
     fn retry(self) -> DeletePhase {
-        assert_ne!(self, DeletePhase::Applied, "invariant: retry of a done deletion");
+        assert_ne!(
+            self,
+            DeletePhase::Applied,
+            "invariant: retry of a done deletion"
+        );
         DeletePhase::Requested
     }
 }
@@ -137,10 +149,7 @@ impl Engine {
     /// found its files) and makes its cleanup due now. Pending deletions
     /// below it are absorbed: removing `r` removes their files too.
     pub(super) fn begin_deletion(&mut self, r: ResourceKey) {
-        assert!(
-            !is_live(&self.meta, r),
-            "invariant: deletion of live {r}"
-        );
+        assert!(!is_live(&self.meta, r), "invariant: deletion of live {r}");
         for covered in self.deletions.overlapping(r) {
             if r.covers(covered) {
                 self.deletions.pending.remove(&covered);
@@ -189,7 +198,12 @@ impl Engine {
     ) {
         for r in due {
             let outcome = self.attempt_deletion(r).map_err(|e| e.to_string());
-            report.record(&mut self.reconciler, ObligationKey::Delete(r), outcome, now_ms);
+            report.record(
+                &mut self.reconciler,
+                ObligationKey::Delete(r),
+                outcome,
+                now_ms,
+            );
         }
     }
 
@@ -381,7 +395,10 @@ impl Engine {
             if is_live(&self.meta, *r) {
                 return Err(format!("a pending deletion covers live {r}"));
             }
-            let live_below = self.partitions.keys().any(|k| r.covers(ResourceKey::Partition(*k)));
+            let live_below = self
+                .partitions
+                .keys()
+                .any(|k| r.covers(ResourceKey::Partition(*k)));
             if live_below {
                 return Err(format!("a pending deletion of {r} covers a live partition"));
             }

@@ -235,14 +235,13 @@ impl Partition {
         )?;
         let (consumers, c_report) =
             OffsetStore::recover(storage.clone(), &paths.consumers, generation, floor, None)?;
-        let (groups, g_report) =
-            OffsetStore::recover(
-                storage.clone(),
-                &paths.groups,
-                generation,
-                floor,
-                Some(live_groups),
-            )?;
+        let (groups, g_report) = OffsetStore::recover(
+            storage.clone(),
+            &paths.groups,
+            generation,
+            floor,
+            Some(live_groups),
+        )?;
         if options.durability.is_persisted()
             && crate::teeth::enabled(crate::teeth::Mechanism::RedirtyRecoveredTail)
         {
