@@ -16,8 +16,8 @@
 //!   before the first sync that could fail, and removed only after every
 //!   sync succeeded. It records how many levels the open created.
 //! - An open that finds the marker re-dirties each recorded level (renames it
-//!   to `<name>.redirty` and back, through `DirTracker`) before syncing its
-//!   parent. Nothing else uses the directory during `Engine::open`, so the
+//!   to `<name>.redirty` and back, through `dirchain::make_durable`) before
+//!   syncing its parent. Nothing else uses the directory during `Engine::open`, so the
 //!   rename is invisible. A crash between the two renames leaves
 //!   `<name>.redirty` and no `<name>`; the next open renames it back before
 //!   it would create anything.
@@ -36,20 +36,13 @@ use std::path::{Path, PathBuf};
 
 use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 
-use crate::dirsync::{DirTracker, NameChange, REDIRTY_SUFFIX};
-use crate::error::{EngineError, Result};
+use crate::dirchain::{self, NameState, not_utf8, parent_of};
+use crate::dirsync::REDIRTY_SUFFIX;
+use crate::error::Result;
 
 /// Inside the data directory while its own name (and those of ancestors the
 /// engine created) is not yet confirmed durable. Holds the number of levels.
 pub(crate) const UNCONFIRMED_MARKER: &str = "data_dir.unconfirmed";
-
-/// The parent to sync for `dir` (`.` for a bare relative name), or `None` at the root.
-fn parent_of(dir: &Path) -> Option<&Path> {
-    match dir.parent() {
-        Some(p) if p.as_os_str().is_empty() => Some(Path::new(".")),
-        other => other,
-    }
-}
 
 fn with_suffix(dir: &Path) -> PathBuf {
     let mut s = dir.as_os_str().to_os_string();
@@ -65,7 +58,7 @@ pub(crate) fn open(storage: &dyn DurableStorage, data_dir: &Path) -> Result<()> 
     let (levels, redo) = if storage.exists(data_dir)? {
         match storage.read_file(&marker) {
             Ok(bytes) => {
-                let levels = String::from_utf8_lossy(&bytes).trim().parse().unwrap_or(1);
+                let levels: u32 = String::from_utf8_lossy(&bytes).trim().parse().unwrap_or(1);
                 tracing::info!(dir = %data_dir.display(), levels, "an earlier open did not confirm the data directory's name; redoing it");
                 (levels, true)
             }
@@ -76,6 +69,12 @@ pub(crate) fn open(storage: &dyn DurableStorage, data_dir: &Path) -> Result<()> 
         let mut levels = 0u32;
         let mut dir = data_dir;
         while !storage.exists(dir)? {
+            // A later open may have to rename this level, which a
+            // `DirTracker` can only do for a UTF-8 name: refuse it before
+            // anything is created.
+            if dir.file_name().is_some_and(|n| n.to_str().is_none()) {
+                return Err(not_utf8(dir));
+            }
             levels += 1;
             match parent_of(dir) {
                 Some(p) => dir = p,
@@ -88,30 +87,19 @@ pub(crate) fn open(storage: &dyn DurableStorage, data_dir: &Path) -> Result<()> 
         (levels, false)
     };
 
-    // Bottom up: level 0 is the data directory's name in its parent.
-    let mut dir = data_dir;
-    let mut level = 0u32;
-    while let Some(parent) = parent_of(dir) {
-        let mut tracker = DirTracker::new(parent);
-        if level < levels
-            && let Some(name) = dir.file_name()
-        {
-            let name = name.to_str().ok_or_else(|| EngineError::Invalid {
-                what: "data directory",
-                reason: format!("{} is not valid UTF-8", dir.display()),
-            })?;
-            tracker.note(name, NameChange::Created);
-            if redo {
-                tracker.force_redirty();
-            }
-        }
-        tracker.sync(storage)?;
-        if parent == Path::new(".") || parent == Path::new("/") {
-            break;
-        }
-        dir = parent;
-        level += 1;
-    }
+    // Level 0 is the data directory's name in its parent. The levels this or
+    // an earlier open created are sluice's; the rest are the operator's,
+    // synced on every open but never renamed.
+    let created = if redo {
+        NameState::InDoubt
+    } else {
+        NameState::Dirty
+    };
+    // A path has no more levels than components: a damaged marker's count
+    // never sizes more than that.
+    let depth = data_dir.components().count();
+    let owned = usize::try_from(levels).map_or(depth, |l| l.min(depth));
+    dirchain::make_durable(storage, data_dir, None, &vec![created; owned])?;
 
     if levels > 0 {
         match storage.remove_file(&marker) {

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod clock;
 pub mod config;
 pub(crate) mod datadir;
+pub(crate) mod dirchain;
 pub(crate) mod dirsync;
 pub mod engine;
 pub mod error;

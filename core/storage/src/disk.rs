@@ -238,7 +238,7 @@ mod test_faults {
     use std::sync::OnceLock;
 
     /// `SLUICE_TEST_NOOP_DIR_SYNC=1`: every `sync_dir` returns `Ok` at once.
-    pub fn noop_dir_sync() -> bool {
+    pub(crate) fn noop_dir_sync() -> bool {
         static ON: OnceLock<bool> = OnceLock::new();
         *ON.get_or_init(|| {
             let on = std::env::var_os(super::NOOP_DIR_SYNC_ENV).is_some_and(|v| v == "1");

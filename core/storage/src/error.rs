@@ -30,23 +30,6 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 14] = [
-        OpKind::Open,
-        OpKind::Read,
-        OpKind::Write,
-        OpKind::Append,
-        OpKind::Len,
-        OpKind::Truncate,
-        OpKind::SyncFile,
-        OpKind::CreateDir,
-        OpKind::ListDir,
-        OpKind::RemoveFile,
-        OpKind::Rename,
-        OpKind::RemoveDirAll,
-        OpKind::SyncDir,
-        OpKind::Exists,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             OpKind::Open => "open",
@@ -123,7 +106,7 @@ pub struct StorageError {
     pub path: PathBuf,
     pub kind: ErrorKind,
     /// Backend-specific detail (the OS message, the injected fault); may be empty.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl StorageError {
@@ -136,12 +119,12 @@ impl StorageError {
         }
     }
 
-    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+    pub(crate) fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = detail.into();
         self
     }
 
-    pub fn from_io(op: OpKind, path: &Path, err: &std::io::Error) -> Self {
+    pub(crate) fn from_io(op: OpKind, path: &Path, err: &std::io::Error) -> Self {
         use std::io::ErrorKind as K;
         let kind = match err.kind() {
             K::NotFound => ErrorKind::NotFound,

@@ -42,7 +42,7 @@ pub enum OpenMode {
 }
 
 impl OpenMode {
-    pub fn writable(self) -> bool {
+    pub(crate) fn writable(self) -> bool {
         !matches!(self, OpenMode::Read)
     }
 }

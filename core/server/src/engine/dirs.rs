@@ -14,14 +14,16 @@
 //!   semantics): it is noted and re-dirtied (renamed away and back; nothing
 //!   below it is live) before its parent is synced. So a retry after a failed
 //!   sync redoes every name that sync covered, and a plain retried sync never
-//!   stands in for a lost one (`DirTracker`).
+//!   stands in for a lost one (`DirTracker`; the chain above `partitions/` is
+//!   `dirchain::make_durable`'s).
 
 use super::{Engine, TopicKey};
+use crate::dirchain::{self, NameState};
 use crate::dirsync::{DirTracker, NameChange};
 use crate::error::Result;
 use crate::layout::{
-    CONSUMERS_DIR, GROUPS_DIR, PARTITIONS_DIR, PartitionPaths, SEGMENTS_DIR, STREAMS_DIR,
-    TOPICS_DIR, partition_dir_name, partitions_dir, stream_dir, streams_dir, topic_dir, topics_dir,
+    CONSUMERS_DIR, GROUPS_DIR, PartitionPaths, SEGMENTS_DIR, partition_dir_name, partitions_dir,
+    stream_dir, streams_dir, topic_dir, topics_dir,
 };
 use crate::metadata::TopicOptions;
 use crate::partition::Partition;
@@ -45,23 +47,25 @@ impl Engine {
         let topic_live = !self.topic_partition_keys(topic).is_empty();
         let stream_live = self.partitions.keys().any(|k| k.stream == topic.stream);
         let any_live = !self.partitions.is_empty();
-        // Bottom up: each directory whose name must be durable in its parent,
-        // its name there, and whether a committed partition lies below it.
+        // Bottom up, the directories from `partitions/` to `streams/`, each
+        // with whether a committed partition lies below it.
         let s = topic.stream;
         let chain = [
-            (pdir.clone(), PARTITIONS_DIR.to_string(), topic_live),
-            (
-                topic_dir(data, s, topic.topic),
-                topic.topic.to_string(),
-                topic_live,
-            ),
-            (topics_dir(data, s), TOPICS_DIR.to_string(), stream_live),
-            (stream_dir(data, s), s.to_string(), stream_live),
-            (streams_dir(data), STREAMS_DIR.to_string(), any_live),
+            (pdir.clone(), topic_live),
+            (topic_dir(data, s, topic.topic), topic_live),
+            (topics_dir(data, s), stream_live),
+            (stream_dir(data, s), stream_live),
+            (streams_dir(data), any_live),
         ];
-        let mut existed = Vec::with_capacity(chain.len());
-        for (dir, _, live) in &chain {
-            existed.push(*live || storage.exists(dir)?);
+        let mut states = Vec::with_capacity(chain.len());
+        for (dir, live) in &chain {
+            states.push(if *live {
+                NameState::Durable
+            } else if storage.exists(dir)? {
+                NameState::InDoubt
+            } else {
+                NameState::Dirty
+            });
         }
 
         let mut partitions_dir = DirTracker::new(&pdir);
@@ -96,20 +100,7 @@ impl Engine {
         }
         partitions_dir.sync(storage)?;
 
-        for ((dir, name, live), existed) in chain.iter().zip(existed) {
-            if *live {
-                continue;
-            }
-            // Each directory in the chain lies below the data directory, so
-            // it has a parent; `chain` names each one's own name beside it.
-            let parent = dir.parent().unwrap_or(data);
-            let mut tracker = DirTracker::new(parent);
-            tracker.note(name, NameChange::Created);
-            if existed {
-                tracker.force_redirty();
-            }
-            tracker.sync(storage)?;
-        }
+        dirchain::make_durable(storage, &pdir, Some(data.as_path()), &states)?;
         Ok(out)
     }
 }

@@ -217,14 +217,10 @@ impl Partition {
             }
         }
         if recreated {
-            let mut dir = paths.root.as_path();
-            loop {
-                storage.sync_dir(dir)?;
-                match dir.parent() {
-                    Some(parent) if dir != data_dir => dir = parent,
-                    _ => break,
-                }
-            }
+            // The root holds the recreated names; the chain above it, any
+            // ancestor `create_dir_all` had to make again.
+            storage.sync_dir(&paths.root)?;
+            crate::dirchain::make_durable(storage.as_ref(), &paths.root, Some(data_dir), &[])?;
         }
         let (mut log, log_report) = Log::recover(
             storage.clone(),

@@ -52,7 +52,7 @@ pub enum InjectedError {
 }
 
 impl InjectedError {
-    pub fn kind(self) -> ErrorKind {
+    pub(crate) fn kind(self) -> ErrorKind {
         match self {
             InjectedError::Io => ErrorKind::Io,
             InjectedError::NoSpace => ErrorKind::NoSpace,
@@ -86,11 +86,11 @@ impl Fault {
 /// Which operations a rule applies to. Empty fields match anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OpMatcher {
-    pub kind: Option<OpKind>,
+    pub(crate) kind: Option<OpKind>,
     /// The normalised path (`/a/b`) ends with this.
-    pub path_suffix: Option<String>,
+    pub(crate) path_suffix: Option<String>,
     /// The normalised path contains this.
-    pub path_contains: Option<String>,
+    pub(crate) path_contains: Option<String>,
 }
 
 impl OpMatcher {
@@ -111,7 +111,7 @@ impl OpMatcher {
         self
     }
 
-    pub fn matches(&self, kind: OpKind, path: &str) -> bool {
+    pub(crate) fn matches(&self, kind: OpKind, path: &str) -> bool {
         self.kind.is_none_or(|k| k == kind)
             && self
                 .path_suffix
@@ -154,11 +154,11 @@ pub(crate) struct Faults {
 }
 
 impl Faults {
-    pub fn fail_at(&mut self, index: u64, fault: Fault) {
+    pub(crate) fn fail_at(&mut self, index: u64, fault: Fault) {
         self.at.insert(index, fault);
     }
 
-    pub fn fail_when(&mut self, matcher: OpMatcher, fault: Fault, skip: u32, times: u32) {
+    pub(crate) fn fail_when(&mut self, matcher: OpMatcher, fault: Fault, skip: u32, times: u32) {
         self.rules.push(Rule {
             matcher,
             fault,
@@ -167,18 +167,18 @@ impl Faults {
         });
     }
 
-    pub fn set_plan(&mut self, plan: Option<FaultPlan>) {
+    pub(crate) fn set_plan(&mut self, plan: Option<FaultPlan>) {
         self.plan = plan.map(|p| {
             let rng = SimRng::new(p.seed);
             (p, rng)
         });
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         *self = Faults::default();
     }
 
-    pub fn decide(&mut self, index: u64, kind: OpKind, path: &str) -> Option<Fault> {
+    pub(crate) fn decide(&mut self, index: u64, kind: OpKind, path: &str) -> Option<Fault> {
         if let Some(f) = self.at.remove(&index) {
             return Some(f);
         }

@@ -19,13 +19,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::rng::SimRng;
 use crate::error::ErrorKind;
 
-pub type Ino = u64;
-pub const ROOT: Ino = 0;
+pub(crate) type Ino = u64;
+pub(crate) const ROOT: Ino = 0;
 
 #[derive(Debug, Clone, Default)]
-pub struct FileNode {
-    pub cached: Vec<u8>,
-    pub durable: Vec<u8>,
+pub(crate) struct FileNode {
+    pub(crate) cached: Vec<u8>,
+    pub(crate) durable: Vec<u8>,
     /// Sorted, disjoint, non-adjacent half-open byte ranges not yet durable.
     dirty: Vec<(u64, u64)>,
     /// The length changed by a truncate that is not durable yet.
@@ -33,14 +33,14 @@ pub struct FileNode {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct DirNode {
-    pub cached: BTreeMap<String, Ino>,
-    pub durable: BTreeMap<String, Ino>,
+pub(crate) struct DirNode {
+    pub(crate) cached: BTreeMap<String, Ino>,
+    pub(crate) durable: BTreeMap<String, Ino>,
     dirty: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone)]
-pub enum Inode {
+pub(crate) enum Inode {
     File(FileNode),
     Dir(DirNode),
 }
@@ -53,7 +53,7 @@ pub enum NodeView {
 }
 
 #[derive(Debug, Clone)]
-pub struct Fs {
+pub(crate) struct Fs {
     inodes: BTreeMap<Ino, Inode>,
     next_ino: Ino,
 }
@@ -82,7 +82,7 @@ fn usize_of(v: u64) -> Result<usize, ErrorKind> {
 }
 
 impl FileNode {
-    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), ErrorKind> {
+    pub(crate) fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), ErrorKind> {
         if data.is_empty() {
             // pwrite of zero bytes changes nothing, not even past the end.
             return Ok(());
@@ -100,7 +100,7 @@ impl FileNode {
         Ok(())
     }
 
-    pub fn truncate(&mut self, len: u64) -> Result<(), ErrorKind> {
+    pub(crate) fn truncate(&mut self, len: u64) -> Result<(), ErrorKind> {
         let new = usize_of(len)?;
         let old = self.cached.len();
         self.cached.resize(new, 0);
@@ -117,11 +117,11 @@ impl FileNode {
         Ok(())
     }
 
-    pub fn is_dirty(&self) -> bool {
+    pub(crate) fn is_dirty(&self) -> bool {
         self.len_dirty || !self.dirty.is_empty()
     }
 
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if self.len_dirty {
             self.durable.resize(self.cached.len(), 0);
         }
@@ -139,7 +139,7 @@ impl FileNode {
         self.len_dirty = false;
     }
 
-    pub fn drop_dirty(&mut self) {
+    pub(crate) fn drop_dirty(&mut self) {
         self.dirty.clear();
         self.len_dirty = false;
     }
@@ -148,7 +148,7 @@ impl FileNode {
     /// writeback, makes every byte that was dirty read back as the disk holds
     /// it: the durable bytes where the disk has them, zeros past its end. The
     /// length stays (it is inode state, not page content).
-    pub fn evict_dirty(&mut self) {
+    pub(crate) fn evict_dirty(&mut self) {
         for &(a, b) in &self.dirty {
             let (a, b) = (a as usize, (b as usize).min(self.cached.len()));
             for i in a..b {
@@ -160,7 +160,7 @@ impl FileNode {
 }
 
 impl DirNode {
-    pub fn set(&mut self, name: &str, ino: Option<Ino>) {
+    pub(crate) fn set(&mut self, name: &str, ino: Option<Ino>) {
         match ino {
             Some(i) => {
                 self.cached.insert(name.to_string(), i);
@@ -196,11 +196,11 @@ impl Default for Fs {
 }
 
 impl Fs {
-    pub fn get(&self, ino: Ino) -> Option<&Inode> {
+    pub(crate) fn get(&self, ino: Ino) -> Option<&Inode> {
         self.inodes.get(&ino)
     }
 
-    pub fn file_mut(&mut self, ino: Ino) -> Result<&mut FileNode, ErrorKind> {
+    pub(crate) fn file_mut(&mut self, ino: Ino) -> Result<&mut FileNode, ErrorKind> {
         match self.inodes.get_mut(&ino) {
             Some(Inode::File(f)) => Ok(f),
             Some(Inode::Dir(_)) => Err(ErrorKind::IsADirectory),
@@ -208,7 +208,7 @@ impl Fs {
         }
     }
 
-    pub fn file(&self, ino: Ino) -> Result<&FileNode, ErrorKind> {
+    pub(crate) fn file(&self, ino: Ino) -> Result<&FileNode, ErrorKind> {
         match self.inodes.get(&ino) {
             Some(Inode::File(f)) => Ok(f),
             Some(Inode::Dir(_)) => Err(ErrorKind::IsADirectory),
@@ -216,7 +216,7 @@ impl Fs {
         }
     }
 
-    pub fn dir_mut(&mut self, ino: Ino) -> Result<&mut DirNode, ErrorKind> {
+    pub(crate) fn dir_mut(&mut self, ino: Ino) -> Result<&mut DirNode, ErrorKind> {
         match self.inodes.get_mut(&ino) {
             Some(Inode::Dir(d)) => Ok(d),
             Some(Inode::File(_)) => Err(ErrorKind::NotADirectory),
@@ -224,7 +224,7 @@ impl Fs {
         }
     }
 
-    pub fn dir(&self, ino: Ino) -> Result<&DirNode, ErrorKind> {
+    pub(crate) fn dir(&self, ino: Ino) -> Result<&DirNode, ErrorKind> {
         match self.inodes.get(&ino) {
             Some(Inode::Dir(d)) => Ok(d),
             Some(Inode::File(_)) => Err(ErrorKind::NotADirectory),
@@ -232,7 +232,7 @@ impl Fs {
         }
     }
 
-    pub fn alloc(&mut self, node: Inode) -> Ino {
+    pub(crate) fn alloc(&mut self, node: Inode) -> Ino {
         let ino = self.next_ino;
         self.next_ino += 1;
         self.inodes.insert(ino, node);
@@ -240,7 +240,7 @@ impl Fs {
     }
 
     /// Follows cached entries from the root.
-    pub fn resolve(&self, parts: &[String]) -> Result<Ino, ErrorKind> {
+    pub(crate) fn resolve(&self, parts: &[String]) -> Result<Ino, ErrorKind> {
         let mut cur = ROOT;
         for part in parts {
             let dir = self.dir(cur)?;
@@ -250,7 +250,10 @@ impl Fs {
     }
 
     /// The directory holding the last component, and that component.
-    pub fn resolve_parent<'a>(&self, parts: &'a [String]) -> Result<(Ino, &'a str), ErrorKind> {
+    pub(crate) fn resolve_parent<'a>(
+        &self,
+        parts: &'a [String],
+    ) -> Result<(Ino, &'a str), ErrorKind> {
         let (name, dirs) = parts.split_last().ok_or(ErrorKind::InvalidPath)?;
         let parent = self.resolve(dirs)?;
         self.dir(parent)?;
@@ -260,7 +263,7 @@ impl Fs {
     /// Bytes of the files the cached view reaches, for the simulated disk
     /// capacity: an unlinked file frees its space (as it does once its last
     /// handle closes; the simulator does not count handles).
-    pub fn used_bytes(&self) -> u64 {
+    pub(crate) fn used_bytes(&self) -> u64 {
         let mut total = 0u64;
         let mut stack = vec![ROOT];
         let mut seen = BTreeSet::new();
@@ -279,7 +282,7 @@ impl Fs {
 
     /// Empties a directory tree in the cached view, marking every removed name
     /// dirty in the directory that held it (as `rm -r` unlinks child by child).
-    pub fn clear_tree(&mut self, ino: Ino) -> Result<(), ErrorKind> {
+    pub(crate) fn clear_tree(&mut self, ino: Ino) -> Result<(), ErrorKind> {
         let children: Vec<(String, Ino)> = self
             .dir(ino)?
             .cached
@@ -296,7 +299,7 @@ impl Fs {
     }
 
     /// Makes one directory's dirty names durable (a successful directory sync).
-    pub fn flush_dir(&mut self, ino: Ino) -> Result<(), ErrorKind> {
+    pub(crate) fn flush_dir(&mut self, ino: Ino) -> Result<(), ErrorKind> {
         let names = std::mem::take(&mut self.dir_mut(ino)?.dirty);
         for name in names {
             self.flush_name_linked(ino, &name);
@@ -326,7 +329,7 @@ impl Fs {
 
     /// Drops a directory's dirty names (a failed sync under Linux semantics),
     /// and with a renamed node's name, the other side of the same rename.
-    pub fn drop_dir_dirty(&mut self, dir: Ino) {
+    pub(crate) fn drop_dir_dirty(&mut self, dir: Ino) {
         let names: Vec<String> = match self.inodes.get(&dir) {
             Some(Inode::Dir(d)) => d.dirty.iter().cloned().collect(),
             _ => return,
@@ -383,7 +386,7 @@ impl Fs {
     /// Power loss: every node falls back to its durable view. With `writeback`,
     /// each dirty name and each dirty file first independently reaches the
     /// disk with probability one half, as background writeback would have.
-    pub fn power_loss(&mut self, mut writeback: Option<&mut SimRng>) {
+    pub(crate) fn power_loss(&mut self, mut writeback: Option<&mut SimRng>) {
         if let Some(rng) = writeback.as_deref_mut() {
             let dirty: Vec<(Ino, String)> = self
                 .inodes
@@ -423,7 +426,7 @@ impl Fs {
 
     /// Drops inodes no name reaches (through durable entries, and also cached
     /// ones unless `durable_only`). Open handles must be invalid when called.
-    pub fn collect_garbage(&mut self, durable_only: bool) {
+    pub(crate) fn collect_garbage(&mut self, durable_only: bool) {
         let mut live = BTreeSet::new();
         let mut stack = vec![ROOT];
         while let Some(ino) = stack.pop() {
@@ -441,7 +444,7 @@ impl Fs {
     }
 
     /// Every path and what it holds, in one view (cached or durable).
-    pub fn view(&self, durable: bool) -> BTreeMap<String, NodeView> {
+    pub(crate) fn view(&self, durable: bool) -> BTreeMap<String, NodeView> {
         let mut out = BTreeMap::new();
         let mut on_path = BTreeSet::new();
         self.walk(ROOT, String::new(), durable, &mut out, &mut on_path);

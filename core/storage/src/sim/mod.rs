@@ -87,7 +87,7 @@ pub struct SimConfig {
 /// One storage call as the simulator saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceEntry {
-    pub index: u64,
+    pub(crate) index: u64,
     pub kind: OpKind,
     pub path: String,
     /// The rename target, for renames.
@@ -120,7 +120,6 @@ struct SimState {
     trace: Vec<TraceEntry>,
     faults: Faults,
     rng: SimRng,
-    crashes: u64,
     /// Calls with a trace index above this never happen (see `halt_after`).
     halt_after: Option<u64>,
     /// Chance (parts per million) that a failed file sync under Linux
@@ -242,7 +241,6 @@ impl SimStorage {
                 trace: Vec::new(),
                 faults: Faults::default(),
                 rng: SimRng::new(config.seed),
-                crashes: 0,
                 halt_after: None,
                 evict_ppm: 0,
             })),
@@ -277,19 +275,10 @@ impl SimStorage {
                 trace: st.trace.clone(),
                 faults: st.faults.clone(),
                 rng: st.rng.clone(),
-                crashes: st.crashes,
                 halt_after: st.halt_after,
                 evict_ppm: st.evict_ppm,
             })),
         }
-    }
-
-    pub fn config(&self) -> SimConfig {
-        self.lock().config
-    }
-
-    pub fn set_sync_failure(&self, semantics: SyncFailureSemantics) {
-        self.lock().config.sync_failure = semantics;
     }
 
     /// Models Linux page-cache eviction after a failed writeback: under Linux
@@ -341,11 +330,10 @@ impl SimStorage {
     }
 
     /// Crashes the process or the machine. The trace records no entry: a crash
-    /// is not a storage call, but [`SimStorage::crashes`] counts it.
+    /// is not a storage call (the epoch it starts is what a stale handle meets).
     pub fn crash(&self, crash: Crash) {
         let mut st = self.lock();
         st.epoch += 1;
-        st.crashes += 1;
         st.halt_after = None;
         match crash {
             Crash::Process => st.fs.collect_garbage(false),
@@ -357,10 +345,6 @@ impl SimStorage {
         }
     }
 
-    pub fn crashes(&self) -> u64 {
-        self.lock().crashes
-    }
-
     pub fn trace(&self) -> Vec<TraceEntry> {
         self.lock().trace.clone()
     }
@@ -368,15 +352,6 @@ impl SimStorage {
     /// Number of operations so far (the index the next one will get).
     pub fn op_count(&self) -> u64 {
         self.lock().trace.len() as u64
-    }
-
-    /// How many operations of each kind were issued.
-    pub fn op_counts(&self) -> BTreeMap<OpKind, u64> {
-        let mut out = BTreeMap::new();
-        for e in self.lock().trace.iter() {
-            *out.entry(e.kind).or_insert(0) += 1;
-        }
-        out
     }
 
     /// FNV-1a over the rendered trace: equal hashes mean equal traces (for all
