@@ -481,6 +481,80 @@ async fn given_a_failing_directory_sync_when_a_topic_is_purged_then_status_and_m
     server.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_failing_directory_sync_when_a_topic_is_deleted_then_its_obligation_is_listed_until_done()
+ {
+    // Given a server on the simulator whose next sync of the stream's
+    // `topics/` directory will fail.
+    let sim = SimStorage::new(SimConfig::default());
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let server = start_server_on(storage, Path::new("/data"), |_| {}).await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 2).await;
+    assert_eq!(api.send_to("orders", "events", &["a"]).await.status, 201);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/streams/0/topics"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+
+    // When the topic is deleted (acknowledged: the metadata commit is the
+    // commit point), its cleanup's first sync fails.
+    assert_eq!(
+        api.delete("/streams/orders/topics/events").await.status,
+        204
+    );
+
+    // Then /status/obligations lists a delete of topic 0/0 with the error
+    // until the reconciler's retry makes the removal durable...
+    let seen = api.wait_until_no_obligation().await;
+    let first = &seen[0];
+    assert_eq!(first["summary"]["by_kind"]["delete"], 1, "{first}");
+    let row = &first["obligations"][0];
+    assert_eq!(
+        (
+            row["kind"].as_str(),
+            row["resource"].as_str(),
+            row["stream_id"].as_u64(),
+            row["topic_id"].as_u64(),
+            row["state"].as_str(),
+        ),
+        (
+            Some("delete"),
+            Some("topic"),
+            Some(0),
+            Some(0),
+            Some("requested")
+        ),
+        "{row}"
+    );
+    assert!(
+        row["last_error"].as_str().unwrap().contains("injected"),
+        "{row}"
+    );
+    assert_eq!(seen.last().unwrap()["obligations"], json!([]));
+    // ...the files are gone durably, and /status/purge answers as before.
+    assert!(
+        !sim.durable_view()
+            .keys()
+            .any(|p| p.starts_with("/data/streams/0/topics/0")),
+        "the deleted topic's files are still durable"
+    );
+    assert_eq!(api.get("/status/purge").await.status, 200);
+    let bad = api.get("/status/obligations?kind=sleeping").await;
+    assert_eq!(bad.status, 400, "{}", bad.text);
+    assert!(
+        bad.json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("kind must be one of"),
+        "{}",
+        bad.text
+    );
+    server.shutdown().await.unwrap();
+}
+
 /// Every file under `dir` whose path ends with `suffix` (a test-only walk).
 fn files_ending_with(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();

@@ -263,4 +263,22 @@ impl Api {
         }
         panic!("purge cleanup did not reach applied within 10 s");
     }
+
+    /// Polls `GET /status/obligations` until nothing is pending; returns the
+    /// answers seen, first to last.
+    pub async fn wait_until_no_obligation(&self) -> Vec<Value> {
+        let mut seen = Vec::new();
+        for _ in 0..500 {
+            let r = self.get("/status/obligations").await;
+            assert_eq!(r.status, 200, "status: {}", r.text);
+            let body = r.json();
+            let done = body["summary"]["pending"] == 0;
+            seen.push(body);
+            if done {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("obligations still pending after 10 s: {:?}", seen.last());
+    }
 }

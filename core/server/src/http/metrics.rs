@@ -10,6 +10,8 @@
 //!   `groups`) and `sluice_purge_cleanup_site_failures_total{site}` (failed
 //!   attempts by where the failing operation was: a directory kind,
 //!   `obligation` or `other`).
+//! - `sluice_obligations{kind, state}`: pending cleanup obligations of every
+//!   kind (`purge`, `delete`) per state, as `/status/obligations` lists them.
 //! - `sluice_recovery_stale_records_total`: records of purged generations
 //!   ignored when this process started.
 //! - `sluice_reconciler_passes_total`, `sluice_reconciler_pass_duration_seconds`
@@ -57,6 +59,12 @@ struct StateLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindStateLabel {
+    kind: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DirLabel {
     dir: String,
 }
@@ -78,6 +86,8 @@ struct EngineView {
     attempts_by_dir: BTreeMap<String, u64>,
     failures_by_site: BTreeMap<String, u64>,
     passes: u64,
+    /// Pending obligations per `kind/state`.
+    obligations: BTreeMap<String, u64>,
 }
 
 #[derive(Debug)]
@@ -141,6 +151,24 @@ impl Collector for EngineCollector {
             for (state, n) in &view.states {
                 let labels = StateLabel {
                     state: state.clone(),
+                };
+                ConstGauge::new(i64::try_from(*n).unwrap_or(i64::MAX))
+                    .encode(family.encode_family(&labels)?)?;
+            }
+        }
+        {
+            let g = ConstGauge::new(0i64);
+            let mut family = encoder.encode_descriptor(
+                "sluice_obligations",
+                "Pending cleanup obligations per kind (purge, delete) and state",
+                None,
+                g.metric_type(),
+            )?;
+            for (kind_state, n) in &view.obligations {
+                let (kind, state) = kind_state.split_once('/').unwrap_or((kind_state, ""));
+                let labels = KindStateLabel {
+                    kind: kind.to_string(),
+                    state: state.to_string(),
                 };
                 ConstGauge::new(i64::try_from(*n).unwrap_or(i64::MAX))
                     .encode(family.encode_family(&labels)?)?;
@@ -290,8 +318,13 @@ pub(crate) async fn track(State(state): State<AppState>, req: Request, next: Nex
 
 /// `GET /metrics`.
 pub(crate) async fn scrape(State(state): State<AppState>) -> ApiResult<Response> {
-    let status = state
-        .engine(|e| Ok(snapshot(e, &Filter::default(), None, 0)?))
+    let (status, obligations) = state
+        .engine(|e| {
+            Ok((
+                snapshot(e, &Filter::default(), None, 0)?,
+                super::obligations::snapshot(e, None),
+            ))
+        })
         .await?;
     {
         let mut view = state
@@ -310,6 +343,7 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> ApiResult<Response>
             attempts_by_dir: r.attempts_by_dir.clone(),
             failures_by_site: r.failures_by_site.clone(),
             passes: r.passes,
+            obligations: obligations.summary.by_state,
         };
     }
     let text = state

@@ -1,5 +1,6 @@
 //! The Apache Iggy HTTP API over the engine (axum on tokio), plus sluice's
-//! operator routes `GET /status/purge` and `GET /metrics`.
+//! operator routes `GET /status/purge`, `GET /status/obligations` and
+//! `GET /metrics`.
 //! docs/adr/0006-http-api-compatibility.md lists what matches Iggy and what
 //! sluice adds.
 //!
@@ -27,6 +28,7 @@ pub(crate) mod extract;
 pub(crate) mod messages;
 pub(crate) mod metrics;
 pub(crate) mod model;
+pub mod obligations;
 pub(crate) mod offsets;
 pub mod status;
 pub(crate) mod streams;
@@ -203,6 +205,7 @@ route_table!(authenticated_router, authenticated_routes, {
     "/clients/{client_id}" => [get(system::client)],
     "/cluster/metadata" => [get(system::cluster_metadata)],
     "/status/purge" => [get(status::purge_status)],
+    "/status/obligations" => [get(obligations::obligations_status)],
     "/metrics" => [get(metrics::scrape)],
 });
 
