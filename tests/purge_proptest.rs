@@ -1,18 +1,20 @@
 //! Purge under random schedules: a proptest that drives the production engine
 //! (`Engine::open`, `send`, `poll`, `store_offset`, `delete_offset`,
 //! `purge_partition`, `purge_topic`, `reconcile_at`, `reconcile_until_idle`,
-//! recovery by reopening after `SimStorage::crash`) on `SimStorage` and checks
-//! it against an oracle of what was acknowledged. Nothing of purge is
+//! recovery by reopening after `SimStorage::crash`) on `SimStorage` through
+//! the simulator's world (`sluice_sim::world::World`: the same engine set-up,
+//! crashes, restarts, forks and fault injection as `sluice sim`), and checks it
+//! against an oracle of what was acknowledged. Nothing of purge is
 //! re-implemented here.
 //!
-//! Subject: stream `orders`, topic `events` with 2 partitions, group 0. Per
+//! Subject: the world's stream and topic with 2 partitions, group 0. Per
 //! case: one durability policy for messages and offsets (buffered or
 //! persisted), one sync-failure semantics (Linux or forgiving), one segment
 //! size (the default, so one segment per generation, or a tiny one, so every
 //! batch or two rolls a segment). Steps (`Step`): send a batch, store an
 //! offset (consumers 1..=3 or the group) at a served offset, delete an offset,
 //! poll `Next` with auto-commit, purge a partition, purge the topic, inject a
-//! fault (`fail_when`, before, after or torn, EIO or ENOSPC, on the next
+//! fault (`World::fail_in`, before, after or torn, EIO or ENOSPC, on the next
 //! directory sync, unlink, file sync, write, append, truncate, rename or open
 //! in one of a partition's directories; several per schedule), process
 //! crash or power loss (full or partial) and reopen, reconciler tick, and
@@ -58,8 +60,8 @@
 //!    `buffered` a power loss keeps what a previous power loss left and
 //!    otherwise a prefix (with the tiny segment size: whole segments, so
 //!    offsets may have gaps, which `log/mod.rs` documents), never altered.
-//! 3. `Next` for a consumer with no stored offset (consumer 9, which never
-//!    stores) returns the whole current history in offset order from the first
+//! 3. `Next` for a consumer with no stored offset (`world::OBSERVER`, which
+//!    never stores) returns the whole current history in offset order from the first
 //!    message; `Next` with auto-commit for a consumer with a stored offset `o`
 //!    returns exactly the messages after `o`.
 //! 4. No payload of an older generation (or of the other partition) is ever
@@ -73,6 +75,8 @@
 //!    `Applied` within a few passes with no dead file durable, and at the end
 //!    one more power loss must bring back no stale record and reopen no
 //!    obligation.
+//! 6. The engine's own invariants (`Engine::check_invariants`, noted by the
+//!    world) hold after every step.
 //!
 //! The `findings` module keeps each failure found as a minimal deterministic
 //! test (red until its bug is fixed) and the fixed ones as regressions.
@@ -87,24 +91,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::Arc;
 
 use proptest::prelude::*;
-use sluice_server::clock::{Clock, ManualClock};
-use sluice_server::layout::PartitionPaths;
-use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
-use sluice_server::partition::log::NewMessage;
+use sluice_server::EngineError;
+use sluice_server::metadata::{Durability, TopicOptions};
+use sluice_server::partition::Consumer;
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::PurgeState;
-use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::slots::SlotRead;
-use sluice_server::{Engine, EngineConfig, EngineError, Identifier, Partitioning};
 use sluice_sim::ack::{self, Generation, Lapse, OffsetHistory, Served};
+use sluice_sim::world::Dir;
+use sluice_sim::world::{self, Shape, World};
 use sluice_storage::sim::NodeView;
-use sluice_storage::{
-    Crash, DurableStorage, Fault, FaultMode, OpKind, OpMatcher, SimConfig, SimStorage,
-    SyncFailureSemantics,
-};
+use sluice_storage::{Crash, Fault, FaultMode, OpKind, SyncFailureSemantics};
 use sluice_testkit::props;
 
 // ---------------------------------------------------------------------------
@@ -131,13 +130,10 @@ fn proptest_seed() -> u64 {
         .unwrap_or(20_261_129)
 }
 
-const DATA: &str = "/data";
-const STREAM: &str = "orders";
-const TOPIC: &str = "events";
-const GROUP: &str = "billing";
 const PARTITIONS: [u32; 2] = [0, 1];
-/// A consumer that never stores an offset: its `Next` is the whole history.
-const OBSERVER: u32 = 9;
+/// Seeds the world: the storage's torn writes and evictions, the engine's ids
+/// and reconciler backoff (a case varies by its schedule, not by this).
+const WORLD_SEED: u64 = 11;
 /// Tiny segments: one or two batches each.
 const SMALL_SEGMENT: u64 = 160;
 /// Reconciler passes allowed once faults stop.
@@ -146,29 +142,6 @@ const IDLE_PASSES: u32 = 4;
 /// process exits and is started again; each failure uses up an injected
 /// fault, and a schedule injects fewer than this many).
 const OPEN_ATTEMPTS: u32 = 64;
-
-fn s() -> Identifier {
-    Identifier::Name(STREAM.into())
-}
-
-fn t() -> Identifier {
-    Identifier::Name(TOPIC.into())
-}
-
-fn key(partition: u32) -> PartitionKey {
-    PartitionKey {
-        stream: 0,
-        topic: 0,
-        partition,
-    }
-}
-
-fn partition_dir(partition: u32) -> String {
-    PartitionPaths::new(Path::new(DATA), key(partition))
-        .root
-        .to_string_lossy()
-        .into_owned()
-}
 
 // ---------------------------------------------------------------------------
 // Schedules
@@ -204,18 +177,6 @@ impl Who {
             Who::G1 => "groups/0",
         }
     }
-}
-
-/// Where an injected fault strikes, inside one partition's directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dir {
-    Segments,
-    Consumers,
-    Groups,
-    /// The partition directory itself (`purge.obligation` and its name).
-    Root,
-    /// Anywhere in the partition's directory tree.
-    Any,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -581,16 +542,17 @@ impl PartModel {
 }
 
 // ---------------------------------------------------------------------------
-// The world: simulator, engine, oracle
+// The harness: the simulator's world, the oracle, the trail
 // ---------------------------------------------------------------------------
 
 type Check = Result<(), String>;
 
-struct World {
+struct Harness {
     case: Case,
-    sim: SimStorage,
-    clock: Arc<ManualClock>,
-    engine: Option<Engine>,
+    /// The simulator's world: engine, storage, clock, faults (its own oracle
+    /// records nothing here: this harness calls the engine through the
+    /// world's typed calls and judges with `model`).
+    world: World,
     model: Vec<PartModel>,
     /// What happened so far, for failure messages.
     trail: Vec<String>,
@@ -598,10 +560,6 @@ struct World {
 
 fn fail<T>(msg: impl Into<String>) -> Result<T, String> {
     Err(msg.into())
-}
-
-fn payload_of(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The generation in an offset file's newest valid slot (production decoder).
@@ -614,7 +572,12 @@ fn record_of(bytes: &[u8]) -> Option<OffsetRecord> {
 
 /// Dead files of `partition` (generation < `generation`) in a view.
 fn dead_files(view: &BTreeMap<String, NodeView>, partition: u32, generation: u64) -> Vec<String> {
-    ack::dead_files(view, Path::new(DATA), key(partition), generation)
+    ack::dead_files(
+        view,
+        Path::new(world::DATA_DIR),
+        world::key(partition),
+        generation,
+    )
 }
 
 /// The engine refused the call before doing anything: a failed metadata
@@ -635,127 +598,41 @@ fn fault(errno: Errno, when: When) -> Fault {
     }
 }
 
-impl World {
-    fn new(case: &Case) -> Result<World, String> {
-        let sim = SimStorage::new(SimConfig {
-            seed: 11,
-            sync_failure: case.semantics,
-            capacity: None,
-        });
-        // Linux may evict the pages of a failed writeback (ADR 0002 §2.4): the
-        // same share of failed file syncs does as in the simulator's worlds.
-        sim.set_eviction_after_failed_sync(sluice_sim::world::EVICTION_PPM);
-        // The data directory exists durably, as an operator's `mkdir -p` leaves it.
-        sim.create_dir_all(Path::new(DATA)).unwrap();
-        sim.sync_dir(Path::new("/")).unwrap();
-        let clock = Arc::new(ManualClock::new(1_000_000));
-        let mut world = World {
-            case: case.clone(),
-            sim,
-            clock,
-            engine: None,
-            model: vec![PartModel::default(); PARTITIONS.len()],
-            trail: Vec::new(),
-        };
-        world.open()?;
-        let options = TopicOptions {
-            durability: case.policy,
-            consumer_offset_durability: case.policy,
+impl Harness {
+    fn new(case: &Case) -> Result<Harness, String> {
+        let shape = Shape {
+            partitions: PARTITIONS.len() as u32,
+            messages: case.policy,
+            offsets: case.policy,
             segment_size: match case.segments {
                 SegmentSize::Large => TopicOptions::default().segment_size,
                 SegmentSize::Tiny => SMALL_SEGMENT,
             },
         };
-        let e = world.engine();
-        e.create_stream(None, STREAM).map_err(|e| e.to_string())?;
-        e.create_topic(&s(), None, TOPIC, PARTITIONS.len() as u32, options, 0, 0, 1)
-            .map_err(|e| e.to_string())?;
-        let g = e
-            .create_group(&s(), &t(), None, GROUP)
-            .map_err(|e| e.to_string())?;
-        assert_eq!(g.id, 0);
-        Ok(world)
-    }
-
-    fn engine(&mut self) -> &mut Engine {
-        self.engine.as_mut().expect("engine is open")
+        Ok(Harness {
+            case: case.clone(),
+            world: World::new(case.semantics, shape, WORLD_SEED)?,
+            model: vec![PartModel::default(); PARTITIONS.len()],
+            trail: Vec::new(),
+        })
     }
 
     fn note(&mut self, line: String) {
         self.trail.push(line);
     }
 
-    /// Opens the engine (recovery), starting it again after a failed start-up.
-    fn open(&mut self) -> Check {
-        for attempt in 1..=OPEN_ATTEMPTS {
-            let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
-            match Engine::open(
-                storage,
-                self.clock.clone(),
-                EngineConfig::deterministic(DATA, 5),
-            ) {
-                Ok((mut engine, report)) => {
-                    self.note(format!(
-                        "  open #{attempt}: stale_records={} degraded={:?}",
-                        report.stale_records, report.degraded
-                    ));
-                    // An engine that could not make the metadata it loaded
-                    // durable refuses service: like a failed start-up, the
-                    // operator restarts it.
-                    if let Err(e) =
-                        engine.get_offset(&s(), &t(), PARTITIONS[0], Consumer::consumer(OBSERVER))
-                        && refused(&e)
-                    {
-                        self.note(format!("  open #{attempt} refuses service: {e}"));
-                        drop(engine);
-                        self.sim.crash(Crash::Process);
-                        continue;
-                    }
-                    self.engine = Some(engine);
-                    return Ok(());
-                }
-                Err(e) => {
-                    self.note(format!("  open #{attempt} failed: {e}"));
-                    self.sim.crash(Crash::Process);
-                }
-            }
-        }
-        fail(format!(
-            "the engine did not start in {OPEN_ATTEMPTS} attempts"
-        ))
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.clock.now_micros() / 1000
-    }
-
     // ---- observations --------------------------------------------------
 
     /// `Next` for the observer: the whole history the engine serves.
     fn served(&mut self, p: usize) -> Result<Vec<(u64, String)>, String> {
-        let polled = self
-            .engine()
-            .poll(
-                &s(),
-                &t(),
-                PARTITIONS[p],
-                Consumer::consumer(OBSERVER),
-                PollingStrategy::Next,
-                u64::MAX,
-                false,
-            )
-            .map_err(|e| format!("partition {}: observer poll failed: {e}", PARTITIONS[p]))?;
-        Ok(polled
-            .messages
-            .into_iter()
-            .map(|m| (m.offset, payload_of(&m.payload)))
-            .collect())
+        self.world
+            .history(PARTITIONS[p])
+            .map_err(|e| format!("partition {}: observer poll failed: {e}", PARTITIONS[p]))
     }
 
     fn stored(&mut self, p: usize, who: Who) -> Result<Option<u64>, String> {
-        self.engine()
-            .get_offset(&s(), &t(), PARTITIONS[p], who.consumer())
-            .map(|o| o.map(|(_, stored)| stored))
+        self.world
+            .stored_offset(PARTITIONS[p], who.consumer())
             .map_err(|e| {
                 format!(
                     "partition {}: get_offset {who:?} failed: {e}",
@@ -766,8 +643,9 @@ impl World {
 
     fn served_generation(&mut self, p: usize) -> Result<u64, String> {
         let part = self
-            .engine()
-            .partition(key(PARTITIONS[p]))
+            .world
+            .engine()?
+            .partition(world::key(PARTITIONS[p]))
             .ok_or("partition vanished")?;
         if let Some(reason) = part.degraded_reason() {
             return fail(format!("partition {} is degraded: {reason}", PARTITIONS[p]));
@@ -799,9 +677,13 @@ impl World {
         let Some(v) = value else {
             return Ok(());
         };
-        let path = format!("{}/{}", partition_dir(PARTITIONS[p]), who.file());
+        let path = format!(
+            "{}/{}",
+            world::paths(PARTITIONS[p]).root.display(),
+            who.file()
+        );
         let generation = self.model[p].generation.acknowledged();
-        let view = self.sim.cached_view();
+        let view = self.world.sim.cached_view();
         // Right after a re-dirty whose second rename failed, the file is
         // under `<name>.redirty` until the directory's next sync (or a
         // restart) moves it back; the engine still holds it open.
@@ -828,17 +710,17 @@ impl World {
 
     /// In the same process: the engine serves exactly what the oracle says.
     fn check_in_process(&mut self) -> Check {
+        if let Some(v) = self.world.invariant_violations().pop() {
+            return fail(format!("engine invariant broken: {}", v.detail));
+        }
         // Every call first settles metadata a failed save left in doubt; while
         // that fails the engine refuses service and there is nothing to see.
-        let observer =
-            self.engine()
-                .get_offset(&s(), &t(), PARTITIONS[0], Consumer::consumer(OBSERVER));
-        match observer {
-            Err(e) if refused(&e) => {
+        match self.world.availability() {
+            Err(e) => {
                 self.note(format!("  refusing service: {e}"));
                 return self.check_obligations();
             }
-            _ => {
+            Ok(()) => {
                 // Serving again: a failed purge's commit was undone (the
                 // previous metadata saved again), so it did not happen.
                 for m in &mut self.model {
@@ -880,8 +762,8 @@ impl World {
                 self.check_offset_file(p, who, got)?;
             }
             let observer = self
-                .engine()
-                .get_offset(&s(), &t(), partition, Consumer::consumer(OBSERVER))
+                .world
+                .stored_offset(partition, Consumer::consumer(world::OBSERVER))
                 .map_err(|e| e.to_string())?;
             if observer.is_some() {
                 return fail(format!("the observer has a stored offset {observer:?}"));
@@ -893,13 +775,14 @@ impl World {
     /// The obligation matches the generation, and `Applied` means no dead file
     /// is left, durable or cached.
     fn check_obligations(&mut self) -> Check {
-        let durable = self.sim.durable_view();
-        let cached = self.sim.cached_view();
+        let durable = self.world.sim.durable_view();
+        let cached = self.world.sim.cached_view();
         for (p, &partition) in PARTITIONS.iter().enumerate() {
             let g = self.model[p].generation.acknowledged();
             let part = self
-                .engine()
-                .partition(key(partition))
+                .world
+                .engine()?
+                .partition(world::key(partition))
                 .ok_or("no partition")?;
             match part.obligation() {
                 None if g == 0 => {}
@@ -959,11 +842,11 @@ impl World {
                 count,
             } => self.poll_next(p, who, count),
             Step::PurgePartition { part: p } => {
-                let r = self.engine().purge_partition(&s(), &t(), PARTITIONS[p]);
+                let r = self.world.purge_partition(PARTITIONS[p]);
                 self.purged(&[p], r)
             }
             Step::PurgeTopic => {
-                let r = self.engine().purge_topic(&s(), &t());
+                let r = self.world.purge_topic();
                 self.purged(&[0, 1], r)
             }
             Step::Inject {
@@ -974,27 +857,13 @@ impl World {
                 skip,
                 when,
             } => {
-                let root = partition_dir(PARTITIONS[p]);
-                let sub = match dir {
-                    Dir::Segments => "/segments",
-                    Dir::Consumers => "/consumers",
-                    Dir::Groups => "/groups",
-                    Dir::Root | Dir::Any => "",
-                };
-                let matcher = match (op, dir) {
-                    (FaultOp::SyncDir, Dir::Any) => {
-                        OpMatcher::kind(OpKind::SyncDir).path_contains(root.clone())
-                    }
-                    (FaultOp::SyncDir, _) => {
-                        OpMatcher::kind(OpKind::SyncDir).path_ends_with(format!("{root}{sub}"))
-                    }
-                    (_, Dir::Any) => OpMatcher::kind(op.kind()).path_contains(format!("{root}/")),
-                    (_, Dir::Root) => OpMatcher::kind(op.kind())
-                        .path_ends_with(format!("{root}/purge.obligation")),
-                    (_, _) => OpMatcher::kind(op.kind()).path_contains(format!("{root}{sub}/")),
-                };
-                self.sim
-                    .fail_when(matcher, fault(errno, when), u32::from(skip), 1);
+                self.world.fail_in(
+                    PARTITIONS[p],
+                    dir,
+                    op.kind(),
+                    fault(errno, when),
+                    u32::from(skip),
+                );
                 Ok(())
             }
             Step::InjectMetadata {
@@ -1003,20 +872,14 @@ impl World {
                 skip,
                 when,
             } => {
-                let matcher = match op {
-                    FaultOp::SyncDir => OpMatcher::kind(OpKind::SyncDir).path_ends_with(DATA),
-                    _ => OpMatcher::kind(op.kind()).path_ends_with(format!("{DATA}/metadata.tmp")),
-                };
-                self.sim
-                    .fail_when(matcher, fault(errno, when), u32::from(skip), 1);
+                self.world
+                    .fail_metadata(op.kind(), fault(errno, when), u32::from(skip));
                 Ok(())
             }
             Step::Settle => self.settle(),
             Step::CrashRestart(kind) => self.crash(kind),
             Step::Tick { advance_ms } => {
-                self.clock.advance(advance_ms * 1000);
-                let now = self.now_ms();
-                let report = self.engine().reconcile_at(now);
+                let report = self.world.tick(advance_ms)?;
                 self.note(format!("  tick: {report:?}"));
                 Ok(())
             }
@@ -1038,13 +901,7 @@ impl World {
         m.sent += u64::from(n);
         let mut base = m.next_offset();
         let ceiling = m.continue_ceiling();
-        let batch = payloads
-            .iter()
-            .map(|x| NewMessage::new(x.as_bytes().to_vec()))
-            .collect();
-        let r = self
-            .engine()
-            .send(&s(), &t(), &Partitioning::PartitionId(PARTITIONS[p]), batch);
+        let r = self.world.send(PARTITIONS[p], &payloads);
         self.note(format!("  send -> {r:?}"));
         let m = &mut self.model[p];
         match r {
@@ -1133,8 +990,8 @@ impl World {
     fn store_at(&mut self, p: usize, who: Who, offset: u64) -> Check {
         let empty = self.model[p].entries.is_empty();
         let r = self
-            .engine()
-            .store_offset(&s(), &t(), PARTITIONS[p], who.consumer(), offset);
+            .world
+            .store_offset(PARTITIONS[p], who.consumer(), offset);
         self.note(format!("  store {who:?}={offset} -> {r:?}"));
         match r {
             Ok(()) if empty => fail(format!(
@@ -1172,9 +1029,7 @@ impl World {
     }
 
     fn delete(&mut self, p: usize, who: Who) -> Check {
-        let r = self
-            .engine()
-            .delete_offset(&s(), &t(), PARTITIONS[p], who.consumer());
+        let r = self.world.delete_offset(PARTITIONS[p], who.consumer());
         self.note(format!("  delete {who:?} -> {r:?}"));
         match r {
             Ok(existed) => {
@@ -1203,22 +1058,11 @@ impl World {
             .take(usize::from(count))
             .map(|(offset, payload)| (*offset, (*payload).clone()))
             .collect();
-        let r = self.engine().poll(
-            &s(),
-            &t(),
-            PARTITIONS[p],
-            who.consumer(),
-            PollingStrategy::Next,
-            u64::from(count),
-            true,
-        );
+        let r = self
+            .world
+            .poll_next(PARTITIONS[p], who.consumer(), u64::from(count), true);
         match r {
-            Ok(polled) => {
-                let got: Vec<(u64, String)> = polled
-                    .messages
-                    .iter()
-                    .map(|m| (m.offset, payload_of(&m.payload)))
-                    .collect();
+            Ok(got) => {
                 self.note(format!("  poll {who:?} from {start} -> {got:?}"));
                 self.check_payload_generation(p, &got)?;
                 if got != want {
@@ -1275,9 +1119,8 @@ impl World {
     }
 
     fn crash(&mut self, kind: CrashKind) -> Check {
-        drop(self.engine.take());
-        self.sim.crash(kind.crash());
-        self.open()?;
+        self.world.crash(kind.crash());
+        self.world.start(OPEN_ATTEMPTS, &mut self.trail)?;
         let lapse = Lapse::of(self.case.policy, kind.is_power_loss());
         let buffered_power_loss = ack::may_roll_back(self.case.policy, kind.is_power_loss());
         for (p, &name) in PARTITIONS.iter().enumerate() {
@@ -1433,15 +1276,13 @@ impl World {
     /// checked there as after a real crash and at the end of a case. The
     /// original world is left as it was.
     fn probe(&self, kind: CrashKind, write_through: bool) -> Check {
-        let mut fork = World {
+        let mut fork = Harness {
             case: self.case.clone(),
-            sim: self.sim.fork(),
-            clock: Arc::new(ManualClock::new(self.clock.now_micros())),
-            engine: None,
+            world: self.world.fork(),
             model: self.model.clone(),
             trail: Vec::new(),
         };
-        let forked_at = fork.sim.op_count();
+        let forked_at = fork.world.sim.op_count();
         fork.crash(kind)
             .and_then(|()| {
                 if !write_through {
@@ -1467,7 +1308,7 @@ impl World {
             })
             .and_then(|()| {
                 // A purge right after recovery, with the faults still pending.
-                let r = fork.engine().purge_topic(&s(), &t());
+                let r = fork.world.purge_topic();
                 fork.purged(&[0, 1], r)?;
                 fork.check_in_process()
             })
@@ -1484,7 +1325,7 @@ impl World {
                 );
                 if std::env::var_os("SLUICE_PURGE_TRACE").is_some() {
                     msg.push_str("\n  probe storage trace:");
-                    for entry in fork.sim.trace().into_iter().skip(forked_at as usize) {
+                    for entry in fork.world.sim.trace().into_iter().skip(forked_at as usize) {
                         let _ = write!(msg, "\n    {entry}");
                     }
                 }
@@ -1494,22 +1335,19 @@ impl World {
 
     /// Faults stop; cleanup must finish and leave no dead file durable.
     fn settle(&mut self) -> Check {
-        self.sim.clear_faults();
+        self.world.sim.clear_faults();
         self.note("  faults cleared".into());
-        let passes = self.engine().reconcile_until_idle(IDLE_PASSES);
+        let passes = self.world.cleanup(IDLE_PASSES).map_err(|pending| {
+            format!("cleanup still pending after {IDLE_PASSES} passes without faults: {pending:?}")
+        })?;
         self.note(format!("  reconcile_until_idle: {passes} passes"));
-        let pending = self.engine().reconciler().pending().clone();
-        if !pending.is_empty() {
-            return fail(format!(
-                "cleanup still pending after {IDLE_PASSES} passes without faults: {pending:?}"
-            ));
-        }
-        let durable = self.sim.durable_view();
+        let durable = self.world.sim.durable_view();
         for (p, &partition) in PARTITIONS.iter().enumerate() {
             let g = self.model[p].generation.acknowledged();
             let part = self
-                .engine()
-                .partition(key(partition))
+                .world
+                .engine()?
+                .partition(world::key(partition))
                 .ok_or("no partition")?;
             let state = part.obligation().map(|o| o.state());
             if g > 0 && state != Some(PurgeState::Applied) {
@@ -1535,15 +1373,11 @@ impl World {
         self.settle()?;
         self.check_in_process()?;
         // Applied ⇒ removal durable: a power loss brings nothing back.
-        drop(self.engine.take());
-        self.sim.crash(Crash::PowerLoss);
-        let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
-        let (engine, report) = Engine::open(
-            storage,
-            self.clock.clone(),
-            EngineConfig::deterministic(DATA, 5),
-        )
-        .map_err(|e| format!("open after the final power loss failed: {e}"))?;
+        self.world.crash(Crash::PowerLoss);
+        let report = self
+            .world
+            .open()
+            .map_err(|e| format!("open after the final power loss failed: {e}"))?;
         if report.stale_records != 0 {
             return fail(format!(
                 "after cleanup reached Applied, a power loss brought back {} stale records: {:?}",
@@ -1560,12 +1394,12 @@ impl World {
                     .collect::<Vec<_>>()
             ));
         }
-        self.engine = Some(engine);
-        if !self.engine().reconciler().pending().is_empty() {
+        let engine = self.world.engine()?;
+        if !engine.reconciler().pending().is_empty() {
             let states: Vec<_> = PARTITIONS
                 .iter()
                 .map(|&p| {
-                    let ob = self.engine().partition(key(p)).and_then(|x| x.obligation());
+                    let ob = engine.partition(world::key(p)).and_then(|x| x.obligation());
                     (p, ob.map(|o| (o.generation(), o.state(), o.attempts())))
                 })
                 .collect();
@@ -1588,7 +1422,7 @@ pub fn run_case_without_probes(case: &Case) -> Check {
 }
 
 fn run(case: &Case, probes: bool) -> Check {
-    let mut world = World::new(case)?;
+    let mut world = Harness::new(case)?;
     world.check_in_process()?;
     let mut result = Ok(());
     for (i, step) in case.steps.iter().enumerate() {
@@ -1634,7 +1468,7 @@ fn run(case: &Case, probes: bool) -> Check {
         }
         if std::env::var_os("SLUICE_PURGE_TRACE").is_some() {
             let _ = writeln!(msg, "storage trace:");
-            for entry in world.sim.trace() {
+            for entry in world.world.sim.trace() {
                 let _ = writeln!(msg, "  {entry}");
             }
         }

@@ -112,13 +112,13 @@ impl OffsetHistory {
     }
 
     /// Outcomes of every failed call of the generation.
-    pub fn ever_in_doubt(&self) -> &BTreeSet<Option<u64>> {
+    pub(crate) fn ever_in_doubt(&self) -> &BTreeSet<Option<u64>> {
         &self.ever_in_doubt
     }
 
     /// Every offset value this id held or may have held in the generation:
     /// what an ADR 0010 continuation may have jumped past.
-    pub fn values(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn values(&self) -> impl Iterator<Item = u64> + '_ {
         self.acked
             .iter()
             .chain(self.ever_in_doubt.iter())
@@ -172,7 +172,7 @@ impl OffsetHistory {
 
     /// Whether `value` is among this id's own states of the generation (so a
     /// numerically equal value of a purged generation cannot be told apart).
-    pub fn ever_held(&self, value: Option<u64>) -> bool {
+    pub(crate) fn ever_held(&self, value: Option<u64>) -> bool {
         self.acked.contains(&value) || self.ever_in_doubt.contains(&value)
     }
 }

@@ -22,12 +22,12 @@ use crate::workload::Workload;
 use crate::world::{Step, World};
 
 /// Seeds for the partial-writeback power losses.
-pub const WRITEBACK_SEEDS: [u64; 3] = [1, 2, 3];
+const WRITEBACK_SEEDS: [u64; 3] = [1, 2, 3];
 /// Operations the "continue, then crash" variant lets run after the fault.
-pub const CONTINUE_OPS: u64 = 4;
+const CONTINUE_OPS: u64 = 4;
 /// The "finish the workload, then crash" variant: the fault's consequences
 /// (a failed sync that was only logged, say) are acknowledged before the crash.
-pub const TO_END: u64 = 1 << 32;
+const TO_END: u64 = 1 << 32;
 const CLEANUP_PASSES: u32 = 20;
 
 /// One explored state.
@@ -310,7 +310,7 @@ pub fn run_case(
     if case.second.is_some() {
         // The first reconciler pass is part of the second-crash window.
         if opened.is_ok()
-            && let Some(e) = world.engine.as_mut()
+            && let Ok(e) = world.engine()
         {
             e.reconcile_at(u64::MAX);
         }
@@ -346,7 +346,7 @@ pub fn run_case(
             violations.extend(world.invariant_violations());
             return Ok((violations, (recovery_start, recovery_start)));
         }
-        if let Some(e) = world.engine.as_mut() {
+        if let Ok(e) = world.engine() {
             e.reconcile_at(u64::MAX);
         }
         recovery_end = world.sim.op_count();

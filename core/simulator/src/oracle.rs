@@ -23,9 +23,9 @@ use crate::ack::{self, Generation, Lapse, OffsetHistory, Served};
 
 /// One partition's acknowledged state.
 #[derive(Debug, Clone)]
-pub struct PartitionModel {
+pub(crate) struct PartitionModel {
     /// The acknowledged purge generation and a purge in doubt.
-    pub generation: Generation,
+    pub(crate) generation: Generation,
     /// Payloads acknowledged in the current generation, with their offsets.
     messages: Vec<(u64, String)>,
     /// Payloads of sends that failed in the current generation.
@@ -61,24 +61,24 @@ pub struct Violation {
 
 /// What the engine serves for one partition, as observed after recovery.
 #[derive(Debug, Clone, Default)]
-pub struct Observed {
-    pub generation: u64,
+pub(crate) struct Observed {
+    pub(crate) generation: u64,
     /// Offsets and payloads returned by `Next` from a consumer with no offset.
-    pub history: Vec<(u64, String)>,
+    pub(crate) history: Vec<(u64, String)>,
     /// Stored offsets, by (is_group, id).
-    pub offsets: BTreeMap<(bool, u32), Option<u64>>,
+    pub(crate) offsets: BTreeMap<(bool, u32), Option<u64>>,
     /// The offsets `Next` (no auto-commit) returns for each of those with a
     /// stored offset, by (is_group, id).
-    pub next: BTreeMap<(bool, u32), Vec<u64>>,
+    pub(crate) next: BTreeMap<(bool, u32), Vec<u64>>,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Oracle {
-    pub partitions: BTreeMap<PartitionKey, PartitionModel>,
+pub(crate) struct Oracle {
+    pub(crate) partitions: BTreeMap<PartitionKey, PartitionModel>,
 }
 
 impl PartitionModel {
-    pub fn new(messages_policy: Durability, offsets_policy: Durability) -> Self {
+    pub(crate) fn new(messages_policy: Durability, offsets_policy: Durability) -> Self {
         PartitionModel {
             generation: Generation::default(),
             messages: Vec::new(),
@@ -111,13 +111,18 @@ impl PartitionModel {
 }
 
 impl Oracle {
-    pub fn add_partition(&mut self, key: PartitionKey, messages: Durability, offsets: Durability) {
+    pub(crate) fn add_partition(
+        &mut self,
+        key: PartitionKey,
+        messages: Durability,
+        offsets: Durability,
+    ) {
         self.partitions
             .insert(key, PartitionModel::new(messages, offsets));
     }
 
     /// A send: `base` is the offset of the first message when acknowledged.
-    pub fn sent(&mut self, key: PartitionKey, payloads: &[String], base: Option<u64>) {
+    pub(crate) fn sent(&mut self, key: PartitionKey, payloads: &[String], base: Option<u64>) {
         if let Some(p) = self.partitions.get_mut(&key) {
             if let Some(base) = base {
                 // After a power loss the engine may continue past a stored
@@ -140,7 +145,7 @@ impl Oracle {
         }
     }
 
-    pub fn offset(
+    pub(crate) fn offset(
         &mut self,
         key: PartitionKey,
         group: bool,
@@ -159,7 +164,7 @@ impl Oracle {
         }
     }
 
-    pub fn purged(&mut self, keys: &[PartitionKey], ok: bool) {
+    pub(crate) fn purged(&mut self, keys: &[PartitionKey], ok: bool) {
         for key in keys {
             if let Some(p) = self.partitions.get_mut(key) {
                 if ok {
@@ -173,7 +178,7 @@ impl Oracle {
     }
 
     /// A crash happened.
-    pub fn crashed(&mut self, power_loss: bool) {
+    pub(crate) fn crashed(&mut self, power_loss: bool) {
         for p in self.partitions.values_mut() {
             p.power_lost = true;
         }
@@ -188,7 +193,7 @@ impl Oracle {
 
     /// After recovery: learns the generation of in-doubt purges from what the
     /// engine shows, and checks every property of one partition.
-    pub fn check(&mut self, key: PartitionKey, seen: &Observed) -> Vec<Violation> {
+    pub(crate) fn check(&mut self, key: PartitionKey, seen: &Observed) -> Vec<Violation> {
         let mut out = Vec::new();
         let Some(p) = self.partitions.get_mut(&key) else {
             return out;
@@ -349,7 +354,7 @@ impl Oracle {
 
     /// Forgets that buffered writes could have been lost, once their state is
     /// re-established by observation (the next crash starts a new window).
-    pub fn settle(&mut self, key: PartitionKey, seen: &Observed) {
+    pub(crate) fn settle(&mut self, key: PartitionKey, seen: &Observed) {
         if let Some(p) = self.partitions.get_mut(&key) {
             // Acknowledged messages a buffered power loss took are gone for
             // good; the rest stay acknowledged. Messages of failed sends stay

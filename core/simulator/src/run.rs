@@ -58,7 +58,7 @@ impl Default for Rates {
 impl Rates {
     /// The seeded plan of a run: every mutating operation kind (and open), each
     /// fault's mode drawn from before, after and torn.
-    pub fn plan(&self, seed: u64) -> FaultPlan {
+    fn plan(&self, seed: u64) -> FaultPlan {
         FaultPlan {
             seed,
             rates_ppm: vec![

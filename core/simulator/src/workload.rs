@@ -42,7 +42,7 @@ impl Workload {
         Workload::ALL.into_iter().find(|w| w.name() == s)
     }
 
-    pub fn shape(self, policy: Durability) -> Shape {
+    pub(crate) fn shape(self, policy: Durability) -> Shape {
         let partitions = if self == Workload::TopicPurge { 3 } else { 1 };
         // Small segments so appends roll and recovery sees several segments.
         let segment_size = if self == Workload::Append {
@@ -66,7 +66,7 @@ impl Workload {
     }
 
     /// Steps run cleanly before the explored window.
-    pub fn setup(self) -> Vec<Step> {
+    pub(crate) fn setup(self) -> Vec<Step> {
         match self {
             Workload::Purge => vec![
                 Self::send(0, "old-a", 4),
@@ -124,7 +124,7 @@ impl Workload {
     }
 
     /// The explored steps: every storage operation they issue is a crash point.
-    pub fn window(self) -> Vec<Step> {
+    pub(crate) fn window(self) -> Vec<Step> {
         match self {
             Workload::Purge => vec![
                 Step::PurgePartition { partition: 0 },

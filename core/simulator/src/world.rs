@@ -1,35 +1,58 @@
 //! A simulated world: `SimStorage`, the production engine on it, a manual
-//! clock, and the oracle of what was acknowledged (`crate::ack`'s model). Workloads drive it step by
-//! step; crashes and recovery go through the same `Engine::open` the server uses.
+//! clock, and the oracle of what was acknowledged (`crate::ack`'s model).
+//! The simulator's workloads drive it step by step (`World::step`); the purge
+//! proptest (tests/purge_proptest.rs) drives the same world through its typed
+//! calls (`send`, `store_offset`, `poll_next`, `purge_topic`, `tick`,
+//! `fail_in`, `crash`, `start`, `fork`, ...) and judges it with its own model.
+//! Crashes and recovery go through the same `Engine::open` the server uses.
+//!
+//! Invariants:
+//! - Every engine call names stream [`STREAM`], topic [`TOPIC`] and partition
+//!   ids `0..shape.partitions` (keys from [`key`]); nothing here re-implements
+//!   the engine.
+//! - A world is a pure function of its seed and the calls made on it: the
+//!   clock moves only when told (each open, `tick`), the engine runs cleanup
+//!   on one thread (`EngineConfig::deterministic`), and a fork copies the
+//!   storage's random state with its files.
+//! - The oracle records only what `step` did: the typed calls leave it alone,
+//!   so a caller with a model of its own is not second-guessed by it.
+//! - A broken engine invariant is noted after every step and open, and again
+//!   when asked for (`invariant_violations`), and reported once per noting.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use sluice_server::clock::ManualClock;
+use sluice_server::clock::{Clock, ManualClock};
 use sluice_server::layout::PartitionPaths;
 use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file};
 use sluice_server::partition::{Consumer, PollingStrategy};
-use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
+use sluice_server::{
+    Engine, EngineConfig, EngineError, Identifier, Partitioning, PurgeMode, RecoveryReport, Sent,
+};
 use sluice_storage::sim::NodeView;
-use sluice_storage::{Crash, DurableStorage, SimConfig, SimStorage, SyncFailureSemantics};
+use sluice_storage::{
+    Crash, DurableStorage, Fault, OpKind, OpMatcher, SimConfig, SimStorage, SyncFailureSemantics,
+};
 
 use crate::ack;
 use crate::oracle::{Observed, Oracle, Violation};
 
 pub const DATA_DIR: &str = "/data";
-pub const STREAM: &str = "s";
-pub const TOPIC: &str = "t";
+const STREAM: &str = "s";
+const TOPIC: &str = "t";
 /// Chance that a failed file sync evicts the pages it failed to write.
-pub const EVICTION_PPM: u32 = 500_000;
+const EVICTION_PPM: u32 = 500_000;
 /// The consumer id used to observe `Next` from the start (never stores).
-const OBSERVER: u32 = 9_999;
+pub const OBSERVER: u32 = 9_999;
+/// Enough for every history a world builds: `Next` from the start returns it whole.
+const WHOLE_HISTORY: u64 = 100_000;
 
 /// One workload step.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     Send {
         partition: u32,
         payloads: Vec<String>,
@@ -61,19 +84,31 @@ pub struct Shape {
     pub segment_size: u64,
 }
 
+/// Where in a partition's directory tree `World::fail_in` strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    Segments,
+    Consumers,
+    Groups,
+    /// The partition directory itself (`purge.obligation` and its name).
+    Root,
+    /// Anywhere in the partition's directory tree.
+    Any,
+}
+
 #[derive(Debug)]
 pub struct World {
     pub sim: SimStorage,
-    pub engine: Option<Engine>,
-    pub oracle: Oracle,
-    pub shape: Shape,
+    engine: Option<Engine>,
+    oracle: Oracle,
+    shape: Shape,
     clock: Arc<ManualClock>,
     /// (is_group, id) pairs a workload has touched, per partition.
     consumers: BTreeMap<u32, Vec<(bool, u32)>>,
     seed: u64,
     purge_mode: PurgeMode,
-    /// The first broken engine invariant seen (`Engine::check_invariants`,
-    /// checked after every step and every recovery), until a check reports it.
+    /// The first broken engine invariant seen (`Engine::check_invariants`),
+    /// until a check reports it.
     broken: Option<String>,
 }
 
@@ -90,6 +125,19 @@ pub fn key(partition: u32) -> PartitionKey {
         stream: 0,
         topic: 0,
         partition,
+    }
+}
+
+/// The directories and files of `partition` under the world's data directory.
+pub fn paths(partition: u32) -> PartitionPaths {
+    PartitionPaths::new(Path::new(DATA_DIR), key(partition))
+}
+
+fn consumer(group: bool, id: u32) -> Consumer {
+    if group {
+        Consumer::group(id)
+    } else {
+        Consumer::consumer(id)
     }
 }
 
@@ -128,7 +176,7 @@ impl World {
             broken: None,
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
-        let engine = world.engine_mut()?;
+        let engine = world.engine()?;
         engine
             .create_stream(None, STREAM)
             .map_err(|e| e.to_string())?;
@@ -151,29 +199,82 @@ impl World {
         Ok(world)
     }
 
-    fn engine_mut(&mut self) -> Result<&mut Engine, String> {
+    /// An independent copy of this world, crashed by nothing yet and with
+    /// no engine open: the same files, faults, trace and random state, the
+    /// same oracle, a clock at the same time. What the copy does never
+    /// reaches this world.
+    pub fn fork(&self) -> World {
+        World {
+            sim: self.sim.fork(),
+            engine: None,
+            oracle: self.oracle.clone(),
+            shape: self.shape,
+            clock: Arc::new(ManualClock::new(self.clock.now_micros())),
+            consumers: self.consumers.clone(),
+            seed: self.seed,
+            purge_mode: self.purge_mode,
+            broken: None,
+        }
+    }
+
+    /// The open engine, or why there is none.
+    pub fn engine(&mut self) -> Result<&mut Engine, String> {
         self.engine
             .as_mut()
             .ok_or_else(|| "engine is down".to_string())
     }
 
+    /// The open engine for a call; a call on a crashed world is a harness
+    /// mistake, answered as an internal error so no caller mistakes it for a
+    /// refusal or a storage fault.
+    fn call(&mut self) -> Result<&mut Engine, EngineError> {
+        self.engine.as_mut().ok_or_else(|| {
+            EngineError::Internal("the engine is down (crashed, not reopened)".into())
+        })
+    }
+
     /// Opens the engine (recovery) on the current storage.
-    pub fn open(&mut self) -> Result<(), String> {
+    pub fn open(&mut self) -> Result<RecoveryReport, String> {
         let storage: Arc<dyn DurableStorage> = Arc::new(self.sim.clone());
         // A restarted process's clock is later than anything written before.
         self.clock.advance(1_000_000);
         let mut config = EngineConfig::deterministic(DATA_DIR, self.seed);
-        config.reconciler.seed = self.seed;
         config.purge_mode = self.purge_mode;
-        let (engine, _) =
+        let (engine, report) =
             Engine::open(storage, self.clock.clone(), config).map_err(|e| e.to_string())?;
         self.engine = Some(engine);
         self.note_invariants();
-        Ok(())
+        Ok(report)
+    }
+
+    /// Starts the engine as an operator restarts a failed start-up: an open
+    /// that fails, or an engine that refuses service because it cannot make
+    /// the metadata it loaded durable, is a process that exits; it is started
+    /// again, at most `attempts` times (each failure uses up an injected
+    /// fault, so a schedule with fewer faults than that starts). Each attempt
+    /// is described in `log`.
+    pub fn start(&mut self, attempts: u32, log: &mut Vec<String>) -> Result<(), String> {
+        for attempt in 1..=attempts {
+            match self.open() {
+                Ok(report) => {
+                    log.push(format!(
+                        "  open #{attempt}: stale_records={} degraded={:?}",
+                        report.stale_records, report.degraded
+                    ));
+                    match self.availability() {
+                        Err(e) => log.push(format!("  open #{attempt} refuses service: {e}")),
+                        Ok(()) => return Ok(()),
+                    }
+                }
+                Err(e) => log.push(format!("  open #{attempt} failed: {e}")),
+            }
+            self.crash(Crash::Process);
+        }
+        Err(format!("the engine did not start in {attempts} attempts"))
     }
 
     /// Applies one step, recording what was acknowledged. Returns whether it succeeded.
-    pub fn step(&mut self, step: &Step) -> bool {
+    pub(crate) fn step(&mut self, step: &Step) -> bool {
         let ok = self.apply(step);
         self.note_invariants();
         ok
@@ -189,8 +290,10 @@ impl World {
         }
     }
 
-    /// A broken engine invariant as a violation of property (i), once.
+    /// A broken engine invariant (noted earlier, or broken now) as a
+    /// violation of property (i), once.
     pub fn invariant_violations(&mut self) -> Vec<Violation> {
+        self.note_invariants();
         self.broken
             .take()
             .map(|detail| violation('i', "-", detail))
@@ -199,20 +302,15 @@ impl World {
     }
 
     fn apply(&mut self, step: &Step) -> bool {
-        let Some(engine) = self.engine.as_mut() else {
+        if self.engine.is_none() {
             return false;
-        };
+        }
         match step {
             Step::Send {
                 partition,
                 payloads,
             } => {
-                let batch = payloads
-                    .iter()
-                    .map(|p| NewMessage::new(p.as_bytes().to_vec()))
-                    .collect();
-                let sent = engine.send(&s(), &t(), &Partitioning::PartitionId(*partition), batch);
-                let base = sent.as_ref().ok().map(|s| s.base_offset);
+                let base = self.send(*partition, payloads).ok().map(|s| s.base_offset);
                 self.oracle.sent(key(*partition), payloads, base);
                 base.is_some()
             }
@@ -222,13 +320,8 @@ impl World {
                 id,
                 offset,
             } => {
-                let c = if *group {
-                    Consumer::group(*id)
-                } else {
-                    Consumer::consumer(*id)
-                };
-                let ok = engine
-                    .store_offset(&s(), &t(), *partition, c, *offset)
+                let ok = self
+                    .store_offset(*partition, consumer(*group, *id), *offset)
                     .is_ok();
                 self.oracle
                     .offset(key(*partition), *group, *id, Some(*offset), ok);
@@ -243,32 +336,157 @@ impl World {
                 group,
                 id,
             } => {
-                let c = if *group {
-                    Consumer::group(*id)
-                } else {
-                    Consumer::consumer(*id)
-                };
-                let result = engine.delete_offset(&s(), &t(), *partition, c);
-                let ok = result.is_ok();
+                let ok = self
+                    .delete_offset(*partition, consumer(*group, *id))
+                    .is_ok();
                 self.oracle.offset(key(*partition), *group, *id, None, ok);
                 ok
             }
             Step::PurgePartition { partition } => {
-                let ok = engine.purge_partition(&s(), &t(), *partition).is_ok();
+                let ok = self.purge_partition(*partition).is_ok();
                 self.oracle.purged(&[key(*partition)], ok);
                 ok
             }
             Step::PurgeTopic => {
-                let ok = engine.purge_topic(&s(), &t()).is_ok();
+                let ok = self.purge_topic().is_ok();
                 let keys: Vec<PartitionKey> = (0..self.shape.partitions).map(key).collect();
                 self.oracle.purged(&keys, ok);
                 ok
             }
             Step::Reconcile => {
-                engine.reconcile_at(u64::MAX);
+                if let Some(engine) = self.engine.as_mut() {
+                    engine.reconcile_at(u64::MAX);
+                }
                 true
             }
         }
+    }
+
+    /// Sends one batch of `payloads` to `partition`.
+    pub fn send(&mut self, partition: u32, payloads: &[String]) -> Result<Sent, EngineError> {
+        let batch = payloads
+            .iter()
+            .map(|p| NewMessage::new(p.as_bytes().to_vec()))
+            .collect();
+        self.call()?
+            .send(&s(), &t(), &Partitioning::PartitionId(partition), batch)
+    }
+
+    /// Stores `consumer`'s offset in `partition`.
+    pub fn store_offset(
+        &mut self,
+        partition: u32,
+        consumer: Consumer,
+        offset: u64,
+    ) -> Result<(), EngineError> {
+        self.call()?
+            .store_offset(&s(), &t(), partition, consumer, offset)
+    }
+
+    /// Deletes `consumer`'s offset in `partition`; whether there was one.
+    pub fn delete_offset(
+        &mut self,
+        partition: u32,
+        consumer: Consumer,
+    ) -> Result<bool, EngineError> {
+        self.call()?.delete_offset(&s(), &t(), partition, consumer)
+    }
+
+    /// `consumer`'s stored offset in `partition`, if any.
+    pub fn stored_offset(
+        &mut self,
+        partition: u32,
+        consumer: Consumer,
+    ) -> Result<Option<u64>, EngineError> {
+        Ok(self
+            .call()?
+            .get_offset(&s(), &t(), partition, consumer)?
+            .map(|(_, stored)| stored))
+    }
+
+    /// `Next` for `consumer`: up to `count` messages as (offset, payload).
+    pub fn poll_next(
+        &mut self,
+        partition: u32,
+        consumer: Consumer,
+        count: u64,
+        auto_commit: bool,
+    ) -> Result<Vec<(u64, String)>, EngineError> {
+        let polled = self.call()?.poll(
+            &s(),
+            &t(),
+            partition,
+            consumer,
+            PollingStrategy::Next,
+            count,
+            auto_commit,
+        )?;
+        Ok(polled
+            .messages
+            .into_iter()
+            .map(|m| (m.offset, String::from_utf8_lossy(&m.payload).into_owned()))
+            .collect())
+    }
+
+    /// The whole history `partition` serves: `Next` for a consumer that
+    /// never stores.
+    pub fn history(&mut self, partition: u32) -> Result<Vec<(u64, String)>, EngineError> {
+        self.poll_next(
+            partition,
+            Consumer::consumer(OBSERVER),
+            WHOLE_HISTORY,
+            false,
+        )
+    }
+
+    pub fn purge_partition(&mut self, partition: u32) -> Result<(), EngineError> {
+        self.call()?.purge_partition(&s(), &t(), partition)
+    }
+
+    pub fn purge_topic(&mut self) -> Result<(), EngineError> {
+        self.call()?.purge_topic(&s(), &t())
+    }
+
+    /// Time passes (`advance_ms`), then one reconciler pass runs at the new
+    /// time; what the pass did, for a trail.
+    pub fn tick(&mut self, advance_ms: u64) -> Result<impl std::fmt::Debug + use<>, String> {
+        self.clock.advance(advance_ms * 1000);
+        let now_ms = self.clock.now_micros() / 1000;
+        Ok(self.engine()?.reconcile_at(now_ms))
+    }
+
+    /// Fails the `skip + 1`-th next `kind` call in `dir` of `partition` with
+    /// `fault`: a directory sync of that directory (`Dir::Any`: of any in the
+    /// tree), any other call on a file in it (`Dir::Root`: the obligation file).
+    pub fn fail_in(&self, partition: u32, dir: Dir, kind: OpKind, fault: Fault, skip: u32) {
+        let paths = paths(partition);
+        let at = match dir {
+            Dir::Segments => &paths.segments,
+            Dir::Consumers => &paths.consumers,
+            Dir::Groups => &paths.groups,
+            Dir::Root | Dir::Any => &paths.root,
+        }
+        .to_string_lossy()
+        .into_owned();
+        let matcher = OpMatcher::kind(kind);
+        let matcher = match (kind, dir) {
+            (OpKind::SyncDir, Dir::Any) => matcher.path_contains(at),
+            (OpKind::SyncDir, _) => matcher.path_ends_with(at),
+            (_, Dir::Root) => matcher.path_ends_with(paths.obligation.to_string_lossy()),
+            (_, _) => matcher.path_contains(format!("{at}/")),
+        };
+        self.sim.fail_when(matcher, fault, skip, 1);
+    }
+
+    /// Fails the `skip + 1`-th next `kind` call on the metadata file (a sync:
+    /// of the data directory) with `fault`, so a commit can fail after its
+    /// rename: a change in doubt.
+    pub fn fail_metadata(&self, kind: OpKind, fault: Fault, skip: u32) {
+        let matcher = match kind {
+            OpKind::SyncDir => OpMatcher::kind(kind).path_ends_with(DATA_DIR),
+            _ => OpMatcher::kind(kind).path_ends_with(format!("{DATA_DIR}/metadata.tmp")),
+        };
+        self.sim.fail_when(matcher, fault, skip, 1);
     }
 
     /// Crashes: the engine is gone, storage keeps what the crash keeps.
@@ -278,13 +496,11 @@ impl World {
         self.oracle.crashed(!matches!(crash, Crash::Process));
     }
 
-    /// Runs the reconciler until nothing is pending (bounded); `Err` if it cannot finish.
-    pub fn finish_cleanup(&mut self, max_passes: u32) -> Result<(), Violation> {
-        let engine = self
-            .engine
-            .as_mut()
-            .ok_or_else(|| violation('f', "-", "engine is down".into()))?;
-        engine.reconcile_until_idle(max_passes);
+    /// Runs the reconciler until nothing is pending, at most `max_passes`
+    /// passes: how many it took, or the partitions still pending.
+    pub fn cleanup(&mut self, max_passes: u32) -> Result<u32, Vec<String>> {
+        let engine = self.engine().map_err(|e| vec![e])?;
+        let passes = engine.reconcile_until_idle(max_passes);
         let pending: Vec<String> = engine
             .reconciler()
             .pending()
@@ -292,14 +508,24 @@ impl World {
             .map(|k| k.to_string())
             .collect();
         if pending.is_empty() {
-            Ok(())
+            Ok(passes)
         } else {
-            Err(violation(
+            Err(pending)
+        }
+    }
+
+    /// Runs the reconciler until nothing is pending (bounded); `Err` if it cannot finish.
+    pub(crate) fn finish_cleanup(&mut self, max_passes: u32) -> Result<(), Violation> {
+        if self.engine.is_none() {
+            return Err(violation('f', "-", "engine is down".into()));
+        }
+        self.cleanup(max_passes).map(|_| ()).map_err(|pending| {
+            violation(
                 'f',
                 &pending.join(","),
                 format!("obligations still pending after {max_passes} passes once faults stopped"),
-            ))
-        }
+            )
+        })
     }
 
     /// (d): if the disk says a purge is Applied, no file it had to remove is
@@ -307,12 +533,12 @@ impl World {
     /// under the same name does not matter, since a power loss now would bring
     /// back exactly the durable bytes (a dead record under a name the cache
     /// shows as current is ADR 0008's finding B, not a fresh write).
-    pub fn check_applied_means_removed(&self) -> Vec<Violation> {
+    pub(crate) fn check_applied_means_removed(&self) -> Vec<Violation> {
         let view = self.sim.durable_view();
         let mut out = Vec::new();
         for p in 0..self.shape.partitions {
-            let paths = PartitionPaths::new(Path::new(DATA_DIR), key(p));
-            let Some(NodeView::File(bytes)) = view.get(&*paths.obligation.to_string_lossy()) else {
+            let Some(NodeView::File(bytes)) = view.get(&*paths(p).obligation.to_string_lossy())
+            else {
                 continue;
             };
             let LoadedObligation::Valid { obligation: ob, .. } = decode_file(bytes) else {
@@ -337,7 +563,7 @@ impl World {
     }
 
     /// The last offset the engine's log of `partition` holds (in memory, no I/O).
-    pub fn last_offset(&self, partition: u32) -> Option<u64> {
+    pub(crate) fn last_offset(&self, partition: u32) -> Option<u64> {
         self.engine
             .as_ref()?
             .partition(key(partition))?
@@ -346,65 +572,40 @@ impl World {
     }
 
     /// What the engine serves now, per partition.
-    pub fn observe(&mut self) -> Result<BTreeMap<PartitionKey, Observed>, Violation> {
-        let partitions = self.shape.partitions;
+    fn observe(&mut self) -> Result<BTreeMap<PartitionKey, Observed>, Violation> {
+        if self.engine.is_none() {
+            return Err(violation('f', "-", "engine is down".into()));
+        }
         let consumers = self.consumers.clone();
-        let engine = self
-            .engine
-            .as_mut()
-            .ok_or_else(|| violation('f', "-", "engine is down".into()))?;
         let mut out = BTreeMap::new();
-        for p in 0..partitions {
+        for p in 0..self.shape.partitions {
             let k = key(p);
-            let generation = engine
-                .partition(k)
+            let generation = self
+                .engine
+                .as_ref()
+                .and_then(|e| e.partition(k))
                 .map(|x| x.generation())
                 .unwrap_or_default();
-            let polled = engine
-                .poll(
-                    &s(),
-                    &t(),
-                    p,
-                    Consumer::consumer(OBSERVER),
-                    PollingStrategy::Next,
-                    100_000,
-                    false,
+            let history = self.history(p).map_err(|e| {
+                violation(
+                    'f',
+                    &k.to_string(),
+                    format!("poll failed after recovery: {e}"),
                 )
-                .map_err(|e| {
-                    violation(
-                        'f',
-                        &k.to_string(),
-                        format!("poll failed after recovery: {e}"),
-                    )
-                })?;
-            let history = polled
-                .messages
-                .into_iter()
-                .map(|m| (m.offset, String::from_utf8_lossy(&m.payload).into_owned()))
-                .collect();
+            })?;
             let mut offsets = BTreeMap::new();
             let mut next = BTreeMap::new();
             for &(group, id) in consumers.get(&p).map(Vec::as_slice).unwrap_or_default() {
-                let c = if group {
-                    Consumer::group(id)
-                } else {
-                    Consumer::consumer(id)
-                };
-                let got = engine.get_offset(&s(), &t(), p, c).map_err(|e| {
+                let c = consumer(group, id);
+                let stored = self.stored_offset(p, c).map_err(|e| {
                     violation('f', &k.to_string(), format!("offset lookup failed: {e}"))
                 })?;
-                let stored = got.map(|(_, o)| o);
                 offsets.insert((group, id), stored);
                 if stored.is_some() && !next.contains_key(&(group, id)) {
-                    let polled = engine
-                        .poll(&s(), &t(), p, c, PollingStrategy::Next, 100_000, false)
-                        .map_err(|e| {
-                            violation('f', &k.to_string(), format!("Next poll failed: {e}"))
-                        })?;
-                    next.insert(
-                        (group, id),
-                        polled.messages.iter().map(|m| m.offset).collect(),
-                    );
+                    let polled = self.poll_next(p, c, WHOLE_HISTORY, false).map_err(|e| {
+                        violation('f', &k.to_string(), format!("Next poll failed: {e}"))
+                    })?;
+                    next.insert((group, id), polled.iter().map(|m| m.0).collect());
                 }
             }
             out.insert(
@@ -422,12 +623,12 @@ impl World {
 
     /// Observes and checks every partition against the oracle; then the
     /// observed state becomes the baseline for the next window.
-    pub fn check(&mut self) -> Vec<Violation> {
+    pub(crate) fn check(&mut self) -> Vec<Violation> {
         let mut out = self.invariant_violations();
         // While storage keeps failing, the engine may refuse service (its
         // metadata is in doubt): that is the correct answer, not a violation.
         // The final check runs after faults stop, when it must serve again.
-        if self.unavailable() {
+        if self.engine.is_some() && self.availability().is_err() {
             return out;
         }
         let seen = match self.observe() {
@@ -443,19 +644,15 @@ impl World {
         }
         out
     }
-}
 
-impl World {
-    /// Whether the engine currently refuses service because its metadata could
-    /// not be made durable (see `Engine::commit`).
-    fn unavailable(&mut self) -> bool {
-        let Some(engine) = self.engine.as_mut() else {
-            return false;
-        };
-        matches!(
-            engine.get_offset(&s(), &t(), 1, Consumer::consumer(OBSERVER)),
-            Err(sluice_server::EngineError::Unavailable(_))
-        )
+    /// `Err` while the engine refuses service because its metadata could not
+    /// be made durable (see `Engine::commit`); every call first tries again
+    /// to make it durable, this one too. Any other answer means it serves.
+    pub fn availability(&mut self) -> Result<(), EngineError> {
+        match self.stored_offset(0, Consumer::consumer(OBSERVER)) {
+            Err(e @ EngineError::Unavailable(_)) => Err(e),
+            _ => Ok(()),
+        }
     }
 }
 
