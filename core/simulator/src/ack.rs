@@ -18,6 +18,11 @@
 //! - The acknowledged generation only grows. A purge that failed may have
 //!   committed: it is in doubt until the engine shows the generation, and it
 //!   must not land once a write was acknowledged after it (`Generation`).
+//! - A recovery after a power loss shows what the disk holds: no state
+//!   before it comes back (`OffsetHistory::recovered_from_disk`). Observers
+//!   with concurrent clients also record calls that raced the purge
+//!   beginning a generation (`raced`: before it, wiped, or after it) and
+//!   failed calls whose value they cannot name (`failed_unknown`).
 //! - After a loss the log continues past the highest stored offset, so no
 //!   offset a stored offset names is reused (ADR 0010, `continue_ceiling`),
 //!   and `Next` from a stored offset returns exactly the history after it
@@ -87,12 +92,26 @@ pub struct OffsetHistory {
     /// Acknowledged states in order (`None` = deleted), and states observed
     /// since (an observation of a call in doubt settles it).
     acked: Vec<Option<u64>>,
-    /// Values tried by failed calls since the last acknowledged one.
+    /// Values tried by failed calls since the last acknowledged one, and the
+    /// values of calls that raced the purge beginning the generation.
     in_doubt: BTreeSet<Option<u64>>,
     /// Outcomes of every failed call of the generation (the value tried and
     /// the one before it, which a crash may bring back even once the new one
     /// was seen).
     ever_in_doubt: BTreeSet<Option<u64>>,
+    /// A failed call that may have stored a value nobody can name (an
+    /// `auto_commit` poll whose answer was lost) since the last acknowledged
+    /// one, and in the generation.
+    unknown_in_doubt: bool,
+    ever_unknown: bool,
+    /// Values of calls acknowledged while the purge beginning the
+    /// generation was in flight (`raced`): states the generation may have
+    /// passed through.
+    raced: BTreeSet<Option<u64>>,
+    /// The history starts at a state a recovery after a power loss read
+    /// from the disk (`recovered_from_disk`), not at the generation's empty
+    /// start: "nothing" is then no state a roll-back can reach by itself.
+    starts_on_disk: bool,
 }
 
 impl OffsetHistory {
@@ -116,12 +135,15 @@ impl OffsetHistory {
         &self.ever_in_doubt
     }
 
-    /// Every offset value this id held or may have held in the generation:
-    /// what an ADR 0010 continuation may have jumped past.
-    pub(crate) fn values(&self) -> impl Iterator<Item = u64> + '_ {
+    /// Every offset value this id held or may have held in the generation
+    /// (since `recovered_from_disk`, if called): what an ADR 0010
+    /// continuation may have jumped past. A failed call of an unknown value
+    /// (`failed_unknown`) adds none: its caller cannot name it either.
+    pub fn values(&self) -> impl Iterator<Item = u64> + '_ {
         self.acked
             .iter()
             .chain(self.ever_in_doubt.iter())
+            .chain(self.raced.iter())
             .copied()
             .flatten()
     }
@@ -130,6 +152,7 @@ impl OffsetHistory {
     pub fn acknowledged(&mut self, value: Option<u64>) {
         self.acked.push(value);
         self.in_doubt.clear();
+        self.unknown_in_doubt = false;
     }
 
     /// A call that tried to set `attempted` failed: it may have landed, and a
@@ -138,6 +161,50 @@ impl OffsetHistory {
         self.in_doubt.insert(attempted);
         self.ever_in_doubt.insert(attempted);
         self.ever_in_doubt.insert(self.last());
+    }
+
+    /// A call that may have stored a value the caller cannot name failed (an
+    /// `auto_commit` poll whose answer, and with it the offset it committed,
+    /// was lost): any stored offset may have landed, never "nothing" where
+    /// there was an offset.
+    pub fn failed_unknown(&mut self) {
+        self.unknown_in_doubt = true;
+        self.ever_unknown = true;
+        self.ever_in_doubt.insert(self.last());
+    }
+
+    /// A call that set `value` was acknowledged while the purge beginning
+    /// this generation was in flight (concurrent clients: the soak): it took
+    /// effect before the purge, which wiped it, or after it. So until a call
+    /// is acknowledged after the purge, the state is "nothing" or the last
+    /// such call's value (an earlier one's is overwritten either way); each
+    /// was a state a `buffered` roll-back may reach. Only calls racing that
+    /// purge come before every call known to follow it, hence no
+    /// acknowledged state yet.
+    pub fn raced(&mut self, value: Option<u64>) {
+        debug_assert!(
+            self.acked.is_empty(),
+            "a call raced the purge after one known to follow it"
+        );
+        self.in_doubt.clear();
+        self.unknown_in_doubt = false;
+        self.in_doubt.insert(value);
+        self.raced.insert(value);
+    }
+
+    /// A recovery after a power loss showed `observed`. ADR 0002's
+    /// `PowerLoss` replaces the page cache by the durable view, so this is
+    /// what the disk holds: no earlier state and no earlier failed call's
+    /// outcome can come back (a later roll-back reaches at most this one),
+    /// not even the generation's empty start. The history starts over from
+    /// it. (`settle` is for an observation after a process crash or none,
+    /// after which a power loss may still bring earlier states back.)
+    pub fn recovered_from_disk(&mut self, observed: Option<u64>) {
+        *self = OffsetHistory {
+            acked: vec![observed],
+            starts_on_disk: true,
+            ..OffsetHistory::default()
+        };
     }
 
     /// The engine was seen to hold `observed`: it is the latest state (earlier
@@ -150,30 +217,40 @@ impl OffsetHistory {
 
     /// Whether the engine may show `value` after `lapse`, never a value
     /// nobody wrote:
-    /// - the last state, or the outcome of a call that failed since the last
-    ///   acknowledged one (an acknowledged call writes over whatever a failed
-    ///   one left, so with the page cache kept nothing older comes back);
+    /// - the last state, or the outcome of a call that failed (or raced the
+    ///   generation's purge) since the last acknowledged one (an
+    ///   acknowledged call writes over whatever a failed one left, so with
+    ///   the page cache kept nothing older comes back); any offset after a
+    ///   `failed_unknown`;
     /// - after a power loss also any failed call's outcome in the generation,
     ///   or the state before it: a failed file sync may leave either on disk,
     ///   and seeing the new one in the page cache made nothing durable;
-    /// - after a power loss under `buffered` also nothing, or any earlier
-    ///   acknowledged state (`may_roll_back`).
+    /// - after a power loss under `buffered` also nothing (unless the
+    ///   history starts on the disk), or any earlier acknowledged or raced
+    ///   state (`may_roll_back`).
     pub fn may_show(&self, value: Option<u64>, lapse: Lapse) -> bool {
-        let live = value == self.last() || self.in_doubt.contains(&value);
+        let live = value == self.last()
+            || self.in_doubt.contains(&value)
+            || (self.unknown_in_doubt && value.is_some());
         live || match lapse {
             Lapse::PageCacheKept => false,
             Lapse::PowerLoss(policy) => {
                 self.ever_in_doubt.contains(&value)
+                    || (self.ever_unknown && value.is_some())
                     || (may_roll_back(policy, true)
-                        && (value.is_none() || self.acked.contains(&value)))
+                        && ((value.is_none() && !self.starts_on_disk)
+                            || self.acked.contains(&value)
+                            || self.raced.contains(&value)))
             }
         }
     }
 
     /// Whether `value` is among this id's own states of the generation (so a
     /// numerically equal value of a purged generation cannot be told apart).
-    pub(crate) fn ever_held(&self, value: Option<u64>) -> bool {
-        self.acked.contains(&value) || self.ever_in_doubt.contains(&value)
+    pub fn ever_held(&self, value: Option<u64>) -> bool {
+        self.acked.contains(&value)
+            || self.ever_in_doubt.contains(&value)
+            || self.raced.contains(&value)
     }
 }
 
@@ -238,6 +315,17 @@ impl Generation {
     /// was undone (the previous metadata saved again), so it did not happen.
     pub fn undone(&mut self) {
         self.in_doubt = false;
+    }
+
+    /// After `observe` reported a generation no purge explains (a
+    /// violation), an observer that runs on (the soak) judges what follows
+    /// from the generation the engine serves, so that one lost or invented
+    /// purge is reported once, not at every later recovery.
+    pub fn judge_on_from(&mut self, seen: u64) {
+        *self = Generation {
+            acknowledged: seen,
+            ..Generation::default()
+        };
     }
 
     /// Judges the generation `seen` an engine serves after a recovery, and
@@ -367,6 +455,77 @@ mod tests {
         assert!(!h.may_show(Some(4), buffered));
     }
 
+    /// Finding (issue 15, item 6, the soak on this model): the soak never
+    /// let a power cut bring back a state older than the one its last
+    /// verification read after a cut; this model did (any acknowledged state
+    /// of the generation, or nothing, under `buffered`). After a power loss
+    /// the page cache is the durable view (ADR 0002), so what a recovery
+    /// shows is on the disk, and nothing older can return: the soak was
+    /// right, the model lacked the distinction (`recovered_from_disk`).
+    #[test]
+    fn nothing_older_than_what_a_recovery_after_a_power_loss_showed_comes_back() {
+        // Given 3 then 5 acknowledged, and a failed store of 7,
+        let mut h = OffsetHistory::default();
+        h.acknowledged(Some(3));
+        h.acknowledged(Some(5));
+        h.failed(Some(7));
+        let buffered = Lapse::PowerLoss(Durability::Buffered);
+        // an observation after a process crash keeps them all possible,
+        let mut seen_live = h.clone();
+        seen_live.settle(Some(5));
+        for v in [None, Some(3), Some(5), Some(7)] {
+            assert!(seen_live.may_show(v, buffered), "{v:?}");
+        }
+        // one after a power loss keeps only itself and what follows it.
+        h.recovered_from_disk(Some(5));
+        assert!(h.may_show(Some(5), buffered));
+        for v in [None, Some(3), Some(7)] {
+            assert!(!h.may_show(v, buffered), "{v:?}");
+        }
+        h.acknowledged(Some(9));
+        assert!(h.may_show(Some(5), buffered) && h.may_show(Some(9), buffered));
+        assert!(!h.may_show(Some(5), Lapse::PowerLoss(Durability::Persisted)));
+        assert_eq!(h.values().collect::<Vec<_>>(), vec![5, 9]);
+    }
+
+    #[test]
+    fn a_call_racing_the_generations_purge_left_nothing_or_its_value() {
+        // Given two stores acknowledged while the purge was in flight,
+        let mut h = OffsetHistory::default();
+        h.raced(Some(4));
+        h.raced(Some(6));
+        // then the last one's value or nothing, never the overwritten one;
+        let kept = Lapse::PageCacheKept;
+        assert!(h.may_show(None, kept) && h.may_show(Some(6), kept));
+        assert!(!h.may_show(Some(4), kept));
+        assert!(!h.may_show(Some(4), Lapse::PowerLoss(Durability::Persisted)));
+        // a buffered roll-back may reach either state it passed through;
+        assert!(h.may_show(Some(4), Lapse::PowerLoss(Durability::Buffered)));
+        assert!(h.ever_held(Some(4)));
+        // a call acknowledged after the purge ends the race.
+        h.acknowledged(Some(8));
+        assert!(!h.may_show(None, kept) && !h.may_show(Some(6), kept));
+        assert!(h.may_show(Some(8), kept));
+    }
+
+    #[test]
+    fn a_failed_call_of_an_unknown_value_allows_any_offset_never_a_delete() {
+        // Given 3 acknowledged, then an auto-commit poll whose answer was lost,
+        let mut h = OffsetHistory::default();
+        h.acknowledged(Some(3));
+        h.failed_unknown();
+        // then any offset may be shown, but not nothing;
+        let kept = Lapse::PageCacheKept;
+        assert!(h.may_show(Some(3), kept) && h.may_show(Some(11), kept));
+        assert!(!h.may_show(None, kept));
+        // an acknowledged call ends the doubt unless the power fails.
+        h.acknowledged(Some(4));
+        assert!(!h.may_show(Some(11), kept));
+        assert!(h.may_show(Some(11), Lapse::PowerLoss(Durability::Persisted)));
+        assert!(!h.may_show(None, Lapse::PowerLoss(Durability::Persisted)));
+        assert_eq!(h.values().collect::<Vec<_>>(), vec![3, 4, 3]);
+    }
+
     #[test]
     fn a_failed_purge_may_land_unless_a_write_was_acknowledged_after_it() {
         // Given generation 1 acknowledged and a purge that failed,
@@ -403,6 +562,20 @@ mod tests {
         assert!(!g.in_doubt());
         assert_eq!(g.clone().observe(2), Served::NeverRequested);
         assert_eq!(g.observe(1), Served::Acknowledged);
+    }
+
+    #[test]
+    fn judging_on_from_a_generation_nobody_requested_reports_it_once() {
+        // Given a generation that moved by two with no purge in doubt,
+        let mut g = Generation::default();
+        g.purge_acknowledged();
+        assert_eq!(g.observe(3), Served::NeverRequested);
+        // when the observer judges on from it, then the same generation is
+        // the acknowledged one and nothing is left in doubt.
+        g.judge_on_from(3);
+        assert_eq!((g.acknowledged(), g.in_doubt()), (3, false));
+        assert_eq!(g.observe(3), Served::Acknowledged);
+        assert_eq!(g.observe(2), Served::WentBack);
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //!   probe would report that the path was not reached, not a violation.
 
 use super::client::{Ctx, Reply, call, parse_polled};
-use super::oracle::{Kind, OffKey, Val};
+use super::oracle::{Kind, OffKey};
 use super::verify::read_partition;
 use super::workload::{send_payloads, store_offset};
 use sluice_storage::sim::SimRng;
@@ -82,10 +82,10 @@ pub(super) async fn store_past_the_durable_log(ctx: &Ctx, rng: &mut SimRng) {
 /// partition now ends at `end`): if the stored offset outlived the log, a
 /// message sent now must be all that `Next` returns.
 pub(super) async fn probe(ctx: &Ctx, key: OffKey, stored: u64, end: u64) -> Result<(), String> {
-    let observed = ctx.oracle().offset_base.get(&key).copied();
+    let observed = ctx.oracle().offsets.get(&key).map(|h| h.last());
     // A different offset was already judged by the offset check; a log that
     // kept the messages did not reach the path.
-    if observed != Some(Val::At(stored)) || end > stored {
+    if observed != Some(Some(stored)) || end > stored {
         tracing::info!(%key, stored, ?observed, end, "soak: the ADR 0010 cycle's offset did not outlive the log");
         return Ok(());
     }

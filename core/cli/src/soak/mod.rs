@@ -43,14 +43,17 @@
 //! - a message acknowledged before a purge was sent is never served again,
 //!   by a live poll or after a restart, and a message once found absent never
 //!   comes back (P1);
-//! - an offset equals a value some linearization of the owner's offset
-//!   operations and the purges of its topic allows, given their real-time
-//!   order (so an offset stored before an acknowledged purge is never
-//!   visible, and one stored after it is never lost); under `buffered`
-//!   offsets any state such an order passes through after its last purge;
-//! - each topic's committed generation counts the acknowledged purges that
-//!   cover it (+ those in doubt that landed, a stream purge in every topic or
-//!   in none), on every partition alike;
+//! - an offset is one `sluice_sim::ack::OffsetHistory::may_show` allows:
+//!   the owner's operations are folded into its history in order, a purge of
+//!   its topic starts the history over, and an operation that overlapped
+//!   that purge in real time may have taken effect on either side of it (so
+//!   an offset stored before an acknowledged purge is never visible, and one
+//!   stored after it is never lost); only after a power cut may a `buffered`
+//!   offset roll back, and never below what the last verification read;
+//! - each topic's committed generation is the one its
+//!   `sluice_sim::ack::Generation` observes: the acknowledged purges that
+//!   cover it, plus at most one in doubt that landed (a stream purge in every
+//!   topic or in none), on every partition alike;
 //! - a request refused with 507 `storage_full` or 503 `unavailable` is
 //!   allowed only while ENOSPC is on, and changed nothing (a refused send is
 //!   never served);

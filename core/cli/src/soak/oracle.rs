@@ -7,16 +7,23 @@
 //!   exact and anything in doubt allows both outcomes.
 //! - The checks are pure functions of the record and what the server served
 //!   (no I/O here), so they are unit-tested below on hand-made histories.
-//! - What a cut may take, what `Next` must return and where ADR 0010 lets a
-//!   log continue are the rules of `sluice_sim::ack`, the model the simulator
-//!   and the purge proptest judge by; what is here is how the soak observes
-//!   (ticks of concurrent clients, answers lost to a kill).
+//! - What was acknowledged is kept in `sluice_sim::ack`'s state, the model
+//!   the simulator and the purge proptest keep theirs in: each offset's
+//!   history in an `OffsetHistory`, each topic's purge generation in a
+//!   `Generation`; what a cut may take, what `Next` must return and where
+//!   ADR 0010 lets a log continue are its rules. What is here is how the soak
+//!   observes: ticks of concurrent clients (which order a purge and an
+//!   offset operation of another client may have taken effect in), answers
+//!   lost to a kill. The ticks of offset operations live only until the
+//!   verification that folds them into the history (`check_offset`).
 //! - A `persisted` log is gap-free but for ADR 0010 continuations; a
 //!   `buffered` log may also skip what a power cut took from a sealed
 //!   segment (ADR 0004 §3 step 4), and such a gap is allowed from then on,
 //!   never a repeated offset.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+
+use sluice_sim::ack::{Generation, Lapse, OffsetHistory};
 
 use super::topics;
 use super::topics::{Durability, Scope};
@@ -79,13 +86,24 @@ impl std::fmt::Display for OffKey {
     }
 }
 
-/// What an offset can be: none, an offset, or unknown (an `auto_commit` poll
-/// in doubt may have stored any offset).
+/// What an offset operation sets: none, an offset, or unknown (an
+/// `auto_commit` poll in doubt may have stored any offset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum Val {
     None,
     At(u64),
     Any,
+}
+
+impl Val {
+    /// The offset set, as `ack` records it; `None` when unknown.
+    pub(super) fn set(self) -> Option<Option<u64>> {
+        match self {
+            Val::None => Some(None),
+            Val::At(o) => Some(Some(o)),
+            Val::Any => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Val {
@@ -120,6 +138,9 @@ pub(super) struct PurgeRec {
     pub(super) start: Tick,
     pub(super) end: Tick,
     pub(super) acked: bool,
+    /// Answered with an error at this tick (in doubt): the server serves on
+    /// after it, so a write acknowledged later says it did not land.
+    pub(super) failed_at: Option<Tick>,
     /// Decided at the next verification.
     pub(super) effective: Option<bool>,
 }
@@ -193,14 +214,17 @@ pub(super) struct Oracle {
     pub(super) seed: u64,
     pub(super) messages: HashMap<String, Msg>,
     pub(super) purges: Vec<PurgeRec>,
-    /// Offset operations since the last verification, per key.
+    /// Offset operations since the last verification, per key, with their
+    /// ticks: folded into `offsets` by the next verification, once it knows
+    /// which purges took effect.
     pub(super) offset_ops: BTreeMap<OffKey, Vec<OffOp>>,
-    /// Offsets observed at the last verification.
-    pub(super) offset_base: BTreeMap<OffKey, Val>,
+    /// Per key, its history in its topic's current generation, up to the
+    /// last verification.
+    pub(super) offsets: BTreeMap<OffKey, OffsetHistory>,
     /// The tick of the last verification: every later operation starts after it.
     pub(super) base_tick: Tick,
-    /// Per topic, the committed purge generation.
-    pub(super) generations: Vec<u64>,
+    /// Per topic, the acknowledged purge generation and a purge in doubt.
+    pub(super) generations: Vec<Generation>,
     /// Per topic, `(start, end)` of the last purge that took effect on it.
     pub(super) fences: Vec<Option<(Tick, Tick)>>,
     /// When the current cycle's server was dead and reaped.
@@ -236,9 +260,9 @@ impl Oracle {
             messages: HashMap::new(),
             purges: Vec::new(),
             offset_ops: BTreeMap::new(),
-            offset_base: BTreeMap::new(),
+            offsets: BTreeMap::new(),
             base_tick: 0,
-            generations: vec![0; topics::count() as usize],
+            generations: vec![Generation::default(); topics::count() as usize],
             fences: vec![None; topics::count() as usize],
             kill_tick: NEVER,
             counts: Counts::default(),
@@ -274,7 +298,21 @@ impl Oracle {
     }
 
     pub(super) fn generation(&self, topic: u32) -> u64 {
-        self.generations.get(topic as usize).copied().unwrap_or(0)
+        self.generations
+            .get(topic as usize)
+            .map_or(0, Generation::acknowledged)
+    }
+
+    /// Whether a write (send, offset store or delete) to `topic` sent after
+    /// `tick` was acknowledged: the server then served the generation it
+    /// had at `tick` as current.
+    pub(super) fn write_acked_after(&self, topic: u32, tick: Tick) -> bool {
+        self.messages
+            .values()
+            .any(|m| m.topic == topic && m.acked && m.start > tick)
+            || self.offset_ops.iter().any(|(key, ops)| {
+                key.topic == topic && ops.iter().any(|op| op.acked && op.start > tick)
+            })
     }
 
     /// A message keeps the offset it was first served at; `problems` gets
@@ -348,87 +386,73 @@ impl Oracle {
     }
 }
 
-/// The offsets allowed after `ops` (one owner's, in order) and `purges`
-/// (sequential, each resetting the offset), starting from `base`, in every
-/// order that respects real time: if one was answered before the other was
-/// sent, it comes first. Operations not acknowledged may also not have happened.
-///
-/// Under `persisted` offsets only the end of such an order is allowed. Under
-/// `buffered` a power cut may keep any state the order passes through after
-/// its last purge (whichever store or delete last reached the disk), but
-/// never one from before that purge: the purge itself is persisted, and an
-/// offset of an older generation must not move a consumer.
-pub(super) fn allowed_offsets(
-    base: Val,
+/// Folds one key's offset operations since the last verification (in
+/// order: one owner's) into its history. `purge` is `(start, end)` of the
+/// last purge of its topic that took effect since then, if any: a new
+/// generation, so the history starts over, without the operations answered
+/// before the purge was sent; one that overlapped it may have taken effect
+/// on either side of it (`OffsetHistory::raced`).
+pub(super) fn fold_offset_ops(
+    history: OffsetHistory,
     ops: &[OffOp],
-    purges: &[(Tick, Tick)],
-    durability: Durability,
-) -> BTreeSet<Val> {
-    let mut out = BTreeSet::new();
-    let mut seen = HashSet::new();
-    let mut stack = vec![(0usize, 0usize, base)];
-    while let Some((i, j, v)) = stack.pop() {
-        if !seen.insert((i, j, v)) {
-            continue;
-        }
-        let settled = match durability {
-            Durability::Persisted => i == ops.len() && j == purges.len(),
-            Durability::Buffered => j == purges.len(),
+    purge: Option<(Tick, Tick)>,
+) -> OffsetHistory {
+    let mut h = if purge.is_some() {
+        OffsetHistory::default()
+    } else {
+        history
+    };
+    for op in ops {
+        let raced = match purge {
+            Some((start, _)) if op.end < start => continue,
+            Some((_, end)) => op.start <= end,
+            None => false,
         };
-        if settled {
-            out.insert(v);
-        }
-        if let Some(op) = ops.get(i) {
-            if purges.get(j).is_none_or(|p| p.1 >= op.start) {
-                stack.push((i + 1, j, op.effect));
-            }
-            if !op.acked {
-                stack.push((i + 1, j, v));
-            }
-        }
-        if let Some(p) = purges.get(j)
-            && ops.get(i).is_none_or(|op| op.end >= p.0)
-        {
-            stack.push((i, j + 1, Val::None));
+        match (op.effect.set(), op.acked) {
+            // Only an `auto_commit` poll in doubt sets an unknown value (an
+            // acknowledged one names the offset it committed).
+            (None, _) => h.failed_unknown(),
+            (Some(value), true) if raced => h.raced(value),
+            (Some(value), true) => h.acknowledged(value),
+            (Some(value), false) => h.failed(value),
         }
     }
-    out
+    h
 }
 
-/// Checks one offset read at a verification against the operations on it
-/// and the purges since the last one, and against ADR 0010.
+/// Checks one offset read at a verification against its history, the
+/// operations on it and the purges since the last one, and against ADR
+/// 0010. `power_cut`: the recovery followed a power cut.
 pub(super) fn check_offset(
     o: &mut Oracle,
     cycle: u64,
     key: OffKey,
-    observed: Val,
+    observed: Option<u64>,
     log: &[(u64, String)],
+    power_cut: bool,
 ) {
     // The log's end: one past its last message (it may have ADR 0010 gaps).
     let end = log.last().map_or(0, |(last, _)| last + 1);
     let since = o.base_tick;
     let kill_tick = o.kill_tick;
-    let base = o.offset_base.get(&key).copied().unwrap_or(Val::None);
-    let purges: Vec<(Tick, Tick)> = o
+    let purge = o
         .purges
         .iter()
         .filter(|p| p.start > since && p.effective == Some(true) && p.scope.covers(key.topic))
         .map(|p| (p.start, p.end))
-        .collect();
+        .next_back();
     let ops: Vec<OffOp> = o
         .offset_ops
-        .get(&key)
-        .map(|ops| {
-            ops.iter()
-                .copied()
-                .filter(|op| op.acked || op.start < kill_tick)
-                .collect()
-        })
-        .unwrap_or_default();
+        .remove(&key)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|op| op.acked || op.start < kill_tick)
+        .collect();
+    let before = o.offsets.remove(&key).unwrap_or_default();
+    let mut history = fold_offset_ops(before, &ops, purge);
     let durability = topics::spec(key.topic).offsets;
-    let allowed = allowed_offsets(base, &ops, &purges, durability);
-    if !allowed.contains(&observed) && !allowed.contains(&Val::Any) {
-        let history: Vec<String> = ops
+    if !history.may_show(observed, Lapse::of(durability.policy(), power_cut)) {
+        let ops: Vec<String> = ops
             .iter()
             .map(|op| {
                 format!(
@@ -445,21 +469,23 @@ pub(super) fn check_offset(
                 )
             })
             .collect();
-        let allowed: Vec<String> = allowed.iter().map(Val::to_string).collect();
         o.violation(
             cycle,
             format!(
-                "offset of {key} ({}) is {observed}, allowed {{{}}} (before: {base}; operations: {}; purges since: {purges:?})",
+                "offset of {key} ({}{}) is {}, history {:?} (in doubt {:?}); operations since the last verification: {}; last purge since: {purge:?}",
                 durability.as_str(),
-                allowed.join(", "),
-                history.join(", ")
+                if power_cut { ", after a power cut" } else { "" },
+                show(observed),
+                history.acked(),
+                history.in_doubt(),
+                ops.join(", ")
             ),
         );
     }
     // ADR 0010: an offset past the recovered log is legitimate only if the
     // message it named was never acknowledged, was purged, or was
     // acknowledged under `buffered`; one that had to survive is a violation.
-    if let Val::At(s) = observed
+    if let Some(s) = observed
         && s >= end
     {
         let fence = o.fence(key.topic);
@@ -472,7 +498,7 @@ pub(super) fn check_offset(
             let required = o
                 .messages
                 .get(&payload)
-                .is_some_and(|m| must_survive(m, fence));
+                .is_some_and(|m| must_survive(m, fence, power_cut));
             if required {
                 o.violation(
                     cycle,
@@ -483,17 +509,27 @@ pub(super) fn check_offset(
             }
         }
     }
-    o.offset_base.insert(key, observed);
-    o.offset_ops.remove(&key);
+    if power_cut {
+        history.recovered_from_disk(observed);
+    } else {
+        history.settle(observed);
+    }
+    o.offsets.insert(key, history);
 }
 
-/// Whether a power cut must leave `m` in its log: acknowledged `persisted`,
-/// not purged since (`fence`: its topic's last purge that took effect).
-pub(super) fn must_survive(m: &Msg, fence: Option<(Tick, Tick)>) -> bool {
-    // Every kill may be a power cut: only what no cut may roll back must stay.
+/// An offset as the report names it.
+pub(super) fn show(offset: Option<u64>) -> String {
+    offset.map_or_else(|| "none".to_string(), |o| o.to_string())
+}
+
+/// Whether a recovery (after a power cut if `power_cut`) must leave `m` in
+/// its log: acknowledged, not purged since (`fence`: its topic's last purge
+/// that took effect), and not `buffered` under a power cut (a kill alone
+/// keeps the page cache).
+pub(super) fn must_survive(m: &Msg, fence: Option<(Tick, Tick)>, power_cut: bool) -> bool {
     !m.never
         && m.acked
-        && !sluice_sim::ack::may_roll_back(topics::spec(m.topic).messages.policy(), true)
+        && !sluice_sim::ack::may_roll_back(topics::spec(m.topic).messages.policy(), power_cut)
         && fence.is_none_or(|(_, e)| e < m.start)
 }
 
@@ -634,7 +670,7 @@ pub(super) fn check_log(
                 payload.as_str(),
             )),
             None => {
-                if must_survive(m, fence) {
+                if must_survive(m, fence, power_cut) {
                     lost.push(format!("{payload} (cycle {})", m.cycle));
                 }
             }
@@ -643,7 +679,7 @@ pub(super) fn check_log(
     if !lost.is_empty() {
         lost.sort();
         problems.push(format!(
-            "{name} partition {partition}: {} acknowledged persisted message(s) lost: {}",
+            "{name} partition {partition}: {} acknowledged message(s) lost: {}",
             lost.len(),
             lost.join(", ")
         ));
@@ -768,27 +804,78 @@ mod tests {
         }
     }
 
+    /// What a verification may read after `ops` and the purge `purge`,
+    /// from a history a verification after a power cut read as `before`,
+    /// among `candidates`.
+    fn allowed(
+        before: Option<u64>,
+        ops: &[OffOp],
+        purge: Option<(Tick, Tick)>,
+        lapse: Lapse,
+        candidates: &[Option<u64>],
+    ) -> Vec<Option<u64>> {
+        let mut h = OffsetHistory::default();
+        h.recovered_from_disk(before);
+        let h = fold_offset_ops(h, ops, purge);
+        candidates
+            .iter()
+            .copied()
+            .filter(|v| h.may_show(*v, lapse))
+            .collect()
+    }
+
+    const ALL: [Option<u64>; 5] = [None, Some(2), Some(5), Some(7), Some(9)];
+
     #[test]
     fn a_store_answered_before_a_purge_was_sent_is_gone() {
         let ops = [op(1, 2, true, Val::At(5))];
-        let allowed = allowed_offsets(Val::None, &ops, &[(3, 4)], Durability::Persisted);
-        assert_eq!(allowed, BTreeSet::from([Val::None]));
+        let kept = Lapse::PageCacheKept;
+        assert_eq!(allowed(None, &ops, Some((3, 4)), kept, &ALL), vec![None]);
     }
 
     #[test]
     fn a_store_sent_after_a_purge_was_answered_survives_it() {
-        let ops = [op(5, 6, true, Val::At(1))];
-        let allowed = allowed_offsets(Val::At(9), &ops, &[(3, 4)], Durability::Persisted);
-        assert_eq!(allowed, BTreeSet::from([Val::At(1)]));
+        let ops = [op(5, 6, true, Val::At(2))];
+        let kept = Lapse::PageCacheKept;
+        assert_eq!(
+            allowed(Some(9), &ops, Some((3, 4)), kept, &ALL),
+            vec![Some(2)]
+        );
     }
 
     #[test]
     fn overlapping_or_in_doubt_operations_allow_both_outcomes() {
+        let kept = Lapse::PageCacheKept;
         let ops = [op(1, 5, true, Val::At(2))];
-        let allowed = allowed_offsets(Val::None, &ops, &[(3, 4)], Durability::Persisted);
-        assert_eq!(allowed, BTreeSet::from([Val::None, Val::At(2)]));
+        assert_eq!(
+            allowed(None, &ops, Some((3, 4)), kept, &ALL),
+            vec![None, Some(2)]
+        );
         let ops = [op(1, 2, true, Val::At(2)), op(3, NEVER, false, Val::At(7))];
-        let allowed = allowed_offsets(Val::None, &ops, &[], Durability::Persisted);
-        assert_eq!(allowed, BTreeSet::from([Val::At(2), Val::At(7)]));
+        assert_eq!(
+            allowed(None, &ops, None, kept, &ALL),
+            vec![Some(2), Some(7)]
+        );
+        // An auto-commit poll in doubt may have stored any offset.
+        let ops = [op(1, 2, true, Val::At(2)), op(3, NEVER, false, Val::Any)];
+        assert_eq!(allowed(None, &ops, None, kept, &ALL), ALL[1..].to_vec());
+    }
+
+    /// Finding (issue 15, item 6): the soak let a `buffered` offset show
+    /// any state its operations passed through after every kill, also
+    /// without a power cut; a kill keeps the page cache (ADR 0002,
+    /// `Process`), so only the last state (and calls in doubt) may show.
+    /// The shared model was right. Nor does a cut take it below what the
+    /// last verification read after a cut (the soak was right there).
+    #[test]
+    fn only_a_power_cut_rolls_a_buffered_offset_back() {
+        let ops = [op(1, 2, true, Val::At(5)), op(3, 4, true, Val::At(7))];
+        let kept = Lapse::PageCacheKept;
+        assert_eq!(allowed(Some(2), &ops, None, kept, &ALL), vec![Some(7)]);
+        let cut = Lapse::PowerLoss(Durability::Buffered.policy());
+        assert_eq!(
+            allowed(Some(2), &ops, None, cut, &ALL),
+            vec![Some(2), Some(5), Some(7)]
+        );
     }
 }

@@ -539,6 +539,7 @@ pub(super) async fn purge(ctx: &Ctx, scope: Scope) -> Step {
             start,
             end: NEVER,
             acked: false,
+            failed_at: None,
             effective: None,
         });
         o.purges.len() - 1
@@ -564,7 +565,12 @@ pub(super) async fn purge(ctx: &Ctx, scope: Scope) -> Step {
                     p.start = 0;
                 }
             }
-            Outcome::InDoubt => {}
+            // An error answer (not a lost one): the server serves on.
+            Outcome::InDoubt => {
+                if let (Reply::Answer { .. }, Some(p)) = (&reply, o.purges.get_mut(index)) {
+                    p.failed_at = Some(ctx.tick());
+                }
+            }
         }
         o.purges.retain(|p| p.start != 0);
     }
