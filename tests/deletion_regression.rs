@@ -538,3 +538,59 @@ fn recovery_makes_an_obligation_for_a_directory_no_metadata_names() {
     assert_eq!(engine.pending_deletions().count(), 0);
     assert!(!sim.durable_view().contains_key("/data/streams/0/topics/7"));
 }
+
+#[test]
+fn a_deletion_whose_process_died_after_a_failed_sync_is_redone_by_the_next_process() {
+    // Given: topic 0 deleted; its directory's sync failed (Linux drops the
+    // removal's dirty state), and the process died before any retry, so the
+    // next process's page cache no longer shows the topic, while the disk
+    // still holds it.
+    let sim = new_sim_configured(SimConfig {
+        seed: 3,
+        sync_failure: Linux,
+        capacity: None,
+    });
+    let case = Case {
+        kind: Kind::Topic,
+        failed_dir: None,
+        policy: Durability::Persisted,
+        semantics: Linux,
+        recreate: false,
+        mode: PurgeMode::Obligation,
+    };
+    let engine = given(&sim, &case);
+    let mut engine = engine;
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/data/streams/0/topics"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.delete_topic(&stream(), &topic()).unwrap();
+    drop(engine);
+    sim.crash(Crash::Process);
+    assert!(!sim.cached_view().contains_key("/data/streams/0/topics/0"));
+    assert!(sim.durable_view().contains_key("/data/streams/0/topics/0"));
+
+    // When: the next process starts, its reconciler runs, and then the
+    // power is cut,
+    let (mut engine, _) = reopen(&sim);
+    assert_eq!(
+        engine.pending_deletions().collect::<Vec<_>>(),
+        [(Kind::Topic.resource(), DeletePhase::Requested)],
+        "the metadata's record of the deletion was not resumed"
+    );
+    engine.reconcile_until_idle(10);
+    assert_eq!(engine.pending_deletions().count(), 0);
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+
+    // then the topic does not come back: the redo re-dirtied its name before
+    // the sync that recorded the deletion done.
+    assert!(
+        !sim.durable_view().contains_key("/data/streams/0/topics/0"),
+        "a plain retried sync proved nothing: the old topic is durable again"
+    );
+    let (engine, _) = reopen(&sim);
+    assert_eq!(engine.pending_deletions().count(), 0);
+}

@@ -159,13 +159,11 @@ impl Engine {
 
     pub fn delete_stream(&mut self, id: &Identifier) -> Result<()> {
         let s = self.resolve_stream(id)?;
-        self.commit(|m| {
+        self.commit_deletion(ResourceKey::Stream { stream: s }, |m| {
             m.streams.remove(&s);
-            Ok(())
         })?;
         self.drop_partitions(|k| k.stream == s);
         self.balance.retain(|k, _| k.stream != s);
-        self.begin_deletion(ResourceKey::Stream { stream: s });
         self.assert_invariants("delete_stream");
         self.reconcile();
         Ok(())
@@ -203,9 +201,7 @@ impl Engine {
         created: &[ResourceKey],
         error: EngineError,
     ) -> EngineError {
-        for r in created {
-            self.begin_deletion(*r);
-        }
+        self.record_failed_creation(created);
         self.assert_invariants("failed creation");
         error
     }
@@ -317,16 +313,15 @@ impl Engine {
 
     pub fn delete_topic(&mut self, stream: &Identifier, topic: &Identifier) -> Result<()> {
         let key = self.resolve_topic(stream, topic)?;
-        self.commit(|m| {
+        let resource = ResourceKey::Topic {
+            stream: key.stream,
+            topic: key.topic,
+        };
+        self.commit_deletion(resource, |m| {
             stream_of(m, key.stream).topics.remove(&key.topic);
-            Ok(())
         })?;
         self.drop_partitions(|k| k.topic_key() == key);
         self.balance.remove(&key);
-        self.begin_deletion(ResourceKey::Topic {
-            stream: key.stream,
-            topic: key.topic,
-        });
         self.assert_invariants("delete_topic");
         self.reconcile();
         Ok(())
@@ -415,14 +410,21 @@ impl Engine {
                 reason: format!("cannot delete {count} of {} partitions", ids.len()),
             });
         }
+        let deleted: Vec<PartitionKey> = ids.iter().map(|&p| key.partition(p)).collect();
+        // One commit for the metadata and every record: the first drops the
+        // partitions, each records one deletion.
+        let record = self.keeps_obligations();
         self.commit(|m| {
             let tp = topic_of(m, key);
             for p in &ids {
                 tp.partitions.remove(p);
             }
+            if record {
+                m.pending_deletions
+                    .extend(deleted.iter().map(|k| ResourceKey::Partition(*k)));
+            }
             Ok(())
         })?;
-        let deleted: Vec<PartitionKey> = ids.iter().map(|&p| key.partition(p)).collect();
         self.drop_partitions(|k| deleted.contains(k));
         for k in deleted {
             self.begin_deletion(ResourceKey::Partition(k));
@@ -484,15 +486,14 @@ impl Engine {
     ) -> Result<()> {
         let key = self.resolve_topic(stream, topic)?;
         let gid = self.resolve_group(key, group)?;
-        self.commit(|m| {
-            topic_of(m, key).groups.remove(&gid);
-            Ok(())
-        })?;
-        self.begin_deletion(ResourceKey::Group {
+        let resource = ResourceKey::Group {
             stream: key.stream,
             topic: key.topic,
             group: gid,
-        });
+        };
+        self.commit_deletion(resource, |m| {
+            topic_of(m, key).groups.remove(&gid);
+        })?;
         self.assert_invariants("delete_group");
         self.reconcile();
         Ok(())

@@ -5,10 +5,16 @@
 //! - The commit point is the metadata write that no longer names the
 //!   resource. From then on its files are garbage, never data: recovery
 //!   adopts only what the metadata names, and nothing serves the rest.
-//! - That metadata is the obligation's durable record. Recovery lists the
-//!   catalog directories and every partition's `groups/`, and makes an
-//!   obligation for each name no metadata holds (`find_orphans`): whatever
-//!   crash left it, it is found again (level-triggered: wanted vs. actual).
+//! - That metadata is the obligation's durable record: the same commit that
+//!   drops the resource adds it to `Metadata::pending_deletions`, and only
+//!   the commit after the cleanup's last directory sync takes it out. A
+//!   restart therefore redoes every deletion not known done, re-dirtying the
+//!   name before syncing (an earlier process's removal may have been dropped
+//!   by a failed sync, and its page cache no longer shows the name).
+//! - Recovery also lists the catalog directories and every partition's
+//!   `groups/`, and makes (and commits) an obligation for each name no
+//!   metadata holds (`find_orphans`): garbage from any earlier crash, or from
+//!   a failed creation, is found again (level-triggered: wanted vs. actual).
 //! - An obligation is done only after the directory that lost the entry was
 //!   synced by a sync issued after the removal, through the one tracker the
 //!   engine keeps for that directory (`DirTracker`, shared with every other
@@ -22,7 +28,7 @@
 //!   deletion absorbs the pending ones it covers, and `check` asserts that
 //!   no pending deletion covers a live resource.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::Engine;
@@ -88,6 +94,9 @@ impl DeletePhase {
 #[derive(Debug, Default)]
 pub(crate) struct Deletions {
     pending: BTreeMap<ResourceKey, DeletePhase>,
+    /// Deletions an earlier process may have half done: their first attempt
+    /// here re-dirties the name before it syncs.
+    redo: BTreeSet<ResourceKey>,
     /// One per catalog directory (`streams/`, a stream's `topics/`, a topic's
     /// `partitions/`): every deletion there notes its removal in it, so a
     /// failed sync by one is redone by the next, whoever issues it.
@@ -145,25 +154,79 @@ fn is_live(meta: &Metadata, r: ResourceKey) -> bool {
 }
 
 impl Engine {
-    /// Records that `r` was deleted (its commit just returned, or recovery
-    /// found its files) and makes its cleanup due now. Pending deletions
-    /// below it are absorbed: removing `r` removes their files too.
+    /// The commit point of a deletion: one metadata write applies `drop`
+    /// (which takes `r` out of the metadata) and records `r` as a pending
+    /// deletion, absorbing the pending deletions it covers. Then `r`'s
+    /// cleanup is due now. Nothing is removed here.
+    pub(super) fn commit_deletion(
+        &mut self,
+        r: ResourceKey,
+        drop: impl FnOnce(&mut Metadata),
+    ) -> Result<()> {
+        let record = self.keeps_obligations();
+        self.commit(|m| {
+            drop(m);
+            if record {
+                m.pending_deletions.retain(|d| !r.covers(*d));
+                m.pending_deletions.insert(r);
+            }
+            Ok(())
+        })?;
+        self.begin_deletion(r);
+        Ok(())
+    }
+
+    /// In memory: `r` is a pending deletion (its record is committed, or it
+    /// was read back at recovery), due now. Pending deletions below it are
+    /// absorbed: removing `r` removes their files too.
     pub(super) fn begin_deletion(&mut self, r: ResourceKey) {
         assert!(!is_live(&self.meta, r), "invariant: deletion of live {r}");
         for covered in self.deletions.overlapping(r) {
-            if r.covers(covered) {
-                self.deletions.pending.remove(&covered);
-                self.reconciler.forget(ObligationKey::Delete(covered));
-            }
-        }
-        if !self.deletions.overlapping(r).is_empty() {
-            // An ancestor's deletion is pending: it removes `r` already.
-            return;
+            assert!(
+                r.covers(covered),
+                "invariant: {r} deleted below pending deletion {covered}"
+            );
+            self.deletions.pending.remove(&covered);
+            self.deletions.redo.remove(&covered);
+            self.reconciler.forget(ObligationKey::Delete(covered));
         }
         self.deletions.pending.insert(r, DeletePhase::Requested);
         let now = self.now_ms();
         self.reconciler.mark_pending(ObligationKey::Delete(r), now);
         tracing::info!(resource = %r, "deletion committed; cleanup pending");
+    }
+
+    /// Recovery: every deletion the metadata records is pending again, to be
+    /// redone from a re-dirtied name.
+    pub(super) fn resume_deletions(&mut self) {
+        let recorded: Vec<ResourceKey> = self.meta.pending_deletions.iter().copied().collect();
+        for r in recorded {
+            self.begin_deletion(r);
+            self.deletions.redo.insert(r);
+        }
+    }
+
+    /// A creation failed after it may have made directories for `created`,
+    /// which no metadata names: record them as deletions (best effort: if
+    /// that commit fails too, the next recovery finds them as orphans).
+    pub(super) fn record_failed_creation(&mut self, created: &[ResourceKey]) {
+        if !self.keeps_obligations() {
+            return;
+        }
+        let added = self.commit(|m| {
+            m.pending_deletions.extend(created.iter().copied());
+            Ok(())
+        });
+        match added {
+            Ok(()) => {
+                for r in created {
+                    self.begin_deletion(*r);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not record a failed creation's directories for removal; recovery will find them")
+            }
+        }
     }
 
     /// Finishes every pending deletion that creating `r` would overlap, before
@@ -216,6 +279,7 @@ impl Engine {
             .phase(r)
             .unwrap_or_else(|| panic!("invariant: attempt on {r}, which is not pending"));
         assert!(!is_live(&self.meta, r), "invariant: cleanup of live {r}");
+        let redo = self.deletions.redo.contains(&r);
         // Nothing may be removed while the metadata that makes it garbage is
         // not known durable.
         self.ensure_metadata_durable()?;
@@ -224,14 +288,26 @@ impl Engine {
                 stream,
                 topic,
                 group,
-            } => self.remove_group_files(TopicKey { stream, topic }, group),
-            _ => self.remove_tree(r),
+            } => self.remove_group_files(TopicKey { stream, topic }, group, redo),
+            _ => self.remove_tree(r, redo),
+        };
+        let result = match result {
+            // Done only once the record is gone too: a crash before that
+            // commit redoes the (now idempotent) round.
+            Ok(()) if self.keeps_obligations() => self
+                .commit(|m| {
+                    m.pending_deletions.remove(&r);
+                    Ok(())
+                })
+                .map_err(|e| (true, e)),
+            other => other,
         };
         match result {
             Ok(()) => {
                 let done = phase.files_deleted().applied();
                 debug_assert_eq!(done, DeletePhase::Applied);
                 self.deletions.pending.remove(&r);
+                self.deletions.redo.remove(&r);
                 tracing::info!(resource = %r, "deleted resource's files removed durably");
                 Ok(())
             }
@@ -256,7 +332,11 @@ impl Engine {
 
     /// Removes a deleted stream's, topic's or partition's directory and syncs
     /// its parent. The error says whether the removal happened before it.
-    fn remove_tree(&mut self, r: ResourceKey) -> std::result::Result<(), (bool, EngineError)> {
+    fn remove_tree(
+        &mut self,
+        r: ResourceKey,
+        redo: bool,
+    ) -> std::result::Result<(), (bool, EngineError)> {
         let Some((parent, name)) = tree(&self.config.data_dir, r) else {
             unreachable!("a group is not a tree");
         };
@@ -281,6 +361,9 @@ impl Engine {
             .entry(parent.clone())
             .or_insert_with(|| DirTracker::new(&parent));
         tracker.note(&name, NameChange::Removed);
+        if redo {
+            tracker.force_redirty();
+        }
         tracker
             .sync(storage.as_ref())
             .map_err(|e| (true, e.into()))?;
@@ -297,10 +380,11 @@ impl Engine {
         &mut self,
         topic: TopicKey,
         group: u32,
+        redo: bool,
     ) -> std::result::Result<(), (bool, EngineError)> {
         for key in self.topic_partition_keys(topic) {
             let p = self.partition_at(key).map_err(|e| (false, e))?;
-            p.remove_group_offsets(group).map_err(|e| (true, e))?;
+            p.remove_group_offsets(group, redo).map_err(|e| (true, e))?;
         }
         Ok(())
     }
@@ -349,8 +433,21 @@ impl Engine {
             }
         }
         found.extend(orphan_groups);
-        for r in found {
+        found.retain(|r| !self.meta.pending_deletions.iter().any(|d| d.covers(*r)));
+        if found.is_empty() {
+            return Ok(());
+        }
+        for r in &found {
             tracing::warn!(resource = %r, "files of a deleted resource found at recovery; removing them");
+        }
+        // Recorded like any deletion, by the save that makes the loaded
+        // metadata durable (`Engine::open`), before any attempt removes a
+        // thing: an attempt first makes the metadata durable.
+        self.meta.pending_deletions.extend(found.iter().copied());
+        if self.metadata_in_doubt.is_none() {
+            self.metadata_in_doubt = Some("recovery recorded orphaned files for removal".into());
+        }
+        for r in found {
             self.begin_deletion(r);
         }
         Ok(())
@@ -386,6 +483,12 @@ impl Engine {
         if tracked != pending {
             return Err(format!(
                 "the reconciler tracks deletions {tracked:?} but {pending:?} are pending"
+            ));
+        }
+        let recorded: Vec<ResourceKey> = self.meta.pending_deletions.iter().copied().collect();
+        if self.keeps_obligations() && recorded != pending {
+            return Err(format!(
+                "the metadata records deletions {recorded:?} but {pending:?} are pending"
             ));
         }
         for (r, phase) in &self.deletions.pending {

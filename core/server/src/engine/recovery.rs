@@ -107,6 +107,7 @@ impl Engine {
         };
         let (report, orphan_groups) = engine.recover_partitions()?;
         if engine.keeps_obligations() {
+            engine.resume_deletions();
             engine.find_orphans(orphan_groups)?;
         }
         if let Err(e) = engine.ensure_metadata_durable() {

@@ -19,7 +19,7 @@
 //!   record of an older generation in that partition is dead.
 //! - Maps are `BTreeMap`s: listings and encodings have one order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -122,6 +122,31 @@ pub struct Metadata {
     pub streams: BTreeMap<u32, StreamMeta>,
     /// Above every stream id ever assigned (ids are never reused).
     pub next_stream_id: u64,
+    /// Deleted resources whose files may still be on disk: the durable
+    /// record of every delete obligation not yet done (engine/deletion.rs).
+    /// A deletion's commit adds its entry; the commit after its cleanup's
+    /// last directory sync removes it.
+    pub pending_deletions: BTreeSet<ResourceKey>,
+}
+
+/// The metadata as version 2 files hold it (before `pending_deletions`):
+/// read, never written (`MetadataStore::load`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct MetadataV2 {
+    pub(crate) version: u64,
+    pub(crate) streams: BTreeMap<u32, StreamMeta>,
+    pub(crate) next_stream_id: u64,
+}
+
+impl From<MetadataV2> for Metadata {
+    fn from(v2: MetadataV2) -> Metadata {
+        Metadata {
+            version: v2.version,
+            streams: v2.streams,
+            next_stream_id: v2.next_stream_id,
+            pending_deletions: BTreeSet::new(),
+        }
+    }
 }
 
 /// A partition's coordinates.
@@ -150,7 +175,7 @@ impl PartitionKey {
 /// A deleted resource whose files a delete obligation removes
 /// (engine/deletion.rs). Ordered so a stream sorts before its topics, a
 /// topic before its partitions and groups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ResourceKey {
     /// `streams/<s>/` and everything below it.
     Stream { stream: u32 },

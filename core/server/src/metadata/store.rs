@@ -20,13 +20,15 @@ use std::sync::Arc;
 
 use sluice_storage::{DurableStorage, ErrorKind};
 
-use super::model::Metadata;
+use super::model::{Metadata, MetadataV2};
 use crate::error::{EngineError, Result};
 use crate::frame::{self, Magic};
 
-/// Version 2: ids counted from 0, as Iggy 0.11 does
-/// (docs/adr/0013-iggy-id-numbering.md, and `LEGACY_ONE_BASED_VERSION`).
-pub const METADATA_VERSION: u16 = 2;
+/// Version 3: the pending deletions (docs/adr/0015-every-deletion-is-an-obligation.md).
+/// Version 2 (ids counted from 0, as Iggy 0.11 does: ADR 0013) is still read,
+/// as a metadata file with no pending deletion.
+pub const METADATA_VERSION: u16 = 3;
+const METADATA_V2: u16 = 2;
 /// Metadata version 1 was written by pre-release sluice, whose ids started
 /// at one. Its bytes decode, but its ids do not mean what an Iggy client
 /// expects (a topic's first partition was 1, not 0), and renumbering would
@@ -61,26 +63,31 @@ impl MetadataStore {
             Err(e) if e.kind == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let (meta, used) =
-            frame::decode::<Metadata>(Magic::METADATA, METADATA_VERSION, &bytes, MAX_METADATA)
-                .map_err(|e| match e {
-                    frame::FrameError::UnsupportedVersion {
-                        found: LEGACY_ONE_BASED_VERSION,
-                        ..
-                    } => EngineError::Incompatible {
-                        path: path.clone(),
-                        reason: "written by a pre-release sluice that numbered streams, topics, \
+        let decoded = match frame::decode_header(Magic::METADATA, &bytes, MAX_METADATA) {
+            Ok(h) if h.version == METADATA_V2 => {
+                frame::decode::<MetadataV2>(Magic::METADATA, METADATA_V2, &bytes, MAX_METADATA)
+                    .map(|(v2, used)| (Metadata::from(v2), used))
+            }
+            _ => frame::decode::<Metadata>(Magic::METADATA, METADATA_VERSION, &bytes, MAX_METADATA),
+        };
+        let (meta, used) = decoded.map_err(|e| match e {
+            frame::FrameError::UnsupportedVersion {
+                found: LEGACY_ONE_BASED_VERSION,
+                ..
+            } => EngineError::Incompatible {
+                path: path.clone(),
+                reason: "written by a pre-release sluice that numbered streams, topics, \
                                  partitions and groups from 1; this version numbers them from 0 \
                                  as Iggy 0.11 does and cannot open it. Start with an empty data \
                                  directory (the old one is left as it was)"
-                            .into(),
-                    },
-                    e => EngineError::CorruptFile {
-                        path: path.clone(),
-                        offset: 0,
-                        reason: e.to_string(),
-                    },
-                })?;
+                    .into(),
+            },
+            e => EngineError::CorruptFile {
+                path: path.clone(),
+                offset: 0,
+                reason: e.to_string(),
+            },
+        })?;
         if used != bytes.len() {
             return Err(EngineError::CorruptFile {
                 path,
@@ -103,5 +110,51 @@ impl MetadataStore {
             &bytes,
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::ResourceKey;
+    use sluice_storage::SimStorage;
+    use std::collections::BTreeMap;
+
+    fn store_on(sim: &SimStorage) -> MetadataStore {
+        let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+        MetadataStore::new(storage, Path::new("/"))
+    }
+
+    #[test]
+    fn given_a_version_2_file_when_loaded_then_it_has_no_pending_deletion() {
+        // Given a file as version 2 wrote it (the same fields, no deletions).
+        let sim = SimStorage::with_seed(1);
+        let v2 = MetadataV2 {
+            version: 7,
+            streams: BTreeMap::new(),
+            next_stream_id: 3,
+        };
+        let bytes = frame::encode(Magic::METADATA, METADATA_V2, &v2).unwrap();
+        let file = sim
+            .open(Path::new("/metadata"), sluice_storage::OpenMode::CreateNew)
+            .unwrap();
+        file.write_at(0, &bytes).unwrap();
+        // When it is loaded, then it reads as version 3 with nothing pending,
+        let meta = store_on(&sim).load().unwrap().unwrap();
+        assert_eq!((meta.version, meta.next_stream_id), (7, 3));
+        assert!(meta.pending_deletions.is_empty());
+        // and a save writes version 3, which reads back the same.
+        let mut meta = meta;
+        meta.pending_deletions
+            .insert(ResourceKey::Stream { stream: 1 });
+        store_on(&sim).save(&meta).unwrap();
+        let header = frame::decode_header(
+            Magic::METADATA,
+            &sim.read_file(Path::new("/metadata")).unwrap(),
+            MAX_METADATA,
+        )
+        .unwrap();
+        assert_eq!(header.version, METADATA_VERSION);
+        assert_eq!(store_on(&sim).load().unwrap(), Some(meta));
     }
 }

@@ -574,8 +574,9 @@ impl Partition {
     /// Removes a deleted group's offset file durably (a delete obligation's
     /// step in this partition). Done on a degraded partition too: the file is
     /// removed by name, whatever memory loaded.
-    pub(crate) fn remove_group_offsets(&mut self, group: u32) -> Result<()> {
-        self.groups.remove_durably(group)
+    /// `redo`: an earlier process may have removed it and failed the sync.
+    pub(crate) fn remove_group_offsets(&mut self, group: u32, redo: bool) -> Result<()> {
+        self.groups.remove_durably(group, redo)
     }
 
     /// Deletes a stored offset; `Ok(false)` if there was none.

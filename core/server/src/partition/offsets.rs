@@ -315,7 +315,10 @@ impl OffsetStore {
     /// first; the removal is noted in the directory's one tracker (shared
     /// with purge cleanup), so a failed sync by anyone is redone before the
     /// next sync counts it durable.
-    pub(crate) fn remove_durably(&mut self, id: u32) -> Result<()> {
+    /// `redo`: an earlier process may have removed the name and failed the
+    /// sync (its page cache no longer shows it), so the removal is performed
+    /// again before this sync.
+    pub(crate) fn remove_durably(&mut self, id: u32, redo: bool) -> Result<()> {
         self.offsets.remove(&id);
         let name = id.to_string();
         match self.storage.remove_file(&self.dir.join(&name)) {
@@ -326,6 +329,9 @@ impl OffsetStore {
             Err(e) => return Err(e.into()),
         }
         self.names.note(&name, NameChange::Removed);
+        if redo {
+            self.names.force_redirty();
+        }
         self.names.sync(self.storage.as_ref())?;
         Ok(())
     }
