@@ -201,6 +201,9 @@ impl Engine {
         created: &[ResourceKey],
         error: EngineError,
     ) -> EngineError {
+        // Its failed sync (if that is what failed) may have dropped a pending
+        // deletion's removal in the same directory.
+        self.deletions.assume_dropped();
         self.record_failed_creation(created);
         self.assert_invariants("failed creation");
         error

@@ -112,6 +112,16 @@ impl Deletions {
         self.pending.iter().map(|(r, p)| (*r, *p))
     }
 
+    /// A sync of a catalog directory failed outside these trackers (a
+    /// creation's): under Linux semantics it may have dropped a pending
+    /// deletion's dirty removal there, which a later successful sync would
+    /// then not persist. Every pending removal is redone before its next sync.
+    pub(crate) fn assume_dropped(&mut self) {
+        for tracker in self.trackers.values_mut() {
+            tracker.force_redirty();
+        }
+    }
+
     /// Pending deletions that `r`'s creation (or deletion) must not overlap:
     /// `r` itself, its ancestors and its descendants.
     fn overlapping(&self, r: ResourceKey) -> Vec<ResourceKey> {
