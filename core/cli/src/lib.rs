@@ -70,7 +70,8 @@ enum Command {
     #[command(subcommand)]
     Sim(sim::SimCommand),
     /// Show the purge status of a running server (GET /status/purge) as a
-    /// table, or as the raw JSON with --json.
+    /// table, or as the raw JSON with --json; with --obligations, every
+    /// pending cleanup obligation of every kind (GET /status/obligations).
     ///
     /// Credentials, first match wins: --username/--password; SLUICE_ROOT_USERNAME
     /// and SLUICE_ROOT_PASSWORD; IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD;

@@ -1,7 +1,8 @@
 //! `sluice status`: the purge status of a running server, as a table or as
-//! the raw JSON of `GET /status/purge`.
+//! the raw JSON of `GET /status/purge`; with `--obligations`, every pending
+//! cleanup obligation of every kind (`GET /status/obligations`).
 //!
-//! It logs in with `POST /users/login`, asks `GET /status/purge` with the
+//! It logs in with `POST /users/login`, asks the status route with the
 //! filters, and logs out again (best effort).
 //!
 //! Credentials, first match wins: `--username`/`--password`; else
@@ -29,6 +30,7 @@ use serde_json::Value;
 
 use crate::login::LoginError;
 use sluice_server::http::auth::{DEFAULT_ROOT_PASSWORD, DEFAULT_ROOT_USERNAME, RootSource};
+use sluice_server::http::obligations::{KINDS, ObligationsStatus};
 use sluice_server::http::status::{PurgeStatus, STATES};
 
 /// Default server URL (the server's embedded default listen address).
@@ -45,9 +47,16 @@ pub struct StatusArgs {
     /// Server base URL.
     #[arg(long, value_name = "URL", env = "SLUICE_URL", default_value = DEFAULT_URL)]
     url: String,
-    /// Print the raw JSON answer of GET /status/purge instead of a table.
+    /// Print the raw JSON answer instead of a table.
     #[arg(long)]
     json: bool,
+    /// Every pending cleanup obligation of every kind (purges, deletions of
+    /// streams, topics, partitions and groups): GET /status/obligations.
+    #[arg(long, conflicts_with_all = ["stream_id", "topic_id", "state"])]
+    obligations: bool,
+    /// With --obligations: only this kind.
+    #[arg(long, value_name = "KIND", value_parser = KINDS, requires = "obligations")]
+    kind: Option<String>,
     /// Only partitions of this stream (id or name).
     #[arg(long, value_name = "ID")]
     stream_id: Option<String>,
@@ -186,9 +195,18 @@ fn run(args: &StatusArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<String
     let creds = credentials(args, env)?;
     let login_url = endpoint(&base, &["users", "login"])?;
     let logout_url = endpoint(&base, &["users", "logout"])?;
-    let mut status_url = endpoint(&base, &["status", "purge"])?;
+    let route = if args.obligations {
+        "obligations"
+    } else {
+        "purge"
+    };
+    let what = format!("GET /status/{route}");
+    let mut status_url = endpoint(&base, &["status", route])?;
     {
         let mut query = status_url.query_pairs_mut();
+        if let Some(k) = &args.kind {
+            query.append_pair("kind", k);
+        }
         if let Some(s) = &args.stream_id {
             query.append_pair("stream_id", s);
         }
@@ -214,7 +232,7 @@ fn run(args: &StatusArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<String
         .map_err(|e| Failure::Server(format!("cannot build the HTTP client: {e}")))?;
     let body = runtime.block_on(async {
         let token = login(&client, &base, &login_url, &creds).await?;
-        let answer = fetch_status(&client, &base, &status_url, &token).await;
+        let answer = fetch_status(&client, &base, &status_url, &token, &what).await;
         // Best effort: the token would expire anyway.
         let _ = client.delete(logout_url).bearer_auth(&token).send().await;
         answer
@@ -222,17 +240,22 @@ fn run(args: &StatusArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<String
 
     let json: Value = serde_json::from_str(&body).map_err(|e| {
         Failure::Server(format!(
-            "{base} answered GET /status/purge with a body that is not JSON ({e}); is it a sluice server?"
+            "{base} answered {what} with a body that is not JSON ({e}); is it a sluice server?"
         ))
     })?;
     if args.json {
         return Ok(body.trim_end().to_string());
     }
-    let status: PurgeStatus = serde_json::from_value(json).map_err(|e| {
+    let shape = |e: serde_json::Error| {
         Failure::Server(format!(
-            "{base} answered GET /status/purge with JSON of an unexpected shape ({e}); is it a sluice server?"
+            "{base} answered {what} with JSON of an unexpected shape ({e}); is it a sluice server?"
         ))
-    })?;
+    };
+    if args.obligations {
+        let status: ObligationsStatus = serde_json::from_value(json).map_err(shape)?;
+        return Ok(render_obligations(&status, &base, args.kind.as_deref()));
+    }
+    let status: PurgeStatus = serde_json::from_value(json).map_err(shape)?;
     Ok(render(&status, &base, &filters(args)))
 }
 
@@ -329,8 +352,10 @@ async fn fetch_status(
     base: &Url,
     url: &Url,
     token: &str,
+    route: &str,
 ) -> Result<String, Failure> {
-    let what = "GET /status/purge failed";
+    let what = format!("{route} failed");
+    let what = what.as_str();
     let response = client
         .get(url.clone())
         .bearer_auth(token)
@@ -445,8 +470,14 @@ fn render(status: &PurgeStatus, base: &Url, filters: &[(&str, String)]) -> Strin
                 .map_or_else(|| "-".to_string(), |e| truncate(e, LAST_ERROR_WIDTH)),
         ]);
     }
-    let mut widths = vec![0usize; header.len()];
-    for row in &rows {
+    out.push_str(&table(&rows));
+    out
+}
+
+/// Rows as aligned columns (two spaces apart; the last column unpadded).
+fn table(rows: &[Vec<String>]) -> String {
+    let mut widths = vec![0usize; rows.first().map_or(0, Vec::len)];
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -467,7 +498,62 @@ fn render(status: &PurgeStatus, base: &Url, filters: &[(&str, String)]) -> Strin
             line
         })
         .collect();
-    out.push_str(&lines.join("\n"));
+    lines.join("\n")
+}
+
+fn render_obligations(status: &ObligationsStatus, base: &Url, kind: Option<&str>) -> String {
+    let s = &status.summary;
+    let mut out = String::new();
+    let filter_text = kind.map_or_else(String::new, |k| format!(" (kind {k})"));
+    let _ = writeln!(out, "cleanup obligations of {base}{filter_text}");
+    let kinds: Vec<String> = s.by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let _ = writeln!(
+        out,
+        "pending: {} ({})  stuck: {}  degraded: {}",
+        s.pending,
+        kinds.join(", "),
+        s.stuck,
+        s.degraded
+    );
+    out.push('\n');
+    if status.obligations.is_empty() {
+        out.push_str("(nothing pending)");
+        return out;
+    }
+    let header = [
+        "KIND",
+        "RESOURCE",
+        "STATE",
+        "FAILURES",
+        "NEXT_ATTEMPT_IN_MS",
+        "STUCK",
+        "DEGRADED",
+        "LAST_ERROR",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for o in &status.obligations {
+        let ids: Vec<String> = [Some(o.stream_id), o.topic_id, o.partition_id]
+            .into_iter()
+            .flatten()
+            .map(|id| id.to_string())
+            .collect();
+        let group = o
+            .group_id
+            .map_or_else(String::new, |g| format!(" group {g}"));
+        rows.push(vec![
+            o.kind.clone(),
+            format!("{} {}{group}", o.resource, ids.join("/")),
+            o.state.clone(),
+            o.consecutive_failures.to_string(),
+            o.next_attempt_in_ms.to_string(),
+            yes_no(o.stuck).to_string(),
+            yes_no(o.degraded).to_string(),
+            o.last_error
+                .as_deref()
+                .map_or_else(|| "-".to_string(), |e| truncate(e, LAST_ERROR_WIDTH)),
+        ]);
+    }
+    out.push_str(&table(&rows));
     out
 }
 
@@ -662,6 +748,62 @@ mod tests {
         let col = lines[5].find("STATE").unwrap();
         assert_eq!(&lines[6][col..col + 7], "applied");
         assert_eq!(&lines[7][col..col + 9], "requested");
+    }
+
+    #[test]
+    fn given_an_obligations_answer_when_rendering_then_one_row_per_obligation() {
+        let json = serde_json::json!({
+            "summary": {"pending": 2, "stuck": 0, "degraded": 0,
+                        "by_kind": {"delete": 1, "purge": 1},
+                        "by_state": {"delete/requested": 1, "purge/files_deleted": 1}},
+            "obligations": [
+                {"kind": "purge", "resource": "partition", "stream_id": 0, "topic_id": 1,
+                 "partition_id": 2, "group_id": null, "state": "files_deleted", "attempts": 1,
+                 "consecutive_failures": 0, "last_error": null, "next_attempt_in_ms": 0,
+                 "stuck": false, "degraded": false},
+                {"kind": "delete", "resource": "group", "stream_id": 0, "topic_id": 1,
+                 "partition_id": null, "group_id": 3, "state": "requested", "attempts": null,
+                 "consecutive_failures": 2, "last_error": "sync_dir: EIO",
+                 "next_attempt_in_ms": 400, "stuck": false, "degraded": false}
+            ]
+        });
+        let status: ObligationsStatus = serde_json::from_value(json).unwrap();
+        let base = base_url("http://127.0.0.1:3000").unwrap();
+        let text = render_obligations(&status, &base, None);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "cleanup obligations of http://127.0.0.1:3000/");
+        assert_eq!(
+            lines[1],
+            "pending: 2 (delete 1, purge 1)  stuck: 0  degraded: 0"
+        );
+        assert!(lines[3].starts_with("KIND"));
+        assert!(
+            lines[4].starts_with("purge   partition 0/1/2"),
+            "{}",
+            lines[4]
+        );
+        let group: Vec<&str> = lines[5].split_whitespace().collect();
+        assert_eq!(
+            group,
+            [
+                "delete",
+                "group",
+                "0/1",
+                "group",
+                "3",
+                "requested",
+                "2",
+                "400",
+                "no",
+                "no",
+                "sync_dir:",
+                "EIO"
+            ]
+        );
+        assert!(parse(&["--obligations", "--kind", "delete"]).is_ok());
+        assert!(parse(&["--kind", "delete"]).is_err());
+        assert!(parse(&["--obligations", "--stream-id", "0"]).is_err());
+        assert!(parse(&["--obligations", "--kind", "bogus"]).is_err());
     }
 
     #[test]

@@ -161,6 +161,34 @@ async fn given_a_purged_topic_when_running_sluice_status_then_the_table_and_the_
     }
     assert_eq!(body["partitions"][0]["obligation"]["state"], "applied");
 
+    // And --obligations shows every pending cleanup obligation: none once
+    // the purge applied, and a deleted topic's until its cleanup is done.
+    let out = status(&[
+        "--url",
+        &base,
+        "--with-default-root-credentials",
+        "--obligations",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("pending: 0 (delete 0, purge 0)"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("(nothing pending)\n"), "{stdout}");
+    let out = status(&[
+        "--url",
+        &base,
+        "--with-default-root-credentials",
+        "--obligations",
+        "--kind",
+        "delete",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let body: Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
+    assert_eq!(body["summary"]["by_kind"], json!({"delete": 0}), "{body}");
+
     // And the credentials can come from the environment, as for the server.
     let out = sluice()
         .args(["status", "--url", &base])
