@@ -519,6 +519,15 @@ fn recovery_makes_an_obligation_for_a_directory_no_metadata_names() {
     setup(&mut engine, persisted());
     let stray = Path::new("/data/streams/0/topics/7/partitions/0/segments");
     sim.create_dir_all(stray).unwrap();
+    // (and a file where a partition directory would be: a re-dirty's
+    // leftover after a crash between its create and its remove)
+    drop(
+        sim.open(
+            Path::new("/data/streams/0/topics/0/partitions/4"),
+            OpenMode::CreateNew,
+        )
+        .unwrap(),
+    );
     make_everything_durable(&sim);
     drop(engine);
     // When: sluice starts,
@@ -529,14 +538,27 @@ fn recovery_makes_an_obligation_for_a_directory_no_metadata_names() {
         stream: 0,
         topic: 7,
     };
+    let partition4 = ResourceKey::Partition(PartitionKey {
+        stream: 0,
+        topic: 0,
+        partition: 4,
+    });
     assert_eq!(
         engine.pending_deletions().collect::<Vec<_>>(),
-        [(topic7, DeletePhase::Requested)]
+        [
+            (topic7, DeletePhase::Requested),
+            (partition4, DeletePhase::Requested)
+        ]
     );
     assert!(!engine.metadata().streams[&0].topics.contains_key(&7));
     engine.reconcile_until_idle(10);
     assert_eq!(engine.pending_deletions().count(), 0);
-    assert!(!sim.durable_view().contains_key("/data/streams/0/topics/7"));
+    for gone in [
+        "/data/streams/0/topics/7",
+        "/data/streams/0/topics/0/partitions/4",
+    ] {
+        assert!(!sim.durable_view().contains_key(gone), "{gone}");
+    }
 }
 
 #[test]

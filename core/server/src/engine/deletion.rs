@@ -359,9 +359,12 @@ impl Engine {
         }
         let root = parent.join(&name);
         if exists(&root)? {
-            storage
-                .remove_dir_all(&root)
-                .map_err(|e| (false, e.into()))?;
+            if let Err(e) = storage.remove_dir_all(&root) {
+                // A file under the name: a re-dirty's own leftover (a crash
+                // between its create and its remove), or anything else no
+                // metadata names.
+                storage.remove_file(&root).map_err(|_| (false, e.into()))?;
+            }
         }
         // Noted whether or not this attempt removed it: an earlier attempt's
         // removal whose sync failed must be redone before the next sync.
