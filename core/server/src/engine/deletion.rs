@@ -358,13 +358,12 @@ impl Engine {
             return Ok(());
         }
         let root = parent.join(&name);
-        if exists(&root)? {
-            if let Err(e) = storage.remove_dir_all(&root) {
-                // A file under the name: a re-dirty's own leftover (a crash
-                // between its create and its remove), or anything else no
-                // metadata names.
-                storage.remove_file(&root).map_err(|_| (false, e.into()))?;
-            }
+        // A file under the name (a re-dirty's own leftover after a crash
+        // between its create and its remove) goes too.
+        if exists(&root)?
+            && let Err(e) = storage.remove_dir_all(&root)
+        {
+            storage.remove_file(&root).map_err(|_| (false, e.into()))?;
         }
         // Noted whether or not this attempt removed it: an earlier attempt's
         // removal whose sync failed must be redone before the next sync.
