@@ -563,10 +563,31 @@ fn recovery_makes_an_obligation_for_a_directory_no_metadata_names() {
 
 #[test]
 fn a_deletion_whose_process_died_after_a_failed_sync_is_redone_by_the_next_process() {
-    // Given: topic 0 deleted; its directory's sync failed (Linux drops the
-    // removal's dirty state), and the process died before any retry, so the
-    // next process's page cache no longer shows the topic, while the disk
-    // still holds it.
+    // Given/When: see `deletion_after_a_dead_process_and_a_power_cut`.
+    let (resumed, back) = deletion_after_a_dead_process_and_a_power_cut();
+    // Then: the next process resumed the recorded deletion, and the topic
+    // did not come back: the redo re-dirtied its name before the sync that
+    // recorded the deletion done.
+    assert_eq!(
+        resumed,
+        [(Kind::Topic.resource(), DeletePhase::Requested)],
+        "the metadata's record of the deletion was not resumed"
+    );
+    assert!(
+        !back,
+        "a plain retried sync proved nothing: the old topic is durable again"
+    );
+}
+
+/// The scenario of the test above, shared with the teeth test that turns the
+/// redo off (`sim_teeth`). Topic 0 is deleted; its directory's sync fails
+/// (Linux drops the removal's dirty state) and the process dies before any
+/// retry, so the next process's page cache no longer shows the topic while
+/// the disk still holds it. The next process starts, its reconciler runs,
+/// the power is cut. Returns the deletions the next process found pending,
+/// and whether the topic's directory is durable after the power cut.
+pub(crate) fn deletion_after_a_dead_process_and_a_power_cut()
+-> (Vec<(ResourceKey, DeletePhase)>, bool) {
     let sim = new_sim_configured(SimConfig {
         seed: 3,
         sync_failure: Linux,
@@ -580,8 +601,7 @@ fn a_deletion_whose_process_died_after_a_failed_sync_is_redone_by_the_next_proce
         recreate: false,
         mode: PurgeMode::Obligation,
     };
-    let engine = given(&sim, &case);
-    let mut engine = engine;
+    let mut engine = given(&sim, &case);
     sim.fail_when(
         OpMatcher::kind(OpKind::SyncDir).path_ends_with("/data/streams/0/topics"),
         Fault::io(FaultMode::Before),
@@ -594,25 +614,12 @@ fn a_deletion_whose_process_died_after_a_failed_sync_is_redone_by_the_next_proce
     assert!(!sim.cached_view().contains_key("/data/streams/0/topics/0"));
     assert!(sim.durable_view().contains_key("/data/streams/0/topics/0"));
 
-    // When: the next process starts, its reconciler runs, and then the
-    // power is cut,
     let (mut engine, _) = reopen(&sim);
-    assert_eq!(
-        engine.pending_deletions().collect::<Vec<_>>(),
-        [(Kind::Topic.resource(), DeletePhase::Requested)],
-        "the metadata's record of the deletion was not resumed"
-    );
+    let resumed = engine.pending_deletions().collect();
     engine.reconcile_until_idle(10);
     assert_eq!(engine.pending_deletions().count(), 0);
     drop(engine);
     sim.crash(Crash::PowerLoss);
-
-    // then the topic does not come back: the redo re-dirtied its name before
-    // the sync that recorded the deletion done.
-    assert!(
-        !sim.durable_view().contains_key("/data/streams/0/topics/0"),
-        "a plain retried sync proved nothing: the old topic is durable again"
-    );
-    let (engine, _) = reopen(&sim);
-    assert_eq!(engine.pending_deletions().count(), 0);
+    let back = sim.durable_view().contains_key("/data/streams/0/topics/0");
+    (resumed, back)
 }

@@ -296,6 +296,22 @@ fn without_noting_a_failed_rolls_names_the_reduced_scenario_loses_acknowledged_s
     assert_ne!(survivors, ["m2", "m3"]);
 }
 
+/// A deletion recorded by a process that died after its directory sync
+/// failed: without the redo, the next process's plain sync "succeeds", the
+/// deletion is recorded done, and the power cut brings the topic back.
+#[test]
+fn without_redoing_recorded_deletions_the_reduced_scenario_brings_the_topic_back() {
+    // Given: the mechanism off (this thread only). When: the scenario runs.
+    let off = teeth::disable(Mechanism::RedoRecordedDeletions);
+    let (resumed, back) =
+        crate::deletion_regression::deletion_after_a_dead_process_and_a_power_cut();
+    drop(off);
+    // Then: the deletion was resumed but the topic is durable again.
+    println!("redo-recorded-deletions off -> resumed: {resumed:?}, topic back: {back}");
+    assert_eq!(resumed.len(), 1);
+    assert!(back);
+}
+
 /// A batch recovered from the page cache, a failed segment sync that evicts
 /// its pages (they then read as the disk holds them: zeros), and a send
 /// acknowledged after it: `sim run` seed 260's sequence at harsh rates

@@ -41,6 +41,10 @@ pub enum Mechanism {
     /// batches not known durable are validated again and the segment is cut
     /// at the first one the kernel evicted (issue 12, `sim run` seed 260).
     RecheckEvictedTail,
+    /// A restart re-dirties the name of every deletion the metadata records
+    /// before the sync that completes it: the earlier process's removal may
+    /// have been dropped by a failed sync (ADR 0015 §4).
+    RedoRecordedDeletions,
 }
 
 impl Mechanism {
@@ -54,6 +58,7 @@ impl Mechanism {
             Mechanism::OffsetSlotSequence => "offset-slot-sequence",
             Mechanism::NoteFailedRollNames => "note-failed-roll-names",
             Mechanism::RecheckEvictedTail => "recheck-evicted-tail",
+            Mechanism::RedoRecordedDeletions => "redo-recorded-deletions",
         }
     }
 

@@ -289,7 +289,8 @@ impl Engine {
             .phase(r)
             .unwrap_or_else(|| panic!("invariant: attempt on {r}, which is not pending"));
         assert!(!is_live(&self.meta, r), "invariant: cleanup of live {r}");
-        let redo = self.deletions.redo.contains(&r);
+        let redo = self.deletions.redo.contains(&r)
+            && crate::teeth::enabled(crate::teeth::Mechanism::RedoRecordedDeletions);
         // Nothing may be removed while the metadata that makes it garbage is
         // not known durable.
         self.ensure_metadata_durable()?;
