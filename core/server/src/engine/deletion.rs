@@ -522,3 +522,63 @@ impl Engine {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deletion_reaches_applied_only_through_its_round() {
+        let done = DeletePhase::Requested.files_deleted().applied();
+        assert_eq!(done, DeletePhase::Applied);
+        // A failed sync sends it back to the start of the round.
+        assert_eq!(
+            DeletePhase::Requested.files_deleted().retry(),
+            DeletePhase::Requested
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "applied from Requested")]
+    fn applied_without_a_removal_is_a_bug() {
+        let _ = DeletePhase::Requested.applied();
+    }
+
+    #[test]
+    #[should_panic(expected = "retry of a done deletion")]
+    fn a_done_deletion_is_never_retried() {
+        let _ = DeletePhase::Applied.retry();
+    }
+
+    #[test]
+    fn a_stream_covers_its_topics_partitions_and_groups_and_nothing_else() {
+        let s0 = ResourceKey::Stream { stream: 0 };
+        let t = ResourceKey::Topic {
+            stream: 0,
+            topic: 1,
+        };
+        let p = ResourceKey::Partition(PartitionKey {
+            stream: 0,
+            topic: 1,
+            partition: 2,
+        });
+        let g = ResourceKey::Group {
+            stream: 0,
+            topic: 1,
+            group: 3,
+        };
+        for below in [s0, t, p, g] {
+            assert!(s0.covers(below), "{below}");
+        }
+        assert!(t.covers(p) && t.covers(g) && !t.covers(s0));
+        assert!(!p.covers(g) && !g.covers(p) && p.covers(p));
+        assert!(!ResourceKey::Stream { stream: 1 }.covers(t));
+        assert!(
+            !ResourceKey::Topic {
+                stream: 0,
+                topic: 2
+            }
+            .covers(p)
+        );
+    }
+}
