@@ -242,7 +242,7 @@ impl Log {
             .sum()
     }
 
-    pub(crate) fn size_bytes(&self) -> u64 {
+    pub fn size_bytes(&self) -> u64 {
         self.sealed_bytes + self.segments.last().map_or(0, |s| s.size)
     }
 
