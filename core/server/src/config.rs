@@ -594,4 +594,30 @@ mod tests {
         );
         assert!(matches!(result, Err(ConfigError::Read { .. })));
     }
+
+    #[test]
+    fn given_a_retention_default_when_layered_then_env_overrides_file_and_zero_means_never() {
+        let sim = SimStorage::default();
+        write(
+            &sim,
+            "/sluice.toml",
+            "[retention]\nmessage_expiry_secs = 60\n",
+        );
+        let path = Path::new("/sluice.toml");
+        let from_file =
+            ServerConfig::load(&sim, Some(path), &env_of(&[]), &FlagOverrides::default()).unwrap();
+        assert_eq!(
+            from_file.retention.message_expiry,
+            Some(Duration::from_secs(60))
+        );
+        let from_env = ServerConfig::load(
+            &sim,
+            Some(path),
+            &env_of(&[("SLUICE_RETENTION_MESSAGE_EXPIRY_SECS", "0")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(from_env.retention.message_expiry, None);
+        assert_eq!(ServerConfig::default().retention.message_expiry, None);
+    }
 }
