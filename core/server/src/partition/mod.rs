@@ -27,7 +27,8 @@ use sluice_storage::DurableStorage;
 use crate::dirsync::{DirTracker, NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
 use crate::layout::{
-    INDEX_EXT, LOG_EXT, PartitionPaths, SEGMENT_EXTS, parse_segment_name, segment_name,
+    INDEX_EXT, LOG_EXT, LOW_WATER_FILE, PartitionPaths, SEGMENT_EXTS, parse_segment_name,
+    segment_name,
 };
 use crate::metadata::{PartitionKey, TopicOptions};
 use log::{Log, LogRecovery, Message};
@@ -244,7 +245,13 @@ impl Partition {
         // The committed low-water mark first: the log never loads a segment
         // below it. The naive variant (`floor` below `generation`) keeps no
         // mark and filters nothing, as Iggy recovers.
-        let (low_water, low_water_file) = if floor == generation {
+        // The listing above says whether the file exists (after repairs, a
+        // leftover `.redirty` of it was moved back), so a partition that never
+        // expired anything costs no extra open.
+        let has_low_water = listed_root
+            .iter()
+            .any(|n| n == LOW_WATER_FILE || n.strip_suffix(REDIRTY_SUFFIX) == Some(LOW_WATER_FILE));
+        let (low_water, low_water_file) = if floor == generation && has_low_water {
             retention::load(storage.as_ref(), &paths, generation)?
         } else {
             (0, retention::LowWaterFile::default())
