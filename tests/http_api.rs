@@ -645,3 +645,115 @@ async fn given_an_offset_file_holding_u64_max_when_polling_next_then_a_400_iggy_
     );
     server.shutdown().await.unwrap();
 }
+
+/// Creates topic `t` in stream `orders` with 4 KiB segments and the given
+/// retention (Iggy's wire values: microseconds, bytes).
+async fn create_retained_topic(api: &Api, t: &str, message_expiry: u64, max_topic_size: u64) {
+    let r = api
+        .post(
+            "/streams/orders/topics",
+            json!({
+                "name": t,
+                "partitions_count": 1,
+                "compression_algorithm": "none",
+                "message_expiry": message_expiry,
+                "max_topic_size": max_topic_size,
+                "options": {"durability": "persisted", "consumer_offset_durability": "persisted",
+                            "segment_size": "4096"}
+            }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "create topic: {}", r.text);
+}
+
+/// Waits (bounded, 10 s) until `First` on `t` starts at `offset`.
+async fn wait_until_first_is(api: &Api, t: &str, offset: u64) {
+    for _ in 0..500 {
+        let first = api
+            .poll("orders", t, "consumer_id=9&kind=first&count=1")
+            .await;
+        if first.first().map(|(o, _)| *o) == Some(offset) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("retention did not move {t}'s first offset to {offset} within 10 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_retention_by_expiry_and_by_size_when_time_passes_then_old_segments_go_and_next_continues()
+ {
+    // Given a server on the simulator, topics `aged` (1 s expiry) and `capped`
+    // (a 1-byte cap), each with 4 KiB segments, three messages of about
+    // 4 KB (one segment each: the last is active), and consumer 1 at 0.
+    let sim = SimStorage::new(SimConfig::default());
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let server = start_server_on(storage, Path::new("/data"), |_| {}).await;
+    let api = Api::login(&server).await;
+    assert_eq!(
+        api.post("/streams", json!({"name": "orders"})).await.status,
+        200
+    );
+    create_retained_topic(&api, "aged", 1_000_000, u64::MAX).await;
+    create_retained_topic(&api, "capped", u64::MAX, 1).await;
+    let bulk = "x".repeat(4000);
+    for t in ["aged", "capped"] {
+        for i in 0..3 {
+            let payload = format!("{i}-{bulk}");
+            assert_eq!(api.send_to("orders", t, &[&payload]).await.status, 201);
+        }
+        let r = api
+            .put(
+                &format!("/streams/orders/topics/{t}/consumer-offsets"),
+                json!({"consumer": {"kind": "consumer", "id": 1}, "partition_id": 0, "offset": 0}),
+            )
+            .await;
+        assert_eq!(r.status, 204, "store offset: {}", r.text);
+    }
+
+    // When the reconciler's periodic passes run (and, for `aged`, a second
+    // passes), then the two sealed segments go and the active one stays.
+    for t in ["aged", "capped"] {
+        wait_until_first_is(&api, t, 2).await;
+        let next = api
+            .poll("orders", t, "consumer_id=1&kind=next&count=10")
+            .await;
+        assert_eq!(
+            next.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+            [2],
+            "{t}: Next from stored offset 0 continues at the mark"
+        );
+        let old = api
+            .poll("orders", t, "consumer_id=9&kind=offset&value=0&count=10")
+            .await;
+        assert_eq!(old.len(), 1, "{t}: an offset poll below the mark");
+        assert_eq!(old[0].0, 2);
+        let topic = api.get(&format!("/streams/orders/topics/{t}")).await.json();
+        assert_eq!(topic["messages_count"], 1, "{t}: {topic}");
+    }
+    // The removals become durable once the obligations are done, and
+    // messages sent afterwards are served after the mark.
+    api.wait_until_no_obligation().await;
+    for topic in [0, 1] {
+        let segments = format!("/data/streams/0/topics/{topic}/partitions/0/segments/");
+        for view in [sim.cached_view(), sim.durable_view()] {
+            let logs: Vec<&String> = view
+                .keys()
+                .filter(|p| p.starts_with(&segments) && p.ends_with(".log"))
+                .collect();
+            assert_eq!(logs.len(), 1, "topic {topic}: {logs:?}");
+        }
+    }
+    assert_eq!(api.send_to("orders", "aged", &["later"]).await.status, 201);
+    let next = api
+        .poll("orders", "aged", "consumer_id=1&kind=next&count=10")
+        .await;
+    assert_eq!(
+        next.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+        [2, 3],
+        "Next after the mark"
+    );
+    let metrics = api.get("/metrics").await;
+    assert_eq!(metrics.status, 200);
+    server.shutdown().await.unwrap();
+}

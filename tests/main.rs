@@ -24,6 +24,7 @@ mod iggy_sdk;
 mod purge_proptest;
 mod purge_regression;
 mod purge_snapshots;
+mod retention_regression;
 mod sim_explore;
 mod sim_teeth;
 mod storage_differential;

@@ -57,8 +57,9 @@ enum Command {
     /// (data directory `local_data`, HTTP on 127.0.0.1:3000), the TOML file
     /// given by --config, the environment variables SLUICE_DATA_DIR,
     /// SLUICE_HTTP_ADDRESS, SLUICE_HTTP_MAX_BODY_BYTES, SLUICE_HTTP_MAX_POLL_COUNT,
-    /// SLUICE_RECONCILER_PERIOD_MS, SLUICE_AUTH_TOKEN_EXPIRY_SECS and
-    /// SLUICE_AUTH_FAILED_LOGIN_DELAY_MS, then these flags.
+    /// SLUICE_RECONCILER_PERIOD_MS, SLUICE_RETENTION_MESSAGE_EXPIRY_SECS,
+    /// SLUICE_AUTH_TOKEN_EXPIRY_SECS and SLUICE_AUTH_FAILED_LOGIN_DELAY_MS,
+    /// then these flags.
     ///
     /// Root user: SLUICE_ROOT_USERNAME and SLUICE_ROOT_PASSWORD (or
     /// IGGY_ROOT_USERNAME and IGGY_ROOT_PASSWORD); else
@@ -97,8 +98,9 @@ enum Command {
 struct ServerArgs {
     /// TOML configuration file (keys: data_dir; [http] address, max_body_bytes,
     /// max_poll_count; [tcp] enabled, address, max_frame_bytes,
-    /// max_connections, idle_timeout_secs; [reconciler] period_ms; [auth] token_expiry_secs,
-    /// failed_login_delay_ms).
+    /// max_connections, idle_timeout_secs; [reconciler] period_ms; [retention]
+    /// message_expiry_secs (the expiry of topics created with Iggy's server default;
+    /// 0, the default: never); [auth] token_expiry_secs, failed_login_delay_ms).
     #[arg(long, value_name = "FILE", env = "SLUICE_CONFIG")]
     config: Option<PathBuf>,
     /// Data directory (created if missing) [default: local_data].

@@ -33,6 +33,8 @@ pub(crate) const DEFAULT_RECONCILER_PERIOD_MS: u64 = 1000;
 pub const DEFAULT_RECONCILER_CONCURRENCY: usize =
     crate::partition::reconciler::DEFAULT_CLEANUP_CONCURRENCY;
 const MAX_RECONCILER_CONCURRENCY: u64 = 256;
+/// About 584 years less a margin: the expiry in microseconds fits a u64.
+const MAX_MESSAGE_EXPIRY_SECS: u64 = u64::MAX / 1_000_000 / 2;
 pub(crate) const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
 pub(crate) const DEFAULT_FAILED_LOGIN_DELAY_MS: u64 = 500;
 pub(crate) const DEFAULT_MAX_POLL_COUNT: u32 = 10_000;
@@ -55,6 +57,15 @@ pub struct ServerConfig {
     pub tcp: TcpConfig,
     pub reconciler: ReconcilerSettings,
     pub auth: AuthConfig,
+    pub retention: RetentionSettings,
+}
+
+/// Retention defaults (ADR 0016).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetentionSettings {
+    /// The `message_expiry` of a topic created with Iggy's "server default"
+    /// (0 on the wire); `None`: such topics never expire.
+    pub message_expiry: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +132,10 @@ impl Default for ServerConfig {
                 token_expiry: Duration::from_secs(DEFAULT_TOKEN_EXPIRY_SECS),
                 failed_login_delay: Duration::from_millis(DEFAULT_FAILED_LOGIN_DELAY_MS),
             },
+            // As Iggy ships: messages never expire unless a topic says so.
+            retention: RetentionSettings {
+                message_expiry: None,
+            },
         }
     }
 }
@@ -155,6 +170,14 @@ struct FileConfig {
     reconciler: FileReconciler,
     #[serde(default)]
     auth: FileAuth,
+    #[serde(default)]
+    retention: FileRetention,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRetention {
+    message_expiry_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -210,6 +233,10 @@ pub(crate) const ENV_KEYS: &[(&str, &str)] = &[
     ("SLUICE_TCP_IDLE_TIMEOUT_SECS", "tcp.idle_timeout_secs"),
     ("SLUICE_RECONCILER_PERIOD_MS", "reconciler.period_ms"),
     ("SLUICE_RECONCILER_CONCURRENCY", "reconciler.concurrency"),
+    (
+        "SLUICE_RETENTION_MESSAGE_EXPIRY_SECS",
+        "retention.message_expiry_secs",
+    ),
     ("SLUICE_AUTH_TOKEN_EXPIRY_SECS", "auth.token_expiry_secs"),
     (
         "SLUICE_AUTH_FAILED_LOGIN_DELAY_MS",
@@ -330,6 +357,10 @@ impl ServerConfig {
             ("tcp.idle_timeout_secs", file.tcp.idle_timeout_secs),
             ("reconciler.period_ms", file.reconciler.period_ms),
             ("reconciler.concurrency", file.reconciler.concurrency),
+            (
+                "retention.message_expiry_secs",
+                file.retention.message_expiry_secs,
+            ),
             ("auth.token_expiry_secs", file.auth.token_expiry_secs),
             (
                 "auth.failed_login_delay_ms",
@@ -415,6 +446,11 @@ impl ServerConfig {
                 self.reconciler.concurrency =
                     usize::try_from(v.number(1, MAX_RECONCILER_CONCURRENCY)?)
                         .map_err(|_| v.invalid("too large for this platform"))?;
+            }
+            "retention.message_expiry_secs" => {
+                // 0: never. Bounded so that microseconds fit a u64.
+                let secs = v.number(0, MAX_MESSAGE_EXPIRY_SECS)?;
+                self.retention.message_expiry = (secs > 0).then(|| Duration::from_secs(secs));
             }
             "auth.token_expiry_secs" => {
                 self.auth.token_expiry = Duration::from_secs(v.number(1, MAX_TOKEN_EXPIRY_SECS)?);
@@ -557,5 +593,31 @@ mod tests {
             &FlagOverrides::default(),
         );
         assert!(matches!(result, Err(ConfigError::Read { .. })));
+    }
+
+    #[test]
+    fn given_a_retention_default_when_layered_then_env_overrides_file_and_zero_means_never() {
+        let sim = SimStorage::default();
+        write(
+            &sim,
+            "/sluice.toml",
+            "[retention]\nmessage_expiry_secs = 60\n",
+        );
+        let path = Path::new("/sluice.toml");
+        let from_file =
+            ServerConfig::load(&sim, Some(path), &env_of(&[]), &FlagOverrides::default()).unwrap();
+        assert_eq!(
+            from_file.retention.message_expiry,
+            Some(Duration::from_secs(60))
+        );
+        let from_env = ServerConfig::load(
+            &sim,
+            Some(path),
+            &env_of(&[("SLUICE_RETENTION_MESSAGE_EXPIRY_SECS", "0")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(from_env.retention.message_expiry, None);
+        assert_eq!(ServerConfig::default().retention.message_expiry, None);
     }
 }

@@ -34,6 +34,8 @@ impl Magic {
     pub const OFFSET: Magic = Magic(*b"SLOF");
     pub const OBLIGATION: Magic = Magic(*b"SLOB");
     pub const INDEX: Magic = Magic(*b"SLIX");
+    /// A partition's retention low-water mark (ADR 0016).
+    pub const LOW_WATER: Magic = Magic(*b"SLLW");
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -10,6 +10,7 @@
 //!     consumers/<consumer_id>                         consumer offset (two slots)
 //!     groups/<group_id>                               consumer-group offset (two slots)
 //!     purge.obligation                                purge cleanup obligation (two slots)
+//!     retention.lwm                                   retention low-water mark (two slots)
 //! ```
 //! Generation and base offset are zero-padded so a directory listing (sorted
 //! bytewise) is already in (generation, offset) order.
@@ -64,6 +65,9 @@ pub(crate) const GROUPS_DIR: &str = "groups";
 pub const CREDENTIALS_FILE: &str = "root.credentials";
 /// A partition's purge cleanup obligation (two slots).
 pub const OBLIGATION_FILE: &str = "purge.obligation";
+/// A partition's retention low-water mark: its first retained offset (two
+/// slots, ADR 0016).
+pub const LOW_WATER_FILE: &str = "retention.lwm";
 /// The metadata file and the temporary name a save writes first.
 pub(crate) const METADATA_FILE: &str = "metadata";
 pub(crate) const METADATA_TMP: &str = "metadata.tmp";
@@ -79,6 +83,7 @@ pub struct PartitionPaths {
     pub consumers: PathBuf,
     pub groups: PathBuf,
     pub obligation: PathBuf,
+    pub low_water: PathBuf,
 }
 
 pub(crate) fn streams_dir(data: &Path) -> PathBuf {
@@ -114,6 +119,7 @@ impl PartitionPaths {
             consumers: root.join(CONSUMERS_DIR),
             groups: root.join(GROUPS_DIR),
             obligation: root.join(OBLIGATION_FILE),
+            low_water: root.join(LOW_WATER_FILE),
             root,
         }
     }

@@ -167,6 +167,10 @@ pub async fn start(
     let config = options.config;
     let mut engine_config = EngineConfig::new(config.data_dir.clone(), options.seed);
     engine_config.reconciler.concurrency = config.reconciler.concurrency;
+    engine_config.default_message_expiry_us = config
+        .retention
+        .message_expiry
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
     apply_test_faults(&mut engine_config)?;
     let data_dir = config.data_dir.clone();
     let root = options.root;

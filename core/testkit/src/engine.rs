@@ -223,6 +223,74 @@ pub fn setup_partitions(engine: &mut Engine, options: TopicOptions, partitions: 
     assert_eq!(t.id, key().topic);
 }
 
+/// As `setup`, with retention: `message_expiry` in microseconds (0: never),
+/// `max_topic_size` in bytes (0: unlimited), as the engine stores them.
+pub fn setup_with_retention(
+    engine: &mut Engine,
+    options: TopicOptions,
+    message_expiry: u64,
+    max_topic_size: u64,
+) {
+    let s = engine.create_stream(None, STREAM).unwrap();
+    assert_eq!(s.id, key().stream);
+    let t = engine
+        .create_topic(
+            &stream(),
+            None,
+            TOPIC,
+            1,
+            options,
+            message_expiry,
+            max_topic_size,
+            1,
+        )
+        .unwrap();
+    assert_eq!(t.id, key().topic);
+}
+
+/// Options whose segments each hold one batch: every send seals the
+/// segment before it (retention tests need many sealed segments).
+pub fn one_batch_segments(durability: Durability) -> TopicOptions {
+    TopicOptions {
+        segment_size: 1,
+        ..options(durability, durability)
+    }
+}
+
+/// Sends one message with `payload` to the default partition.
+pub fn send_payload(engine: &mut Engine, payload: &str) -> Sent {
+    engine
+        .send(
+            &stream(),
+            &topic(),
+            &Partitioning::PartitionId(PARTITION),
+            vec![NewMessage::new(payload.as_bytes().to_vec())],
+        )
+        .unwrap()
+}
+
+/// Segment files (`.log` and `.idx`) of the default partition whose base
+/// offset is below `mark`, in the page cache and on disk.
+pub fn segment_files_below(sim: &SimStorage, mark: u64) -> Vec<String> {
+    let dir = sim_paths().segments;
+    let dir = dir.to_str().unwrap();
+    let mut out = Vec::new();
+    for (label, view) in [
+        ("cached", sim.cached_view()),
+        ("durable", sim.durable_view()),
+    ] {
+        for path in view.keys() {
+            let Some(name) = path.strip_prefix(dir).and_then(|n| n.strip_prefix('/')) else {
+                continue;
+            };
+            if sluice_server::layout::parse_segment_name(name).is_some_and(|(_, b, _)| b < mark) {
+                out.push(format!("{label}: {name}"));
+            }
+        }
+    }
+    out
+}
+
 /// A simulator with the default subject created under `options`.
 pub fn sim_with(options: TopicOptions) -> (SimStorage, Engine) {
     sim_seeded_with(7, options)

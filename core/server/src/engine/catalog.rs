@@ -190,6 +190,7 @@ impl Engine {
         for key in &keys {
             self.partitions.remove(key);
             self.reconciler.forget(ObligationKey::Purge(*key));
+            self.forget_retention(*key);
         }
         keys
     }
@@ -311,7 +312,16 @@ impl Engine {
                 tp.max_topic_size = max_topic_size;
             }
             Ok(())
-        })
+        })?;
+        // A new expiry moves every partition's due time; a new cap may be
+        // exceeded already.
+        for key in self.topic_partition_keys(TopicKey {
+            stream: s,
+            topic: t,
+        }) {
+            self.note_retention_change(key);
+        }
+        Ok(())
     }
 
     pub fn delete_topic(&mut self, stream: &Identifier, topic: &Identifier) -> Result<()> {

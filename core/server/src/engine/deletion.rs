@@ -403,12 +403,12 @@ impl Engine {
     }
 
     #[cfg(feature = "naive-purge")]
-    fn naive_deletion(&self) -> bool {
+    pub(super) fn naive_deletion(&self) -> bool {
         self.config.purge_mode == super::PurgeMode::NaiveIggyOrder
     }
 
     #[cfg(not(feature = "naive-purge"))]
-    fn naive_deletion(&self) -> bool {
+    pub(super) fn naive_deletion(&self) -> bool {
         false
     }
 

@@ -127,7 +127,7 @@ impl Engine {
     }
 
     /// Messages and bytes stored in a topic's partitions.
-    pub(crate) fn topic_stats(&self, stream: u32, topic: u32) -> (u64, u64) {
+    pub fn topic_stats(&self, stream: u32, topic: u32) -> (u64, u64) {
         self.partitions
             .range(TopicKey { stream, topic }.partition_range())
             .fold((0, 0), |(m, b), (_, p)| {

@@ -89,7 +89,10 @@ impl Engine {
         self.ensure_metadata_durable()?;
         let p = self.partition_at(key)?;
         let durability = p.options().durability;
-        let (base_offset, count) = p.append(stored)?;
+        let appended = p.append(stored);
+        // Even a failed append may have rolled (sealed) a segment.
+        self.note_retention_change(key);
+        let (base_offset, count) = appended?;
         Ok(Sent {
             topic,
             partition_id: key.partition,

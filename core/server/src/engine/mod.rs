@@ -13,6 +13,7 @@
 //! - `dirs`: the directories a new partition needs, durable before its commit;
 //! - `deletion`: a deleted resource's files as a cleanup obligation;
 //! - `purge`: the purge commit point and the reconciler's passes;
+//! - `retention`: expiry and size caps, through durable low-water marks;
 //! - `messages`: sends, polls and stored offsets.
 //!
 //! Invariants (`check_invariants` states them as code; it runs after every
@@ -28,7 +29,9 @@
 //!   the purge generation the metadata commits for it.
 //! - The reconciler tracks every partition whose purge obligation is not
 //!   `Applied`, and only live partitions that have an obligation; and
-//!   exactly the pending deletions, none of which covers a live resource.
+//!   exactly the pending deletions, none of which covers a live resource;
+//!   and exactly the partitions whose retention obligation is not `Applied`.
+//! - No partition loads or serves anything below its committed low-water mark.
 
 mod catalog;
 mod commit;
@@ -38,6 +41,7 @@ mod keys;
 mod messages;
 mod purge;
 mod recovery;
+mod retention;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -70,6 +74,9 @@ pub struct EngineConfig {
     pub(crate) seed: u64,
     pub reconciler: ReconcilerConfig,
     pub purge_mode: PurgeMode,
+    /// The `message_expiry` (µs, 0 = never) a topic created with Iggy's
+    /// "server default" gets (`[retention] message_expiry_secs`).
+    pub default_message_expiry_us: u64,
 }
 
 /// How purges clean up. Only `Obligation` exists in a normal build.
@@ -97,6 +104,7 @@ impl EngineConfig {
                 ..ReconcilerConfig::default()
             },
             purge_mode: PurgeMode::default(),
+            default_message_expiry_us: 0,
         }
     }
 
@@ -124,6 +132,7 @@ pub struct Engine {
     ids: SimRng,
     reconciler: Reconciler,
     deletions: deletion::Deletions,
+    retention_index: retention::RetentionIndex,
     /// Set when the metadata on disk may differ from memory: a save failed and
     /// putting the previous metadata back failed too (the file a restart would
     /// read may hold a change memory does not), or the metadata was loaded at
@@ -248,6 +257,11 @@ impl Engine {
             return fail(e);
         }
         if let Err(e) = self.check_deletions() {
+            return fail(e);
+        }
+        if self.keeps_obligations()
+            && let Err(e) = self.check_retention()
+        {
             return fail(e);
         }
         Ok(())

@@ -71,6 +71,7 @@ impl Engine {
             let generations = self.commit_new_generations(&keys)?;
             for (key, generation) in generations {
                 self.partition_at(key)?.reset_to_generation(generation);
+                self.forget_retention(key);
             }
             self.assert_invariants("naive purge");
             return Ok(());
@@ -83,6 +84,9 @@ impl Engine {
             p.reset_to_generation(generation);
             p.begin_obligation(generation);
             self.reconciler.mark_pending(ObligationKey::Purge(key), now);
+            // The purge removes every file of the old history, those below
+            // its low-water mark included; the new one starts at mark 0.
+            self.forget_retention(key);
             tracing::info!(partition = %key, generation, "purge committed");
         }
         self.assert_invariants("purge commit");
@@ -134,6 +138,9 @@ impl Engine {
             report.still_pending = self.reconciler.pending().len();
             return report;
         }
+        // New low-water marks first, so their cleanup can run in this pass.
+        self.enforce_retention();
+        let due = self.reconciler.due(now_ms);
         let purges = due.iter().filter_map(|k| k.purge()).collect();
         run_purge_cleanups(
             &mut self.reconciler,
@@ -144,6 +151,8 @@ impl Engine {
         );
         let deletions = due.iter().filter_map(|k| k.deletion()).collect();
         self.run_due_deletions(deletions, now_ms, &mut report);
+        let retentions = due.iter().filter_map(|k| k.retention()).collect();
+        self.run_due_retentions(retentions, now_ms, &mut report);
         report.still_pending = self.reconciler.pending().len();
         self.assert_invariants("reconciler pass");
         report

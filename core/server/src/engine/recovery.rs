@@ -12,7 +12,9 @@
 //!   reconciler when `open` returns, and so is a delete obligation for every
 //!   directory or group offset file the metadata does not name
 //!   (engine/deletion.rs): a deleted resource's files that a power loss
-//!   brought back are never adopted, and they are removed.
+//!   brought back are never adopted, and they are removed; and so is a
+//!   retention obligation for every partition with segment files below its
+//!   committed low-water mark (never loaded: engine/retention.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -102,6 +104,7 @@ impl Engine {
             balance: BTreeMap::new(),
             reconciler: Reconciler::new(config.reconciler),
             deletions: Default::default(),
+            retention_index: Default::default(),
             metadata_in_doubt,
             config,
         };
@@ -199,6 +202,12 @@ impl Engine {
             if partition.obligation().is_some_and(|o| !o.is_applied()) {
                 self.reconciler.mark_pending(ObligationKey::Purge(key), 0);
             }
+            if partition.retention().is_some_and(|r| !r.is_applied()) {
+                // Files below the committed mark are on disk: never loaded,
+                // and removed by the obligation.
+                self.reconciler
+                    .mark_pending(ObligationKey::Retention(key), 0);
+            }
             if partition.degraded_reason().is_some()
                 && !report.degraded.iter().any(|(k, _)| *k == key)
             {
@@ -207,6 +216,7 @@ impl Engine {
                 report.degraded.push((key, reason));
             }
             self.partitions.insert(key, partition);
+            self.note_retention_change(key);
             report.partitions += 1;
         }
         if report.stale_records > 0 {

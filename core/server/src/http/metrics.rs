@@ -11,7 +11,7 @@
 //!   attempts by where the failing operation was: a directory kind,
 //!   `obligation` or `other`).
 //! - `sluice_obligations{kind, state}`: pending cleanup obligations of every
-//!   kind (`purge`, `delete`) per state, as `/status/obligations` lists them.
+//!   kind (`purge`, `delete`, `retention`) per state, as `/status/obligations` lists them.
 //! - `sluice_recovery_stale_records_total`: records of purged generations
 //!   ignored when this process started.
 //! - `sluice_reconciler_passes_total`, `sluice_reconciler_pass_duration_seconds`
@@ -160,7 +160,7 @@ impl Collector for EngineCollector {
             let g = ConstGauge::new(0i64);
             let mut family = encoder.encode_descriptor(
                 "sluice_obligations",
-                "Pending cleanup obligations per kind (purge, delete) and state",
+                "Pending cleanup obligations per kind (purge, delete, retention) and state",
                 None,
                 g.metric_type(),
             )?;

@@ -108,6 +108,17 @@ pub(crate) fn to_iggy_limit(engine_value: u64) -> u64 {
 }
 
 /// Iggy wire value (`0` = server default, `u64::MAX` = none) → engine value.
+/// A `message_expiry` from the wire → engine value: Iggy's "server default"
+/// (`0`) is the server's configured default (`[retention]`), `u64::MAX`
+/// never (engine 0), anything else microseconds as given.
+pub(crate) fn expiry_from_iggy(wire_value: u64, server_default: u64) -> u64 {
+    if wire_value == 0 {
+        server_default
+    } else {
+        from_iggy_limit(wire_value)
+    }
+}
+
 pub(crate) fn from_iggy_limit(wire_value: u64) -> u64 {
     if wire_value == IGGY_UNLIMITED {
         0

@@ -1,12 +1,12 @@
 //! `GET /status/obligations`: every pending cleanup obligation, of every
-//! kind (a partition's purge, a deleted resource's removal), with where it
-//! stands. `/status/purge` keeps answering as before; this is its sibling.
+//! kind (a partition's purge, a deleted resource's removal, a partition's
+//! segments below its retention low-water mark), with where it stands. `/status/purge` keeps answering as before; this is its sibling.
 //!
 //! Answer: `{"summary": {pending, stuck, degraded, by_kind: {kind: n},
 //! by_state: {"kind/state": n}}, "obligations": [{kind, resource, stream_id,
 //! topic_id, partition_id, group_id, state, attempts, consecutive_failures,
 //! last_error, next_attempt_in_ms, stuck, degraded}]}`. Filter: `kind`
-//! (`purge` or `delete`).
+//! (`purge`, `delete` or `retention`).
 //!
 //! Invariants:
 //! - One consistent snapshot, taken in a single engine call.
@@ -31,7 +31,7 @@ use crate::metadata::ResourceKey;
 use crate::partition::reconciler::ObligationKey;
 
 /// The obligation kinds, as the `kind` filter and the answer name them.
-pub const KINDS: [&str; 2] = ["purge", "delete"];
+pub const KINDS: [&str; 3] = ["purge", "delete", "retention"];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ObligationsStatus {
@@ -52,7 +52,7 @@ pub struct ObligationsSummary {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ObligationEntry {
-    /// `purge` or `delete`.
+    /// `purge`, `delete` or `retention`.
     pub kind: String,
     /// What the obligation is about: `partition`, `stream`, `topic`, `group`.
     pub resource: String,
@@ -62,7 +62,7 @@ pub struct ObligationEntry {
     pub group_id: Option<u32>,
     /// The phase, in snake case: `requested`, `files_deleted`,
     /// `dirs_synced`, `applied` (a purge whose `Applied` record is not yet
-    /// written).
+    /// written); a retention's `low_water_committed` or `files_deleted`.
     pub state: String,
     /// A purge's attempts as its obligation record counts them (`null` for
     /// a deletion, whose record is the metadata).
@@ -74,6 +74,10 @@ pub struct ObligationEntry {
     pub stuck: bool,
     /// A purge of a partition that refuses service (cleanup waits for it).
     pub degraded: bool,
+    /// A retention's committed low-water mark (the first retained offset);
+    /// absent for other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low_water_mark: Option<u64>,
 }
 
 /// `Requested` → `requested`, `FilesDeleted` → `files_deleted`.
@@ -115,6 +119,7 @@ pub fn snapshot(engine: &Engine, kind: Option<&str>) -> ObligationsStatus {
             next_attempt_in_ms: entry.next_attempt_at_ms.saturating_sub(now_ms),
             stuck: entry.stuck,
             degraded: false,
+            low_water_mark: None,
         };
         match *key {
             ObligationKey::Purge(k) => {
@@ -126,6 +131,18 @@ pub fn snapshot(engine: &Engine, kind: Option<&str>) -> ObligationsStatus {
                     if let Some(o) = p.obligation() {
                         row.state = snake(o.state().as_str());
                         row.attempts = Some(o.attempts());
+                    }
+                }
+            }
+            ObligationKey::Retention(k) => {
+                row.resource = "partition".into();
+                (row.stream_id, row.topic_id, row.partition_id) =
+                    (k.stream, Some(k.topic), Some(k.partition));
+                if let Some(p) = engine.partition(k) {
+                    row.degraded = p.degraded_reason().is_some();
+                    if let Some(r) = p.retention() {
+                        row.state = snake(r.phase().as_str());
+                        row.low_water_mark = Some(r.low_water_mark());
                     }
                 }
             }
@@ -210,5 +227,6 @@ mod tests {
         assert_eq!(snake("FilesDeleted"), "files_deleted");
         assert_eq!(snake("DirsSynced"), "dirs_synced");
         assert_eq!(snake("Applied"), "applied");
+        assert_eq!(snake("LowWaterCommitted"), "low_water_committed");
     }
 }

@@ -21,7 +21,9 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
-use super::model::{self, Stream, StreamDetails, Topic, TopicDetails, from_iggy_limit};
+use super::model::{
+    self, Stream, StreamDetails, Topic, TopicDetails, expiry_from_iggy, from_iggy_limit,
+};
 use crate::metadata::{DEFAULT_SEGMENT_SIZE, Durability, TopicOptions};
 
 /// Bounds on a topic's `segment_size` option (bytes).
@@ -247,7 +249,7 @@ pub(crate) async fn create_topic(
                 &body.name,
                 body.partitions_count,
                 options,
-                from_iggy_limit(body.message_expiry),
+                expiry_from_iggy(body.message_expiry, e.default_message_expiry()),
                 from_iggy_limit(body.max_topic_size),
                 body.replication_factor.unwrap_or(1),
             )?;
@@ -294,9 +296,9 @@ pub(crate) async fn update_topic(
     state
         .engine(move |e| {
             let current = e.topic(&s, &t)?;
-            let expiry = body
-                .message_expiry
-                .map_or(current.message_expiry, from_iggy_limit);
+            let expiry = body.message_expiry.map_or(current.message_expiry, |v| {
+                expiry_from_iggy(v, e.default_message_expiry())
+            });
             let max_size = body
                 .max_topic_size
                 .map_or(current.max_topic_size, from_iggy_limit);

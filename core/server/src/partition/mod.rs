@@ -16,6 +16,7 @@ pub(crate) mod naive;
 pub mod offsets;
 pub mod purge;
 pub(crate) mod reconciler;
+pub mod retention;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -26,7 +27,8 @@ use sluice_storage::DurableStorage;
 use crate::dirsync::{DirTracker, NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
 use crate::layout::{
-    INDEX_EXT, LOG_EXT, PartitionPaths, SEGMENT_EXTS, parse_segment_name, segment_name,
+    INDEX_EXT, LOG_EXT, LOW_WATER_FILE, PartitionPaths, SEGMENT_EXTS, parse_segment_name,
+    segment_name,
 };
 use crate::metadata::{PartitionKey, TopicOptions};
 use log::{Log, LogRecovery, Message};
@@ -121,6 +123,12 @@ pub struct Partition {
     /// Directories the latest cleanup attempt worked on (removed a file
     /// from or synced), for the per-directory figures operators see.
     cleanup_worked_on: std::collections::BTreeSet<purge::DirKind>,
+    /// `retention.lwm`: the durable low-water mark's file (the mark itself
+    /// is the log's, `Log::low_water`).
+    low_water: retention::LowWaterFile,
+    /// The retention cleanup obligation, `None` if nothing was ever expired
+    /// in this generation (since this process started).
+    retention: Option<retention::Retention>,
 }
 
 impl Partition {
@@ -145,6 +153,8 @@ impl Partition {
             obligation_unsynced: None,
             obligation_named: false,
             cleanup_worked_on: std::collections::BTreeSet::new(),
+            low_water: retention::LowWaterFile::default(),
+            retention: None,
             paths,
             storage,
             options,
@@ -222,12 +232,37 @@ impl Partition {
             storage.sync_dir(&paths.root)?;
             crate::dirchain::make_durable(storage.as_ref(), &paths.root, Some(data_dir), &[])?;
         }
+        // A crash between the two renames of a re-dirty of a name in the
+        // partition root leaves `<name>.redirty`: move it back first, or the
+        // low-water mark (or the obligation, and its list of removals to
+        // redo) would be missed.
+        let listed_root = storage.list_dir(&paths.root)?;
+        let root_repairs = if listed_root.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
+            repair_redirty_leftovers(storage.as_ref(), &paths.root, &listed_root)?
+        } else {
+            Vec::new()
+        };
+        // The committed low-water mark first: the log never loads a segment
+        // below it. The naive variant (`floor` below `generation`) keeps no
+        // mark and filters nothing, as Iggy recovers.
+        // The listing above says whether the file exists (after repairs, a
+        // leftover `.redirty` of it was moved back), so a partition that never
+        // expired anything costs no extra open.
+        let has_low_water = listed_root
+            .iter()
+            .any(|n| n == LOW_WATER_FILE || n.strip_suffix(REDIRTY_SUFFIX) == Some(LOW_WATER_FILE));
+        let (low_water, low_water_file) = if floor == generation && has_low_water {
+            retention::load(storage.as_ref(), &paths, generation)?
+        } else {
+            (0, retention::LowWaterFile::default())
+        };
         let (mut log, log_report) = Log::recover(
             storage.clone(),
             &paths.segments,
             generation,
             floor,
             options.segment_size,
+            low_water,
         )?;
         let (consumers, c_report) =
             OffsetStore::recover(storage.clone(), &paths.consumers, generation, floor, None)?;
@@ -303,18 +338,9 @@ impl Partition {
         partition
             .segment_names
             .note_repairs(log_report.repaired.clone());
-        // A crash between the two renames of a re-dirty of the obligation's
-        // name leaves `purge.obligation.redirty`: move it back first, or the
-        // obligation (and its list of removals to redo) would be missed.
-        let root_names = partition.storage.list_dir(&partition.paths.root)?;
-        if root_names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
-            let repairs = repair_redirty_leftovers(
-                partition.storage.as_ref(),
-                &partition.paths.root,
-                &root_names,
-            )?;
-            partition.root_names.note_repairs(repairs);
-        }
+        partition.root_names.note_repairs(root_repairs);
+        partition.low_water = low_water_file;
+        partition.note_recovered_low_water();
         let (loaded, file) = purge::load(&partition)?;
         partition.obligation_file = file;
         if loaded != purge::LoadedObligation::Missing {
@@ -331,6 +357,7 @@ impl Partition {
             || !c_report.stale.is_empty()
             || !g_report.stale.is_empty();
         partition.adopt_obligation(loaded, stale);
+        partition.adopt_retention(!log_report.below_low_water.is_empty());
         Ok((
             partition,
             PartitionRecovery {
@@ -378,6 +405,10 @@ impl Partition {
         next.obligation_file = self.obligation_file.take();
         next.obligation_unsynced = self.obligation_unsynced.take();
         next.obligation_named = self.obligation_named;
+        // The mark's file is kept (its slot sequence goes on); the mark of the
+        // new generation starts at 0, and the purge's cleanup removes every
+        // file of the old one, so no retention is owed any more.
+        next.low_water = std::mem::take(&mut self.low_water);
         next.degraded = self.degraded.take();
         *self = next;
     }
@@ -466,8 +497,13 @@ impl Partition {
                 ),
             });
         }
+        // Timestamps never decrease within a log, even if the clock steps
+        // back: retention by age reads a segment's newest message from its
+        // last batch, and timestamp polls search the index in order.
+        let newest = self.log.newest_timestamp();
         for (m, offset) in messages.iter_mut().zip(base..) {
             m.offset = offset;
+            m.timestamp = m.timestamp.max(newest);
         }
         let persisted = self.options.durability.is_persisted();
         let appended = self.log.append(messages, persisted);

@@ -22,7 +22,7 @@ use crate::engine::FIRST_ID;
 use crate::error::EngineError;
 use crate::http::AppState;
 use crate::http::error::ApiError;
-use crate::http::model::from_iggy_limit;
+use crate::http::model::{expiry_from_iggy, from_iggy_limit};
 use crate::http::streams::{check_compression, parse_topic_options};
 
 /// Iggy's error codes used here.
@@ -328,9 +328,10 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
         } => {
             check_topic_compression(&options)?;
             let policy = parse_topic_options(&options.options).map_err(api_code)?;
-            let expiry = from_iggy_limit(options.message_expiry.unwrap_or(0));
+            let expiry = options.message_expiry.unwrap_or(0);
             let max_size = from_iggy_limit(options.max_topic_size.unwrap_or(0));
             engine(state, move |e| {
+                let expiry = expiry_from_iggy(expiry, e.default_message_expiry());
                 let t = e.create_topic(
                     &stream,
                     None,
@@ -365,9 +366,9 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             no_options(&options.options)?;
             engine(state, move |e| {
                 let current = e.topic(&stream, &topic)?;
-                let expiry = options
-                    .message_expiry
-                    .map_or(current.message_expiry, from_iggy_limit);
+                let expiry = options.message_expiry.map_or(current.message_expiry, |v| {
+                    expiry_from_iggy(v, e.default_message_expiry())
+                });
                 let max_size = options
                     .max_topic_size
                     .map_or(current.max_topic_size, from_iggy_limit);

@@ -15,6 +15,15 @@
 //!   base of a segment whose bytes were lost.
 //! - One `write` per batch, one positioned read per header and per payload on
 //!   polls; no per-message syscall.
+//! - Nothing below `low_water` (the partition's committed retention
+//!   low-water mark, ADR 0016) is loaded or served: recovery leaves segments
+//!   below it unopened (reported for the retention obligation), `set_low_water`
+//!   drops them from memory, reads start at it whatever survived on disk, and
+//!   `next_offset` never falls below it (an offset below it is never reused).
+//!   The mark always lies on a segment boundary, so no segment straddles it.
+//! - `sealed_bytes` is the size of every segment but the last: only the last
+//!   segment is ever written, so it changes only when a roll seals one or
+//!   retention drops some, and a log's size costs O(1).
 
 mod message;
 mod segment;
@@ -50,6 +59,18 @@ pub struct LogRecovery {
     /// Name changes made repairing interrupted re-dirty renames, for the
     /// segments directory's tracker (see `repair_redirty_leftovers`).
     pub(crate) repaired: Vec<(String, crate::dirsync::NameChange)>,
+    /// Segment files of the served generation below the low-water mark: never
+    /// opened, left for the retention obligation to remove.
+    pub below_low_water: Vec<String>,
+}
+
+/// What retention needs to know of one sealed segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SealedSegment {
+    /// One past its last offset: the low-water mark that removes it.
+    pub(crate) next_offset: u64,
+    pub(crate) size: u64,
+    pub(crate) newest_timestamp: u64,
 }
 
 #[derive(Debug)]
@@ -61,6 +82,10 @@ pub struct Log {
     segments: Vec<Segment>,
     /// Offset the next message gets.
     next_offset: u64,
+    /// The committed retention low-water mark: the first retained offset.
+    low_water: u64,
+    /// Bytes of every segment but the last (see the module invariants).
+    sealed_bytes: u64,
     /// Base offset of the last segment a roll tried to create, until the
     /// caller takes it (`take_roll_attempt`) to note its names for a
     /// directory sync.
@@ -91,6 +116,8 @@ impl Log {
             segment_size: segment_size.max(1),
             segments: Vec::new(),
             next_offset: 0,
+            low_water: 0,
+            sealed_bytes: 0,
             roll_attempt: None,
         }
     }
@@ -99,12 +126,16 @@ impl Log {
     /// Segments of a generation below `floor` are stale (reported, never
     /// opened). Production passes `floor == generation`; only the naive purge
     /// kept for tests passes a lower floor (no filtering, as Iggy recovers).
+    /// Segments of `generation` whose base is below `low_water` are not
+    /// opened either (`below_low_water`): the mark is a segment boundary, so
+    /// such a segment holds only offsets below it.
     pub fn recover(
         storage: Arc<dyn DurableStorage>,
         dir: &Path,
         generation: u64,
         floor: u64,
         segment_size: u64,
+        low_water: u64,
     ) -> Result<(Log, LogRecovery)> {
         let mut log = Log::empty(storage.clone(), dir, generation, segment_size);
         let mut report = LogRecovery::default();
@@ -121,6 +152,9 @@ impl Log {
         for name in &names {
             match parse_segment_name(name) {
                 Some((g, _, _)) if g < floor => report.stale_files.push(name.clone()),
+                Some((g, base, LOG_EXT | INDEX_EXT)) if g == generation && base < low_water => {
+                    report.below_low_water.push(name.clone())
+                }
                 Some((g, base, LOG_EXT)) if g <= generation => bases.push((g, base)),
                 Some((g, _, INDEX_EXT)) if g <= generation => {}
                 _ => report.foreign_files.push(name.clone()),
@@ -159,7 +193,15 @@ impl Log {
         }
         recovered.reverse();
         log.segments = recovered;
-        log.next_offset = log.segments.last().map_or(0, |s| s.next_offset);
+        log.sealed_bytes = sealed_bytes(&log.segments);
+        // Offsets below the mark are never given out again, even if every
+        // segment above it was lost (a buffered tail taken by a power loss).
+        log.low_water = low_water;
+        log.next_offset = log
+            .segments
+            .last()
+            .map_or(0, |s| s.next_offset)
+            .max(low_water);
         Ok((log, report))
     }
 
@@ -200,8 +242,89 @@ impl Log {
             .sum()
     }
 
-    pub(crate) fn size_bytes(&self) -> u64 {
-        self.segments.iter().map(|s| s.size).sum()
+    pub fn size_bytes(&self) -> u64 {
+        self.sealed_bytes + self.segments.last().map_or(0, |s| s.size)
+    }
+
+    /// The committed retention low-water mark (0: nothing was ever expired).
+    pub fn low_water(&self) -> u64 {
+        self.low_water
+    }
+
+    /// The sealed segments (every one but the last, which is active), oldest
+    /// first: the only ones retention may remove.
+    pub(crate) fn sealed(&self) -> impl Iterator<Item = SealedSegment> + '_ {
+        let n = self.segments.len().saturating_sub(1);
+        self.segments[..n].iter().map(|s| SealedSegment {
+            next_offset: s.next_offset,
+            size: s.size,
+            newest_timestamp: s.newest_timestamp,
+        })
+    }
+
+    /// The newest message timestamp in the log (0 when empty).
+    pub(crate) fn newest_timestamp(&self) -> u64 {
+        // The newest segment holding data (the last may be an empty roll).
+        self.segments
+            .iter()
+            .rev()
+            .find(|s| !s.is_empty())
+            .map_or(0, |s| s.newest_timestamp)
+    }
+
+    /// Raises the low-water mark to `mark`, just committed durably: the
+    /// sealed segments below it leave memory (their files are the retention
+    /// obligation's). Returns how many segments left.
+    pub(crate) fn set_low_water(&mut self, mark: u64) -> usize {
+        assert!(
+            mark >= self.low_water,
+            "invariant: the low-water mark only grows ({} -> {mark})",
+            self.low_water
+        );
+        let below = self.segments.partition_point(|s| s.next_offset <= mark);
+        assert!(
+            below < self.segments.len() || self.segments.is_empty(),
+            "invariant: the active segment is never expired"
+        );
+        assert!(
+            self.segments
+                .get(below)
+                .is_none_or(|s| s.base_offset >= mark),
+            "invariant: the low-water mark {mark} lies on a segment boundary"
+        );
+        self.segments.drain(..below);
+        self.sealed_bytes = sealed_bytes(&self.segments);
+        self.low_water = mark;
+        self.next_offset = self.next_offset.max(mark);
+        below
+    }
+
+    /// The log's own invariants, for `Engine::check_invariants`.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        if let Some(s) = self
+            .segments
+            .iter()
+            .find(|s| s.base_offset < self.low_water)
+        {
+            return Err(format!(
+                "segment at {} is loaded below the low-water mark {}",
+                s.base_offset, self.low_water
+            ));
+        }
+        if self.next_offset < self.low_water {
+            return Err(format!(
+                "next offset {} is below the low-water mark {}",
+                self.next_offset, self.low_water
+            ));
+        }
+        if self.sealed_bytes != sealed_bytes(&self.segments) {
+            return Err(format!(
+                "sealed bytes {} but the sealed segments hold {}",
+                self.sealed_bytes,
+                sealed_bytes(&self.segments)
+            ));
+        }
+        Ok(())
     }
 
     /// Syncs every segment file (a graceful shutdown's flush of buffered appends).
@@ -248,6 +371,7 @@ impl Log {
         let count = messages.len() as u64;
         let base_offset = self.next_offset;
         let timestamp = messages.first().map_or(0, |m| m.timestamp);
+        let newest = messages.iter().map(|m| m.timestamp).max().unwrap_or(0);
         let batch = BatchRecord {
             generation: self.generation,
             base_offset,
@@ -290,13 +414,15 @@ impl Log {
                 self.generation,
                 base_offset,
             )?;
+            // The segment being sealed is written no more: its size is final.
+            self.sealed_bytes += self.segments.last().map_or(0, |s| s.size);
             self.segments.push(seg);
         }
         let seg = self
             .segments
             .last_mut()
             .ok_or_else(|| EngineError::Internal("log has no segment after roll".into()))?;
-        seg.write_batch(&encoded, base_offset, count, timestamp, sync)?;
+        seg.write_batch(&encoded, base_offset, count, timestamp, newest, sync)?;
         self.next_offset = base_offset + count;
         Ok(Appended {
             base_offset,
@@ -307,6 +433,8 @@ impl Log {
 
     /// Up to `count` messages starting at `offset` (or at the first stored one after it).
     pub fn read(&self, offset: u64, count: u64) -> Result<Vec<Message>> {
+        // By the committed mark, never by what happens to be loaded.
+        let offset = offset.max(self.low_water);
         let mut out = Vec::new();
         if count == 0 {
             return Ok(out);
@@ -352,4 +480,10 @@ impl Log {
             reason: e.to_string(),
         })
     }
+}
+
+/// The bytes of every segment but the last.
+fn sealed_bytes(segments: &[Segment]) -> u64 {
+    let n = segments.len().saturating_sub(1);
+    segments[..n].iter().map(|s| s.size).sum()
 }

@@ -53,6 +53,11 @@ pub(crate) struct Segment {
     carried_to: u64,
     /// Every byte below this is known to be on disk (a sync covered it).
     durable_to: u64,
+    /// The newest message timestamp stored here (0 when empty): retention by
+    /// age removes a sealed segment only once this is older than the expiry.
+    /// Timestamps never decrease within a log (`Partition::append` keeps them
+    /// so), so recovery finds it in the last batch, which its tail scan reads.
+    pub(crate) newest_timestamp: u64,
 }
 
 /// What a recovery scan found wrong with a segment.
@@ -127,6 +132,7 @@ impl Segment {
             tail_dirty: false,
             carried_to: 0,
             durable_to: 0,
+            newest_timestamp: 0,
         })
     }
 
@@ -161,6 +167,7 @@ impl Segment {
             tail_dirty: false,
             carried_to: 0,
             durable_to: 0,
+            newest_timestamp: 0,
         };
         seg.load_index(file_len)?;
         let issue = seg.scan_tail(file_len, is_last)?;
@@ -220,6 +227,7 @@ impl Segment {
             self.idx.truncate(idx_size as u64)?;
         }
         self.idx_size = idx_size as u64;
+        self.newest_timestamp = entries.iter().map(|e| e.timestamp).max().unwrap_or(0);
         self.index = entries;
         Ok(())
     }
@@ -242,6 +250,8 @@ impl Segment {
                 {
                     let count = batch.messages.len() as u64;
                     let ts = batch.messages.first().map_or(0, |m| m.timestamp);
+                    let newest = batch.messages.iter().map(|m| m.timestamp).max();
+                    self.newest_timestamp = self.newest_timestamp.max(newest.unwrap_or(0));
                     if skip_index_at != Some(pos) {
                         self.maybe_index(batch.base_offset, pos, ts, len)?;
                     } else {
@@ -353,6 +363,7 @@ impl Segment {
         base_offset: u64,
         count: u64,
         timestamp: u64,
+        newest_timestamp: u64,
         sync: bool,
     ) -> Result<()> {
         self.trim_tail(sync)?;
@@ -383,6 +394,7 @@ impl Segment {
         }
         self.size = at + encoded.len() as u64;
         self.next_offset = base_offset + count;
+        self.newest_timestamp = self.newest_timestamp.max(newest_timestamp);
         // The index is a cache: failing to extend it never fails the append.
         if let Err(e) = self.maybe_index(base_offset, at, timestamp, encoded.len() as u64) {
             tracing::warn!(path = %self.idx_path.display(), error = %e, "index entry not written; recovery will rebuild it");

@@ -1,5 +1,6 @@
 //! The reconciler: drives every pending cleanup obligation to done: a
-//! partition's purge (to `Applied`), a deleted resource's removal.
+//! partition's purge (to `Applied`), a deleted resource's removal, the
+//! removal of a partition's segments below its retention low-water mark.
 //!
 //! Invariants:
 //! - `pending` holds exactly the obligations not yet done (the engine adds
@@ -60,7 +61,8 @@ impl Default for ReconcilerConfig {
 }
 
 /// One cleanup obligation, as the reconciler schedules it. Purges sort
-/// before deletions, so a pass's I/O order is fixed by the keys alone.
+/// before deletions, deletions before retentions, so a pass's I/O order is
+/// fixed by the keys alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ObligationKey {
     /// A partition's purge obligation (its record is `purge.obligation`).
@@ -68,6 +70,9 @@ pub enum ObligationKey {
     /// A deleted resource's files (its record is the metadata that no longer
     /// names the resource: engine/deletion.rs).
     Delete(ResourceKey),
+    /// A partition's segment files below its low-water mark (its record is
+    /// `retention.lwm`: engine/retention.rs).
+    Retention(PartitionKey),
 }
 
 impl ObligationKey {
@@ -76,6 +81,7 @@ impl ObligationKey {
         match self {
             ObligationKey::Purge(_) => "purge",
             ObligationKey::Delete(_) => "delete",
+            ObligationKey::Retention(_) => "retention",
         }
     }
 
@@ -83,7 +89,15 @@ impl ObligationKey {
     pub fn purge(self) -> Option<PartitionKey> {
         match self {
             ObligationKey::Purge(k) => Some(k),
-            ObligationKey::Delete(_) => None,
+            ObligationKey::Delete(_) | ObligationKey::Retention(_) => None,
+        }
+    }
+
+    /// The partition, for a retention obligation.
+    pub fn retention(self) -> Option<PartitionKey> {
+        match self {
+            ObligationKey::Retention(k) => Some(k),
+            ObligationKey::Purge(_) | ObligationKey::Delete(_) => None,
         }
     }
 
@@ -91,7 +105,7 @@ impl ObligationKey {
     pub fn deletion(self) -> Option<ResourceKey> {
         match self {
             ObligationKey::Delete(r) => Some(r),
-            ObligationKey::Purge(_) => None,
+            ObligationKey::Purge(_) | ObligationKey::Retention(_) => None,
         }
     }
 }
@@ -101,6 +115,7 @@ impl std::fmt::Display for ObligationKey {
         match self {
             ObligationKey::Purge(k) => write!(f, "purge of partition {k}"),
             ObligationKey::Delete(r) => write!(f, "delete of {r}"),
+            ObligationKey::Retention(k) => write!(f, "retention of partition {k}"),
         }
     }
 }
@@ -248,6 +263,11 @@ impl Reconciler {
     /// The partitions whose purge obligation is pending, in key order.
     pub fn pending_purges(&self) -> impl Iterator<Item = PartitionKey> + '_ {
         self.pending.keys().filter_map(|k| k.purge())
+    }
+
+    /// The partitions whose retention obligation is pending, in key order.
+    pub fn pending_retentions(&self) -> impl Iterator<Item = PartitionKey> + '_ {
+        self.pending.keys().filter_map(|k| k.retention())
     }
 
     pub(crate) fn stats(&self) -> ReconcilerStats {

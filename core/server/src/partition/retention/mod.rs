@@ -1,0 +1,290 @@
+//! Retention of one partition: the durable low-water mark, and the cleanup
+//! obligation that removes the segment files below it (ADR 0016).
+//!
+//! Invariants:
+//! - The mark is the first retained offset. It is written and synced into
+//!   `retention.lwm`, and that name made durable through the partition
+//!   directory's tracker, **before** the log stops serving below it and
+//!   before any segment file below it is removed: a crash at any point
+//!   leaves either the old mark with every file, or the new mark (with some,
+//!   all or none of the files below it), never files missing above a mark.
+//! - Reads filter by the committed mark (the log never loads a segment below
+//!   it, reads start at it), never by what survived on disk, so a segment
+//!   file a power loss brings back is never served.
+//! - Segment files are removed only here, through the one `segments/`
+//!   tracker the log and purge cleanup share: each removal is noted before
+//!   its unlink, so a failed sync (which under Linux drops the dirty entries)
+//!   makes the next sync of `segments/`, by anyone, redo it first.
+//! - The obligation reaches `Applied` only after a sync of `segments/`
+//!   issued after every removal succeeded, in the same attempt; an attempt
+//!   after a failed one goes back through a fresh listing.
+//! - Only files of the served generation below the mark are removed: a file
+//!   of an older generation is the purge's, and nothing at or above the mark
+//!   (the active segment included) is ever touched.
+//! - The recovered record may exist only in the page cache (its sync failed
+//!   in an earlier process): it is written again into its own slot and
+//!   synced, and its name made durable, before anything below it is removed
+//!   and before the other slot is overwritten.
+
+mod record;
+mod state;
+
+use sluice_storage::{DurableFile, DurableStorage, ErrorKind, OpenMode};
+
+use super::Partition;
+use crate::dirsync::{NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
+use crate::error::{EngineError, Result};
+use crate::layout::{INDEX_EXT, LOG_EXT, LOW_WATER_FILE, PartitionPaths, parse_segment_name};
+pub use record::{LOW_WATER_LAYOUT, LoadedLowWater, LowWaterRecord, decode_file};
+pub use state::{Retention, RetentionPhase};
+
+/// The partition's handle on `retention.lwm` and what is known of it.
+#[derive(Debug, Default)]
+pub(crate) struct LowWaterFile {
+    /// Sequence number of the newest slot written or read.
+    seq: u64,
+    /// Opened once per process (by recovery or the first write) and kept:
+    /// a re-dirty of the name moves the file aside between two renames.
+    file: Option<Box<dyn DurableFile>>,
+    /// The newest record recovery read, while it is not known to be on disk.
+    unsynced: Option<LowWaterRecord>,
+    /// Whether the file's name is known durable.
+    named: bool,
+}
+
+/// Reads the mark of `generation` from `paths.low_water`; returns it (0 if
+/// none counts) with the file state to keep. Found in the page cache, the
+/// name and the record are not known durable (see `ensure_low_water_durable`).
+pub(crate) fn load(
+    storage: &dyn DurableStorage,
+    paths: &PartitionPaths,
+    generation: u64,
+) -> Result<(u64, LowWaterFile)> {
+    let file = match storage.open(&paths.low_water, OpenMode::ReadWrite) {
+        Ok(f) => f,
+        Err(e) if e.kind == ErrorKind::NotFound => return Ok((0, LowWaterFile::default())),
+        Err(e) => return Err(e.into()),
+    };
+    let len = file.len()?.min(LOW_WATER_LAYOUT.file_len()) as usize;
+    let mut bytes = vec![0u8; len];
+    let n = file.read_at(0, &mut bytes)?;
+    bytes.truncate(n);
+    let mut state = LowWaterFile {
+        file: Some(file),
+        ..LowWaterFile::default()
+    };
+    match decode_file(&bytes) {
+        LoadedLowWater::Missing => Ok((0, state)),
+        // Files below an unknown mark may be gone: serving from the first
+        // surviving segment would be a guess, so the partition is degraded.
+        LoadedLowWater::Invalid(reason) => Err(EngineError::CorruptFile {
+            path: paths.low_water.clone(),
+            offset: 0,
+            reason: format!("no valid low-water mark record: {reason}"),
+        }),
+        LoadedLowWater::Valid { seq, record } => {
+            state.seq = seq;
+            state.unsynced = Some(record);
+            if record.generation == generation {
+                Ok((record.low_water_mark, state))
+            } else {
+                if record.generation > generation {
+                    tracing::warn!(path = %paths.low_water.display(), record = record.generation, generation, "low-water mark of a generation never committed; ignored");
+                }
+                // A purge started the history again at mark 0.
+                Ok((0, state))
+            }
+        }
+    }
+}
+
+impl Partition {
+    /// The retention obligation, if one was ever started in this process or
+    /// found at recovery.
+    pub fn retention(&self) -> Option<Retention> {
+        self.retention
+    }
+
+    /// Recovery: segment files below the committed mark are still on disk
+    /// (a crash before their removal was durable, or a power loss brought
+    /// them back). Returns whether cleanup is owed.
+    pub(crate) fn adopt_retention(&mut self, below_on_disk: bool) -> bool {
+        let mark = self.log.low_water();
+        if below_on_disk && mark > 0 {
+            self.retention = Some(Retention::committed(mark));
+            return true;
+        }
+        false
+    }
+
+    /// Raises the low-water mark to `mark` durably, then stops serving below
+    /// it; the files below it become the retention obligation's. On error
+    /// nothing in memory changed (the record may or may not be on disk: a
+    /// mark counts only for what it removes, and nothing was removed).
+    pub(crate) fn commit_low_water(&mut self, mark: u64) -> Result<()> {
+        self.check_serving()?;
+        assert!(
+            mark > self.log.low_water(),
+            "invariant: the low-water mark only grows"
+        );
+        self.persist_low_water(mark)?;
+        self.log.set_low_water(mark);
+        self.retention = Some(match self.retention {
+            Some(r) => r.raised_to(mark),
+            None => Retention::committed(mark),
+        });
+        Ok(())
+    }
+
+    /// Apache Iggy's order, kept only in test builds to prove the tests have
+    /// teeth: remove the files, sync and only warn on failure, stop serving
+    /// below `mark` in memory, and write no mark at all.
+    #[cfg(feature = "naive-purge")]
+    pub(crate) fn naive_expire(&mut self, mark: u64) {
+        let storage = self.storage.clone();
+        if let Ok(names) = storage.list_dir(&self.paths.segments) {
+            for name in names {
+                if self.is_below(&name, mark) {
+                    let _ = storage.remove_file(&self.paths.segments.join(&name));
+                }
+            }
+        }
+        if let Err(e) = storage.sync_dir(&self.paths.segments) {
+            tracing::warn!(partition = %self.key, error = %e, "naive retention: segments sync failed; ignored");
+        }
+        self.log.set_low_water(mark);
+    }
+
+    /// Writes `mark` into the next slot of `retention.lwm` and syncs it,
+    /// making the name durable the first time.
+    fn persist_low_water(&mut self, mark: u64) -> Result<()> {
+        self.ensure_low_water_durable()?;
+        let seq = self.low_water.seq + 1;
+        let record = LowWaterRecord {
+            generation: self.generation,
+            low_water_mark: mark,
+        };
+        let file = self.low_water_file()?;
+        if seq == 1 && file.len()? > 0 {
+            // No record was ever confirmed: what the file holds is an earlier
+            // attempt at the first record. An empty file keeps any torn write
+            // a prefix of one record (a torn first write reads as missing).
+            file.truncate(0)?;
+        }
+        if let Err(e) = LOW_WATER_LAYOUT.write(file, seq, &record)? {
+            unreachable!("a low-water mark record always fits its slot: {e}");
+        }
+        file.sync()?;
+        self.low_water.seq = seq;
+        self.make_low_water_named()
+    }
+
+    /// The file, opened (created) on first use.
+    fn low_water_file(&mut self) -> Result<&dyn DurableFile> {
+        if self.low_water.file.is_none() {
+            let file = self
+                .storage
+                .open(&self.paths.low_water, OpenMode::CreateOrOpen)?;
+            self.low_water.file = Some(file);
+        }
+        match self.low_water.file.as_deref() {
+            Some(f) => Ok(f),
+            None => unreachable!("the low-water mark file was opened just above"),
+        }
+    }
+
+    /// Makes the recovered record (which may be in the page cache only) and
+    /// the file's name durable, before anything below the mark is removed.
+    fn ensure_low_water_durable(&mut self) -> Result<()> {
+        if let Some(record) = self.low_water.unsynced {
+            let seq = self.low_water.seq;
+            let file = self.low_water_file()?;
+            // The same bytes into the same slot: a torn rewrite changes
+            // nothing it held.
+            if let Err(e) = LOW_WATER_LAYOUT.write(file, seq, &record)? {
+                unreachable!("a low-water mark record always fits its slot: {e}");
+            }
+            file.sync()?;
+            self.low_water.unsynced = None;
+        }
+        if self.low_water.file.is_some() {
+            self.make_low_water_named()?;
+        }
+        Ok(())
+    }
+
+    fn make_low_water_named(&mut self) -> Result<()> {
+        if !self.low_water.named {
+            self.root_names.note(LOW_WATER_FILE, NameChange::Created);
+            self.root_names.sync(self.storage.as_ref())?;
+            self.low_water.named = true;
+        }
+        Ok(())
+    }
+
+    /// Recovery found the file in the page cache: an earlier process's
+    /// failed sync of the partition directory may have dropped its name.
+    pub(crate) fn note_recovered_low_water(&mut self) {
+        if self.low_water.file.is_some() {
+            self.root_names.note(LOW_WATER_FILE, NameChange::Created);
+            self.root_names.force_redirty();
+        }
+    }
+
+    /// Whether `name` is a segment file of the served generation below `mark`.
+    fn is_below(&self, name: &str, mark: u64) -> bool {
+        parse_segment_name(name).is_some_and(|(g, base, ext)| {
+            g == self.generation && base < mark && (ext == LOG_EXT || ext == INDEX_EXT)
+        })
+    }
+
+    /// One attempt at the retention obligation: a fresh listing of
+    /// `segments/`, every file below the mark noted and removed, then a sync
+    /// of `segments/` through its tracker. `Ok` once nothing is owed.
+    pub(crate) fn run_retention(&mut self) -> Result<()> {
+        self.check_serving()?;
+        let Some(r) = self.retention else {
+            return Ok(());
+        };
+        let r = match r.phase() {
+            RetentionPhase::Applied { .. } => return Ok(()),
+            RetentionPhase::FilesDeleted { .. } => r.retry(),
+            RetentionPhase::LowWaterCommitted { .. } => r,
+        };
+        self.retention = Some(r);
+        self.ensure_low_water_durable()?;
+        let mark = r.low_water_mark();
+        let dir = self.paths.segments.clone();
+        let mut names = match self.storage.list_dir(&dir) {
+            Ok(n) => n,
+            Err(e) if e.kind == ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        if names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
+            // A re-dirty stopped between its renames: move the name back
+            // first, or a file below the mark under the leftover name would
+            // be missed here and brought back by the next redo.
+            let repairs = repair_redirty_leftovers(self.storage.as_ref(), &dir, &names)?;
+            self.segment_names.note_repairs(repairs);
+            names = self.storage.list_dir(&dir)?;
+        }
+        for name in names {
+            if !self.is_below(&name, mark) {
+                continue;
+            }
+            // Noted before the unlink: an unlink that fails may still have
+            // taken effect, and the tracker must redo the removal.
+            self.segment_names.note(&name, NameChange::Removed);
+            match self.storage.remove_file(&dir.join(&name)) {
+                Ok(()) => {}
+                Err(e) if e.kind == ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let r = r.files_deleted();
+        self.retention = Some(r);
+        self.segment_names.sync(self.storage.as_ref())?;
+        self.retention = Some(r.applied());
+        Ok(())
+    }
+}
