@@ -32,7 +32,33 @@ const CI_TWO_FAULTS: TwoFaults = TwoFaults {
 };
 
 fn assert_clean(workload: Workload) {
-    let report = explore(workload, &ci_bounds(PurgeMode::Obligation), |_| {}).unwrap();
+    assert_clean_but_for(workload, |_| false);
+}
+
+/// The open finding every deletion workload reports (tests/deletion_regression.rs,
+/// `a_deletion_whose_sync_failed_survives_a_process_crash`): a deletion
+/// whose directory sync failed is forgotten by a process crash, so after
+/// recovery no deletion is pending while the removed entry is durable. Its
+/// exact signature: property (d), "no deletion pending", and a process crash
+/// (a power loss brings the entry back, and recovery finds it). Anything else
+/// fails the test; the count is printed.
+fn forgotten_by_a_process_crash(v: &sluice_sim::explore::Found) -> bool {
+    v.property == 'd'
+        && v.detail.starts_with("no deletion pending")
+        && Case::parse(&v.case).is_ok_and(|c| c.crash == sluice_storage::Crash::Process)
+}
+
+fn assert_clean_but_for(workload: Workload, known: fn(&sluice_sim::explore::Found) -> bool) {
+    let mut report = explore(workload, &ci_bounds(PurgeMode::Obligation), |_| {}).unwrap();
+    let before = report.violations.len();
+    report.violations.retain(|v| !known(v));
+    if before > report.violations.len() {
+        println!(
+            "{}: {} violations of the open finding",
+            workload.name(),
+            before - report.violations.len()
+        );
+    }
     // The figures docs/simulation.md quotes (`-- --nocapture` shows them).
     println!(
         "{}: {} states, {:?}, {} violations",
@@ -89,6 +115,59 @@ fn append_workload_has_no_violation_at_any_explored_crash_point() {
 #[test]
 fn offset_slots_workload_has_no_violation_at_any_explored_crash_point() {
     assert_clean(Workload::OffsetSlots);
+}
+
+#[test]
+fn delete_topic_workload_has_no_violation_at_any_explored_crash_point() {
+    assert_clean_but_for(Workload::DeleteTopic, forgotten_by_a_process_crash);
+}
+
+#[test]
+fn delete_stream_workload_has_no_violation_at_any_explored_crash_point() {
+    assert_clean_but_for(Workload::DeleteStream, forgotten_by_a_process_crash);
+}
+
+#[test]
+fn delete_partitions_workload_has_no_violation_at_any_explored_crash_point() {
+    assert_clean_but_for(Workload::DeletePartitions, forgotten_by_a_process_crash);
+}
+
+#[test]
+fn delete_group_workload_has_no_violation_at_any_explored_crash_point() {
+    assert_clean_but_for(Workload::DeleteGroup, forgotten_by_a_process_crash);
+}
+
+/// Apache Iggy's order for deletions (remove, warn on a failed sync, count
+/// the deletion done; recovery makes no obligation for what no metadata
+/// names): each deletion workload must report that a deleted resource's
+/// files are on disk with no deletion pending, property (d), at CI bounds.
+#[test]
+fn every_deletion_workload_catches_the_naive_deletion() {
+    for workload in Workload::DELETIONS {
+        let report = explore(workload, &ci_bounds(PurgeMode::NaiveIggyOrder), |_| {}).unwrap();
+        let mut by_property = std::collections::BTreeMap::new();
+        for v in &report.violations {
+            *by_property.entry(v.property).or_insert(0u64) += 1;
+        }
+        // The figures docs/simulation.md quotes (`-- --nocapture` shows them).
+        println!(
+            "naive {}: {} states, {} violations {by_property:?}",
+            workload.name(),
+            report.states_explored,
+            report.violations.len()
+        );
+        let caught = report
+            .violations
+            .iter()
+            .find(|v| v.property == 'd' && v.detail.starts_with("no deletion pending"));
+        assert!(
+            caught.is_some(),
+            "{} did not catch the naive deletion ({} violations: {:?})",
+            workload.name(),
+            report.violations.len(),
+            report.violations.iter().take(3).collect::<Vec<_>>()
+        );
+    }
 }
 
 #[test]
@@ -189,6 +268,8 @@ fn seed_60_at_harsh_rates_keeps_every_acknowledged_send() {
         rename_ppm: 10_000,
         open_ppm: 2_000,
         crash_ppm: 150_000,
+        // The purge-only schedule these seeds and rates were tuned on.
+        catalog_ppm: 0,
     };
     let r = run(60, 300, harsh).unwrap();
     assert!(

@@ -269,9 +269,7 @@ impl Engine {
         }
         let root = parent.join(&name);
         if exists(&root)? {
-            storage
-                .remove_dir_all(&root)
-                .map_err(|e| (false, e.into()))?;
+            crate::dirsync::remove_tree(storage.as_ref(), &root).map_err(|e| (false, e.into()))?;
         }
         // Noted whether or not this attempt removed it: an earlier attempt's
         // removal whose sync failed must be redone before the next sync.
