@@ -243,8 +243,8 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                     // Partitions 1 and 2, not 0 and 1: an off-by-one kept
                     // as it was, since fixing it changes the purge-only
                     // schedule every quoted seed was found on (with it
-                    // fixed, harsh(1) seed 63 reports a group offset lost
-                    // after a topic purge: not yet examined).
+                    // fixed, harsh(1) seed 63 reports an acknowledged group
+                    // offset shown as none: not yet examined).
                     for p in 1..=PARTITIONS {
                         values.purged(key(p));
                     }
