@@ -623,3 +623,128 @@ pub(crate) fn deletion_after_a_dead_process_and_a_power_cut()
     let back = sim.durable_view().contains_key("/data/streams/0/topics/0");
     (resumed, back)
 }
+
+/// Finding (explorer, `delete-topic`, e.g. `--case
+/// buffered:linux:90:before:process:4`): a retried removal re-dirties the
+/// deleted directory's name by creating an empty file under it and removing
+/// it (`dirsync::redo`); a crash between the two leaves that file. Recovery
+/// rightly makes a deletion for the name, but removed it as a tree
+/// (`remove_dir_all`), which a file refuses (`ENOTDIR`): the deletion stayed
+/// pending forever, retried every pass. The same leftover under a partition
+/// id blocked re-creating that partition.
+#[test]
+fn a_redo_leftover_file_under_a_deleted_name_is_removed() {
+    for kind in [Kind::Topic, Kind::Partition] {
+        // Given: the deletion's directory sync failed (Linux semantics), and
+        // its retry re-dirtied the name but stopped before removing the file.
+        let sim = new_sim_configured(SimConfig {
+            seed: 3,
+            sync_failure: Linux,
+            capacity: None,
+        });
+        let case = Case {
+            kind,
+            failed_dir: None,
+            policy: Durability::Persisted,
+            semantics: Linux,
+            recreate: false,
+            mode: PurgeMode::Obligation,
+        };
+        let mut engine = given(&sim, &case);
+        let dir = kind.synced_dirs()[0];
+        sim.fail_when(
+            OpMatcher::kind(OpKind::SyncDir).path_ends_with(dir),
+            Fault::io(FaultMode::Before),
+            0,
+            1,
+        );
+        kind.delete(&mut engine).unwrap();
+        let leftover = kind.paths()[0];
+        sim.fail_when(
+            OpMatcher::kind(OpKind::RemoveFile).path_ends_with(leftover),
+            Fault::io(FaultMode::Before),
+            0,
+            1,
+        );
+        engine.reconcile_at(u64::MAX);
+        assert!(
+            matches!(sim.cached_view().get(leftover), Some(NodeView::File(_))),
+            "{kind:?}: the redo left no file at {leftover}"
+        );
+        // When: the process crashes and sluice starts again,
+        drop(engine);
+        sim.crash(Crash::Process);
+        let mut engine = open(&sim, PurgeMode::Obligation, RESTART_MICROS);
+        engine.reconcile_until_idle(10);
+        // then the leftover is removed and nothing stays pending,
+        assert_eq!(
+            engine.pending_deletions().collect::<Vec<_>>(),
+            [],
+            "{kind:?}"
+        );
+        assert!(!sim.cached_view().contains_key(leftover), "{kind:?}");
+        assert!(!sim.durable_view().contains_key(leftover), "{kind:?}");
+        // and the resource can be created again under the same id.
+        recreate(&mut engine, kind, Durability::Persisted);
+        assert_eq!(payloads(&mut engine, TOPIC, 1), ["new-1"], "{kind:?}");
+    }
+}
+
+/// Finding (explorer, every `delete-*` workload, property (d) after a
+/// process crash; fixed by recording deletions in the metadata, ADR 0015 §2):
+/// a deletion's directory sync fails (Linux semantics: the dirty removal is
+/// dropped, so the old entry stays durable) and the process crashes before a
+/// retry succeeds. The page cache keeps the removal, so recovery's listing
+/// sees nothing for the name. Without the record the deletion counted as done
+/// while its files were durable; for a group that lost data: the group was
+/// created again under its id, the power was cut, the old `groups/0` came
+/// back and recovery adopted it as the new group's offset, so the new group
+/// skipped messages (the Apache Iggy purge bug, for groups).
+#[test]
+fn a_deletion_whose_sync_failed_survives_a_process_crash() {
+    // Given: group 0 at offset 1 in both partitions, durable; its deletion's
+    // sync of one `groups/` fails,
+    let sim = new_sim_configured(SimConfig {
+        seed: 3,
+        sync_failure: Linux,
+        capacity: None,
+    });
+    let case = Case {
+        kind: Kind::Group,
+        failed_dir: None,
+        policy: Durability::Persisted,
+        semantics: Linux,
+        recreate: false,
+        mode: PurgeMode::Obligation,
+    };
+    let mut engine = given(&sim, &case);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with(Kind::Group.synced_dirs()[0]),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    Kind::Group.delete(&mut engine).unwrap();
+    // and the process crashes before the retry.
+    drop(engine);
+    sim.crash(Crash::Process);
+    let mut engine = open(&sim, PurgeMode::Obligation, RESTART_MICROS);
+    // Then the deletion is still owed while its file is durable,
+    let durable = sim.durable_view().contains_key(Kind::Group.paths()[0]);
+    assert!(
+        !durable || engine.pending_deletions().count() > 0,
+        "no deletion pending while {} is durable",
+        Kind::Group.paths()[0]
+    );
+    // and a group created again under the id, after a power cut, does not
+    // resume at the deleted group's offset.
+    engine
+        .create_group(&stream(), &topic(), None, "billing")
+        .unwrap();
+    engine.reconcile_until_idle(10);
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    let mut engine = open(&sim, PurgeMode::Obligation, RESTART_MICROS + 1_000_000);
+    assert_eq!(group_offset(&mut engine, 0), None);
+    assert_eq!(group_offset(&mut engine, 1), None);
+}

@@ -13,6 +13,7 @@
 
 mod corruption;
 mod deletion_regression;
+mod deletion_snapshots;
 mod disk_full;
 mod engine_durability;
 mod engine_polling;

@@ -13,42 +13,7 @@ use std::path::Path;
 use sluice_server::partition::purge::{LoadedObligation, decode_file};
 use sluice_storage::{SimConfig, SyncFailureSemantics};
 use sluice_testkit::engine::*;
-
-/// Strips the data directory and the partition prefix, so a line reads
-/// `p1 remove_file consumers/2`.
-fn normalise(path: &str) -> String {
-    let rest = path
-        .strip_prefix("/data/streams/0/topics/0/partitions/")
-        .unwrap_or(path);
-    match rest.split_once('/') {
-        Some((p, tail)) if p.parse::<u32>().is_ok() => format!("p{p} {tail}"),
-        None if rest.parse::<u32>().is_ok() => format!("p{rest} (partition directory)"),
-        _ => rest.to_string(),
-    }
-}
-
-/// The mutating operations (and syncs) from trace index `from` on, one per line.
-fn io_since(sim: &SimStorage, from: u64) -> String {
-    let mut out = String::new();
-    for e in sim.trace().into_iter().skip(from as usize) {
-        if !e.kind.is_mutation() && e.kind != OpKind::ListDir {
-            continue;
-        }
-        let mut line = format!("{} {}", e.kind, normalise(&e.path));
-        if let Some(t) = &e.target {
-            let _ = write!(line, " -> {}", normalise(t));
-        }
-        if let Some(f) = e.fault {
-            let _ = write!(line, " [fault {f}]");
-        }
-        if let Some(err) = e.error {
-            let _ = write!(line, " => {err}");
-        }
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
-}
+use sluice_testkit::trace::io_since;
 
 /// The obligation as the disk holds it now (what a power loss would leave).
 fn durable_obligation(sim: &SimStorage, partition: u32) -> String {

@@ -54,6 +54,8 @@ pub(crate) fn harsh(level: u32) -> Rates {
             rename_ppm: 10_000,
             open_ppm: 2_000,
             crash_ppm: 150_000,
+            // The purge-only schedule these seeds and rates were tuned on.
+            catalog_ppm: 0,
         };
     }
     Rates {
@@ -64,6 +66,8 @@ pub(crate) fn harsh(level: u32) -> Rates {
         rename_ppm: 30_000,
         open_ppm: 5_000,
         crash_ppm: 80_000,
+        // The purge-only schedule these seeds and rates were tuned on.
+        catalog_ppm: 0,
     }
 }
 

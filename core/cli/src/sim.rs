@@ -12,7 +12,8 @@ pub enum SimCommand {
     /// sync-failure semantics × durability policy, plus second crashes during
     /// recovery) and check the oracle. Exits 1 on any violation.
     Explore {
-        /// purge, topic-purge, offsets or append.
+        /// purge, topic-purge, offsets, append, offset-slots, delete-topic,
+        /// delete-stream, delete-partitions or delete-group.
         #[arg(long)]
         workload: String,
         /// Print one JSON object on stdout instead of a summary.

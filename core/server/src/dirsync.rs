@@ -28,7 +28,7 @@ pub(crate) enum NameChange {
 }
 
 /// Suffix of the temporary name used to re-dirty a created name.
-pub(crate) const REDIRTY_SUFFIX: &str = ".redirty";
+pub const REDIRTY_SUFFIX: &str = ".redirty";
 
 #[derive(Debug, Clone)]
 pub(crate) struct DirTracker {
@@ -86,6 +86,18 @@ impl DirTracker {
                 Err(e)
             }
         }
+    }
+}
+
+/// Removes the tree at `path` (a deleted or leftover stream, topic or
+/// partition directory). An empty file there is a redo's own leftover: `redo`
+/// re-dirties a removed directory's name by creating and removing a file
+/// under it, and a crash between the two leaves the file, which
+/// `remove_dir_all` refuses (`ENOTDIR`) forever.
+pub(crate) fn remove_tree(storage: &dyn DurableStorage, path: &Path) -> Result<(), StorageError> {
+    match storage.remove_dir_all(path) {
+        Err(e) if e.kind == ErrorKind::NotADirectory => storage.remove_file(path),
+        other => other,
     }
 }
 

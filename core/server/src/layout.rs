@@ -52,15 +52,18 @@ impl DirKind {
 }
 
 /// The directory under the data directory that holds every stream.
-pub(crate) const STREAMS_DIR: &str = "streams";
+pub const STREAMS_DIR: &str = "streams";
 /// A stream's directory of topics.
-pub(crate) const TOPICS_DIR: &str = "topics";
+pub const TOPICS_DIR: &str = "topics";
 /// A topic's directory of partitions.
-pub(crate) const PARTITIONS_DIR: &str = "partitions";
+pub const PARTITIONS_DIR: &str = "partitions";
 /// A partition's directories, as named inside the partition directory.
 pub(crate) const SEGMENTS_DIR: &str = "segments";
 pub(crate) const CONSUMERS_DIR: &str = "consumers";
-pub(crate) const GROUPS_DIR: &str = "groups";
+pub const GROUPS_DIR: &str = "groups";
+/// The temporary name a re-dirty gives `<name>` between its two renames
+/// (`dirsync.rs`): a crash between them leaves it.
+pub use crate::dirsync::REDIRTY_SUFFIX;
 /// The root user's credentials (a password hash, never the password).
 pub const CREDENTIALS_FILE: &str = "root.credentials";
 /// A partition's purge cleanup obligation (two slots).

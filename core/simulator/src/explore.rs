@@ -353,10 +353,10 @@ pub fn run_case(
         if case.then_send {
             violations.extend(world.check_applied_means_removed());
             violations.extend(world.check());
-            for partition in 0..workload.shape(case.policy).partitions {
+            for (i, partition) in world.live_partitions().into_iter().enumerate() {
                 world.step(&Step::Send {
                     partition,
-                    payloads: vec![format!("then-send-{partition}")],
+                    payloads: vec![format!("then-send-{i}")],
                 });
             }
             world.crash(Crash::PowerLoss);

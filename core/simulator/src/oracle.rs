@@ -13,13 +13,95 @@
 //!   never to another generation and never to a value nobody wrote.
 //! - Payloads and offset values are unique per generation (the workloads make
 //!   them so), so a value identifies the generation it belongs to.
+//! - The catalog is modelled at the grain the data lives at: each partition
+//!   and each group is live or deleted (`Presence`). An acknowledged
+//!   deletion retires what was acknowledged in it for good (never served
+//!   again, not even by a re-created resource under the same id, which
+//!   starts empty); a failed create or delete is in doubt until the engine
+//!   shows the catalog, and a failed deletion must not land once a write to
+//!   the resource was acknowledged after it (the purge's rule, `Generation`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use sluice_server::metadata::{Durability, PartitionKey};
+use sluice_server::metadata::{Durability, Metadata, PartitionKey, ResourceKey};
 
 use crate::ack::{self, Generation, Lapse, OffsetHistory, Served};
+use crate::world::GroupKey;
+
+/// Whether a partition or a group exists, as acknowledged, and a create or
+/// delete of it in doubt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Presence {
+    /// Created (and not deleted since), by the last acknowledged call.
+    live: bool,
+    /// A create or delete returned an error: its commit may have landed.
+    in_doubt: bool,
+    /// A write was acknowledged to it while a deletion of it was in doubt:
+    /// that deletion must not land any more.
+    acked_since_doubt: bool,
+}
+
+/// What the engine's catalog showed of a resource, judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// What was acknowledged (a change in doubt did not land).
+    Acknowledged,
+    /// A change in doubt landed; `lost_acked`: a deletion that failed landed
+    /// after a write to the resource was acknowledged (a violation).
+    Landed { lost_acked: bool },
+    /// Live by every acknowledgement, and gone: nothing deleted it.
+    Lost,
+    /// Deleted by an acknowledged call, and back.
+    Resurrected,
+}
+
+impl Presence {
+    const LIVE: Presence = Presence {
+        live: true,
+        in_doubt: false,
+        acked_since_doubt: false,
+    };
+
+    fn changed(&mut self, live: bool, ok: bool) {
+        if ok {
+            *self = Presence {
+                live,
+                in_doubt: false,
+                acked_since_doubt: false,
+            };
+        } else if self.live != live {
+            self.in_doubt = true;
+            self.acked_since_doubt = false;
+        }
+    }
+
+    fn write_acknowledged(&mut self) {
+        self.acked_since_doubt |= self.in_doubt;
+    }
+
+    /// Judges that the engine's catalog shows the resource (`exists`) or not,
+    /// and learns from it: every answer ends the doubt.
+    fn observe(&mut self, exists: bool) -> Seen {
+        let seen = if exists == self.live {
+            Seen::Acknowledged
+        } else if self.in_doubt {
+            Seen::Landed {
+                lost_acked: !exists && self.acked_since_doubt,
+            }
+        } else if self.live {
+            Seen::Lost
+        } else {
+            Seen::Resurrected
+        };
+        *self = Presence {
+            live: exists,
+            in_doubt: false,
+            acked_since_doubt: false,
+        };
+        seen
+    }
+}
 
 /// One partition's acknowledged state.
 #[derive(Debug, Clone)]
@@ -48,6 +130,12 @@ pub(crate) struct PartitionModel {
     /// continue the log past a stored offset so none is reused (ADR 0010),
     /// so the history may jump.
     power_lost: bool,
+    /// Whether the partition exists (a deleted one's model holds only what
+    /// must never come back).
+    presence: Presence,
+    /// Offset values of deleted incarnations of this partition (or of a
+    /// deleted group in it), by (is_group, id): never visible again.
+    deleted_offsets: BTreeSet<((bool, u32), u64)>,
 }
 
 /// A violation of one of the oracle's properties.
@@ -75,6 +163,10 @@ pub(crate) struct Observed {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Oracle {
     pub(crate) partitions: BTreeMap<PartitionKey, PartitionModel>,
+    groups: BTreeMap<GroupKey, Presence>,
+    /// Payloads of every deleted partition, of any generation: never served
+    /// again, by any partition.
+    deleted: BTreeSet<String>,
 }
 
 impl PartitionModel {
@@ -92,6 +184,39 @@ impl PartitionModel {
             lossy_messages: false,
             lossy_offsets: false,
             power_lost: false,
+            presence: Presence::LIVE,
+            deleted_offsets: BTreeSet::new(),
+        }
+    }
+
+    /// The partition is gone: what it held goes to `deleted` for good, and
+    /// the model starts over empty (as a re-created partition does), keeping
+    /// the offset values it must never show again. (Offsets of its purged
+    /// generations are not kept: a re-created partition showing one shows a
+    /// value its own history does not hold, which (b) reports.)
+    fn retire(&mut self, deleted: &mut BTreeSet<String>) {
+        let mut gone = std::mem::take(&mut self.deleted_offsets);
+        for (id, h) in &self.offsets {
+            gone.extend(h.values().map(|v| (*id, v)));
+        }
+        deleted.extend(self.messages.iter().map(|(_, m)| m.clone()));
+        deleted.extend(self.maybe_messages.iter().cloned());
+        deleted.extend(self.purged.iter().cloned());
+        *self = PartitionModel {
+            deleted_offsets: gone,
+            presence: Presence {
+                live: false,
+                ..Presence::LIVE
+            },
+            ..PartitionModel::new(self.messages_policy, self.offsets_policy)
+        };
+    }
+
+    /// A group of this partition's topic is gone: its offsets with it.
+    fn retire_group(&mut self, group: u32) {
+        if let Some(h) = self.offsets.remove(&(true, group)) {
+            self.deleted_offsets
+                .extend(h.values().map(|v| ((true, group), v)));
         }
     }
 
@@ -123,7 +248,7 @@ impl Oracle {
 
     /// A send: `base` is the offset of the first message when acknowledged.
     pub(crate) fn sent(&mut self, key: PartitionKey, payloads: &[String], base: Option<u64>) {
-        if let Some(p) = self.partitions.get_mut(&key) {
+        if let Some(p) = self.partitions.get_mut(&key).filter(|p| p.presence.live) {
             if let Some(base) = base {
                 // After a power loss the engine may continue past a stored
                 // offset beyond the recovered end (ADR 0010): a gap before an
@@ -139,6 +264,7 @@ impl Oracle {
                         .map(|(i, m)| (base + i as u64, m.clone())),
                 );
                 p.generation.write_acknowledged();
+                p.presence.write_acknowledged();
             } else {
                 p.maybe_messages.extend(payloads.iter().cloned());
             }
@@ -153,11 +279,21 @@ impl Oracle {
         value: Option<u64>,
         ok: bool,
     ) {
-        if let Some(p) = self.partitions.get_mut(&key) {
+        let group_key = (key.stream, key.topic, id);
+        if group && !self.group_live(group_key) {
+            // A deleted group's offsets are never stored (the world reports
+            // a store that was acknowledged): nothing to model.
+            return;
+        }
+        if let Some(p) = self.partitions.get_mut(&key).filter(|p| p.presence.live) {
             let h = p.offsets.entry((group, id)).or_default();
             if ok {
                 h.acknowledged(value);
                 p.generation.write_acknowledged();
+                p.presence.write_acknowledged();
+                if group && let Some(g) = self.groups.get_mut(&group_key) {
+                    g.write_acknowledged();
+                }
             } else {
                 h.failed(value);
             }
@@ -166,7 +302,7 @@ impl Oracle {
 
     pub(crate) fn purged(&mut self, keys: &[PartitionKey], ok: bool) {
         for key in keys {
-            if let Some(p) = self.partitions.get_mut(key) {
+            if let Some(p) = self.partitions.get_mut(key).filter(|p| p.presence.live) {
                 if ok {
                     p.generation.purge_acknowledged();
                     p.start_generation();
@@ -175,6 +311,184 @@ impl Oracle {
                 }
             }
         }
+    }
+
+    /// A partition was created (`ok`) or its creation failed (in doubt). A
+    /// re-created partition starts empty; what its deleted incarnations held
+    /// stays retired.
+    pub(crate) fn partition_created(
+        &mut self,
+        key: PartitionKey,
+        messages: Durability,
+        offsets: Durability,
+        ok: bool,
+    ) {
+        let p = self.partitions.entry(key).or_insert_with(|| {
+            let mut p = PartitionModel::new(messages, offsets);
+            p.presence.live = false;
+            p
+        });
+        if ok && !p.presence.live {
+            let deleted_offsets = std::mem::take(&mut p.deleted_offsets);
+            *p = PartitionModel {
+                deleted_offsets,
+                ..PartitionModel::new(messages, offsets)
+            };
+        }
+        p.presence.changed(true, ok);
+    }
+
+    /// A group was created (`ok`) or its creation failed (in doubt).
+    pub(crate) fn group_created(&mut self, group: GroupKey, ok: bool) {
+        let g = self.groups.entry(group).or_insert(Presence {
+            live: false,
+            ..Presence::LIVE
+        });
+        g.changed(true, ok);
+    }
+
+    /// `r` was deleted (`ok`: everything under it is retired) or its deletion
+    /// failed (in doubt: it may land, until a write is acknowledged to it).
+    pub(crate) fn removed(&mut self, r: ResourceKey, ok: bool) {
+        let groups: Vec<GroupKey> = self
+            .groups
+            .iter()
+            .filter(|&(&(stream, topic, group), g)| {
+                g.live
+                    && r.covers(ResourceKey::Group {
+                        stream,
+                        topic,
+                        group,
+                    })
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for g in groups {
+            self.group_changed(g, false, ok);
+        }
+        let Oracle {
+            partitions,
+            deleted,
+            ..
+        } = self;
+        for (k, p) in partitions.iter_mut() {
+            if !p.presence.live || !r.covers(ResourceKey::Partition(*k)) {
+                continue;
+            }
+            if ok {
+                p.retire(deleted);
+            } else {
+                p.presence.changed(false, false);
+            }
+        }
+    }
+
+    fn group_changed(&mut self, g: GroupKey, live: bool, ok: bool) {
+        let presence = self.groups.entry(g).or_insert(Presence::LIVE);
+        presence.changed(live, ok);
+        if !presence.live {
+            self.retire_group(g);
+        }
+    }
+
+    /// A group is gone: its offsets in every partition of its topic with it.
+    fn retire_group(&mut self, (stream, topic, group): GroupKey) {
+        for (k, p) in self.partitions.iter_mut() {
+            if k.stream == stream && k.topic == topic {
+                p.retire_group(group);
+            }
+        }
+    }
+
+    /// Judges the engine's catalog (its metadata, once it serves) against
+    /// what was acknowledged: an acknowledged resource is there, a deleted
+    /// one is not, a create or delete in doubt landed or not (and learns
+    /// which). A deleted resource's data is retired when its deletion is
+    /// seen to have landed.
+    pub(crate) fn observe_catalog(&mut self, meta: &Metadata) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let Oracle {
+            partitions,
+            groups,
+            deleted,
+        } = self;
+        for (k, p) in partitions.iter_mut() {
+            let exists = meta.partition(*k).is_some();
+            let was_live = p.presence.live;
+            let what = format!("partition {k}");
+            out.extend(judge(p.presence.observe(exists), &k.to_string(), &what));
+            if was_live && !exists {
+                p.retire(deleted);
+            } else if !was_live && exists {
+                let deleted_offsets = std::mem::take(&mut p.deleted_offsets);
+                *p = PartitionModel {
+                    deleted_offsets,
+                    ..PartitionModel::new(p.messages_policy, p.offsets_policy)
+                };
+            }
+        }
+        let mut gone = Vec::new();
+        for (&(stream, topic, group), g) in groups.iter_mut() {
+            let exists = meta
+                .streams
+                .get(&stream)
+                .and_then(|s| s.topics.get(&topic))
+                .is_some_and(|t| t.groups.contains_key(&group));
+            let was_live = g.live;
+            let what = format!("group {group} of topic {stream}/{topic}");
+            out.extend(judge(
+                g.observe(exists),
+                &format!("{stream}/{topic}"),
+                &what,
+            ));
+            if was_live && !exists {
+                gone.push((stream, topic, group));
+            }
+        }
+        for g in gone {
+            self.retire_group(g);
+        }
+        out
+    }
+
+    /// Partitions the model holds live (or in doubt whether a deletion
+    /// landed): what the engine must serve.
+    pub(crate) fn live_keys(&self) -> Vec<PartitionKey> {
+        self.partitions
+            .iter()
+            .filter(|(_, p)| p.presence.live)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// Partitions deleted by an acknowledged call (not in doubt): what must
+    /// resolve to nothing.
+    pub(crate) fn gone_keys(&self) -> Vec<PartitionKey> {
+        self.partitions
+            .iter()
+            .filter(|(_, p)| !p.presence.live && !p.presence.in_doubt)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    pub(crate) fn partition_live(&self, key: PartitionKey) -> bool {
+        self.partitions.get(&key).is_some_and(|p| p.presence.live)
+    }
+
+    pub(crate) fn partition_gone(&self, key: PartitionKey) -> bool {
+        self.partitions
+            .get(&key)
+            .is_some_and(|p| !p.presence.live && !p.presence.in_doubt)
+    }
+
+    pub(crate) fn group_live(&self, group: GroupKey) -> bool {
+        self.groups.get(&group).is_some_and(|g| g.live)
+    }
+
+    pub(crate) fn group_gone(&self, group: GroupKey) -> bool {
+        self.groups
+            .get(&group)
+            .is_some_and(|g| !g.live && !g.in_doubt)
     }
 
     /// A crash happened.
@@ -195,6 +509,7 @@ impl Oracle {
     /// engine shows, and checks every property of one partition.
     pub(crate) fn check(&mut self, key: PartitionKey, seen: &Observed) -> Vec<Violation> {
         let mut out = Vec::new();
+        let deleted = &self.deleted;
         let Some(p) = self.partitions.get_mut(&key) else {
             return out;
         };
@@ -238,12 +553,18 @@ impl Oracle {
                 return out;
             }
         }
-        // (e) purged messages are never served.
+        // (e) purged messages are never served; (h) nor a deleted resource's.
         for (offset, payload) in &seen.history {
             if p.purged.contains(payload) {
                 out.push(v(
                     'e',
                     format!("purged message {payload:?} served at offset {offset}"),
+                ));
+            }
+            if deleted.contains(payload) {
+                out.push(v(
+                    'h',
+                    format!("message {payload:?} of a deleted resource served at offset {offset}"),
                 ));
             }
         }
@@ -262,7 +583,9 @@ impl Oracle {
                     ));
                 }
                 Some(_) => {}
-                None if p.maybe_messages.contains(payload) || p.purged.contains(payload) => {}
+                None if p.maybe_messages.contains(payload)
+                    || p.purged.contains(payload)
+                    || deleted.contains(payload) => {}
                 None => out.push(v(
                     'b',
                     format!(
@@ -320,9 +643,20 @@ impl Oracle {
                 ));
             }
         }
-        // (a)/(b) offsets.
+        // (a)/(b)/(h) offsets.
         for ((group, id), value) in &seen.offsets {
             let kind = if *group { "group" } else { "consumer" };
+            let own = p.offsets.get(&(*group, *id));
+            if let Some(x) = value
+                && p.deleted_offsets.contains(&((*group, *id), *x))
+                && !own.is_some_and(|h| h.ever_held(*value))
+            {
+                out.push(v(
+                    'h',
+                    format!("{kind} {id} shows offset {x} of a deleted resource"),
+                ));
+                continue;
+            }
             if let Some(x) = value
                 && p.purged_offsets.contains(x)
                 && !p
@@ -386,5 +720,31 @@ impl Oracle {
             p.lossy_messages = false;
             p.lossy_offsets = false;
         }
+    }
+}
+
+/// A catalog observation's violations: (b) for an acknowledged resource
+/// lost, or a failed deletion that landed after writes to it were
+/// acknowledged; (h) for a deleted resource back in the catalog.
+fn judge(seen: Seen, partition: &str, what: &str) -> Vec<Violation> {
+    let v = |property, detail: String| Violation {
+        property,
+        partition: partition.to_string(),
+        detail,
+    };
+    match seen {
+        Seen::Acknowledged | Seen::Landed { lost_acked: false } => Vec::new(),
+        Seen::Landed { lost_acked: true } => vec![v(
+            'b',
+            format!("a deletion of {what} that failed landed, losing writes acknowledged after it"),
+        )],
+        Seen::Lost => vec![v(
+            'b',
+            format!("{what} is gone, but every call that could delete it failed or none was made"),
+        )],
+        Seen::Resurrected => vec![v(
+            'h',
+            format!("{what} was deleted (acknowledged) and is back in the catalog"),
+        )],
     }
 }

@@ -2,11 +2,17 @@
 //!
 //! Each workload is a setup (run cleanly, never faulted) and a window of steps
 //! whose every storage operation is a crash point. Payloads and offset values
-//! are unique per generation so the oracle can tell generations apart.
+//! are unique per generation (and per incarnation of a deleted and re-created
+//! resource) so the oracle can tell them apart.
+//!
+//! The deletion workloads (`delete-*`, issue 17) start their window with the
+//! deletion, then do what a client does next: write to a resource that
+//! survives it, create the deleted one again under the same id (which makes
+//! the engine finish a pending deletion first) and write to it.
 
-use sluice_server::metadata::Durability;
+use sluice_server::metadata::{Durability, PartitionKey, ResourceKey};
 
-use crate::world::{Shape, Step};
+use crate::world::{Shape, Step, key};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Workload {
@@ -17,15 +23,39 @@ pub enum Workload {
     /// One consumer storing five offsets in a row: with two faults per case,
     /// a failed store followed by a torn one (issue 12 defect 1).
     OffsetSlots,
+    /// Delete topic 0 (a tree: its partition, segments, offsets), write to
+    /// topic 1, create topic 0 again and write to it.
+    DeleteTopic,
+    /// Delete stream 0 (its topic with it), write to stream 1, create stream
+    /// 0 and its topic again and write to it.
+    DeleteStream,
+    /// Delete the last partition of a topic of two, write to the other,
+    /// create it again and write to it.
+    DeletePartitions,
+    /// Delete group 0 (its offset file in both partitions), store a
+    /// consumer's offset, create the group again and store its offset.
+    DeleteGroup,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Purge,
         Workload::TopicPurge,
         Workload::Offsets,
         Workload::Append,
         Workload::OffsetSlots,
+        Workload::DeleteTopic,
+        Workload::DeleteStream,
+        Workload::DeletePartitions,
+        Workload::DeleteGroup,
+    ];
+
+    /// The workloads whose window starts with a deletion.
+    pub const DELETIONS: [Workload; 4] = [
+        Workload::DeleteTopic,
+        Workload::DeleteStream,
+        Workload::DeletePartitions,
+        Workload::DeleteGroup,
     ];
 
     pub fn name(self) -> &'static str {
@@ -35,6 +65,10 @@ impl Workload {
             Workload::Offsets => "offsets",
             Workload::Append => "append",
             Workload::OffsetSlots => "offset-slots",
+            Workload::DeleteTopic => "delete-topic",
+            Workload::DeleteStream => "delete-stream",
+            Workload::DeletePartitions => "delete-partitions",
+            Workload::DeleteGroup => "delete-group",
         }
     }
 
@@ -43,7 +77,11 @@ impl Workload {
     }
 
     pub(crate) fn shape(self, policy: Durability) -> Shape {
-        let partitions = if self == Workload::TopicPurge { 3 } else { 1 };
+        let partitions = match self {
+            Workload::TopicPurge => 3,
+            Workload::DeletePartitions | Workload::DeleteGroup => 2,
+            _ => 1,
+        };
         // Small segments so appends roll and recovery sees several segments.
         let segment_size = if self == Workload::Append {
             256
@@ -59,9 +97,22 @@ impl Workload {
     }
 
     fn send(partition: u32, tag: &str, n: usize) -> Step {
+        Self::send_to(key(partition), tag, n)
+    }
+
+    fn send_to(partition: PartitionKey, tag: &str, n: usize) -> Step {
         Step::Send {
             partition,
             payloads: (0..n).map(|i| format!("{tag}-{i}")).collect(),
+        }
+    }
+
+    fn store(partition: PartitionKey, group: bool, id: u32, offset: u64) -> Step {
+        Step::Store {
+            partition,
+            group,
+            id,
+            offset,
         }
     }
 
@@ -72,19 +123,19 @@ impl Workload {
                 Self::send(0, "old-a", 4),
                 Self::send(0, "old-b", 4),
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: false,
                     id: 1,
                     offset: 5,
                 },
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: false,
                     id: 2,
                     offset: 6,
                 },
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: true,
                     id: 0,
                     offset: 7,
@@ -95,13 +146,13 @@ impl Workload {
                     vec![
                         Self::send(p, &format!("old-p{p}"), 6),
                         Step::Store {
-                            partition: p,
+                            partition: key(p),
                             group: false,
                             id: 1,
                             offset: 4,
                         },
                         Step::Store {
-                            partition: p,
+                            partition: key(p),
                             group: true,
                             id: 0,
                             offset: 5,
@@ -112,7 +163,7 @@ impl Workload {
             Workload::Offsets => vec![
                 Self::send(0, "m", 8),
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: false,
                     id: 3,
                     offset: 7,
@@ -120,6 +171,34 @@ impl Workload {
             ],
             Workload::Append => vec![Self::send(0, "seed", 4)],
             Workload::OffsetSlots => vec![Self::send(0, "m", 8)],
+            Workload::DeleteTopic => vec![
+                Step::Create(TOPIC_1),
+                Self::send(0, "old", 4),
+                Self::send_to(T1P0, "t1-old", 2),
+                Self::store(key(0), false, 1, 2),
+                Self::store(key(0), true, 0, 3),
+            ],
+            Workload::DeleteStream => vec![
+                Step::Create(STREAM_1),
+                Step::Create(S1_TOPIC_0),
+                Self::send(0, "old", 4),
+                Self::send_to(S1T0P0, "s1-old", 2),
+                Self::store(key(0), false, 1, 2),
+                Self::store(key(0), true, 0, 3),
+            ],
+            Workload::DeletePartitions => vec![
+                Self::send(0, "p0-old", 2),
+                Self::send(1, "old", 4),
+                Self::store(key(1), false, 1, 2),
+                Self::store(key(1), true, 0, 3),
+            ],
+            Workload::DeleteGroup => vec![
+                Self::send(0, "p0-old", 4),
+                Self::send(1, "p1-old", 4),
+                Self::store(key(0), true, 0, 2),
+                Self::store(key(1), true, 0, 3),
+                Self::store(key(0), false, 1, 1),
+            ],
         }
     }
 
@@ -127,16 +206,16 @@ impl Workload {
     pub(crate) fn window(self) -> Vec<Step> {
         match self {
             Workload::Purge => vec![
-                Step::PurgePartition { partition: 0 },
+                Step::PurgePartition { partition: key(0) },
                 Self::send(0, "new-a", 2),
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: false,
                     id: 1,
                     offset: 0,
                 },
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: true,
                     id: 0,
                     offset: 1,
@@ -147,7 +226,7 @@ impl Workload {
                 Step::PurgeTopic,
                 Self::send(1, "new-p1", 2),
                 Step::Store {
-                    partition: 2,
+                    partition: key(2),
                     group: false,
                     id: 1,
                     offset: 0,
@@ -156,40 +235,40 @@ impl Workload {
             // Each window starts with a purge, so every workload also proves
             // the naive (Iggy-order) purge wrong; then what it is named for.
             Workload::Offsets => vec![
-                Step::PurgePartition { partition: 0 },
+                Step::PurgePartition { partition: key(0) },
                 Self::send(0, "n", 8),
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: false,
                     id: 1,
                     offset: 2,
                 },
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: true,
                     id: 0,
                     offset: 3,
                 },
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: false,
                     id: 1,
                     offset: 4,
                 },
                 Step::Delete {
-                    partition: 0,
+                    partition: key(0),
                     group: true,
                     id: 0,
                 },
                 Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: false,
                     id: 2,
                     offset: 6,
                 },
             ],
             Workload::Append => vec![
-                Step::PurgePartition { partition: 0 },
+                Step::PurgePartition { partition: key(0) },
                 Self::send(0, "a", 3),
                 Self::send(0, "b", 5),
                 Self::send(0, "c", 2),
@@ -197,12 +276,73 @@ impl Workload {
             // No purge: only the two-slot records of one id under faults.
             Workload::OffsetSlots => (1..=5)
                 .map(|offset| Step::Store {
-                    partition: 0,
+                    partition: key(0),
                     group: false,
                     id: 1,
                     offset,
                 })
                 .collect(),
+            Workload::DeleteTopic => vec![
+                Step::Remove(TOPIC_0),
+                Self::send_to(T1P0, "t1-new", 1),
+                Step::Create(TOPIC_0),
+                Self::send(0, "new", 2),
+                Self::store(key(0), false, 1, 1),
+            ],
+            Workload::DeleteStream => vec![
+                Step::Remove(STREAM_0),
+                Self::send_to(S1T0P0, "s1-new", 1),
+                Step::Create(STREAM_0),
+                Step::Create(TOPIC_0),
+                Self::send(0, "new", 2),
+                Self::store(key(0), false, 1, 1),
+            ],
+            Workload::DeletePartitions => vec![
+                Step::Remove(ResourceKey::Partition(key(1))),
+                Self::send(0, "p0-new", 1),
+                Step::Create(ResourceKey::Partition(key(1))),
+                Self::send(1, "new", 2),
+                Self::store(key(1), false, 1, 1),
+            ],
+            Workload::DeleteGroup => vec![
+                Step::Remove(GROUP_0),
+                Self::store(key(0), false, 1, 3),
+                Step::Create(GROUP_0),
+                Self::store(key(0), true, 0, 0),
+                Self::send(1, "p1-new", 1),
+            ],
         }
     }
 }
+
+const STREAM_0: ResourceKey = ResourceKey::Stream { stream: 0 };
+const STREAM_1: ResourceKey = ResourceKey::Stream { stream: 1 };
+const TOPIC_0: ResourceKey = ResourceKey::Topic {
+    stream: 0,
+    topic: 0,
+};
+const TOPIC_1: ResourceKey = ResourceKey::Topic {
+    stream: 0,
+    topic: 1,
+};
+const S1_TOPIC_0: ResourceKey = ResourceKey::Topic {
+    stream: 1,
+    topic: 0,
+};
+const GROUP_0: ResourceKey = ResourceKey::Group {
+    stream: 0,
+    topic: 0,
+    group: 0,
+};
+/// Partition 0 of topic 1 (stream 0): survives the deletion of topic 0.
+const T1P0: PartitionKey = PartitionKey {
+    stream: 0,
+    topic: 1,
+    partition: 0,
+};
+/// Partition 0 of stream 1's topic: survives the deletion of stream 0.
+const S1T0P0: PartitionKey = PartitionKey {
+    stream: 1,
+    topic: 0,
+    partition: 0,
+};

@@ -19,13 +19,15 @@
 //! - A broken engine invariant is noted after every step and open, and again
 //!   when asked for (`invariant_violations`), and reported once per noting.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use sluice_server::clock::{Clock, ManualClock};
-use sluice_server::layout::PartitionPaths;
-use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
+use sluice_server::layout::{
+    GROUPS_DIR, PARTITIONS_DIR, PartitionPaths, REDIRTY_SUFFIX, STREAMS_DIR, TOPICS_DIR,
+};
+use sluice_server::metadata::{Durability, Metadata, PartitionKey, ResourceKey, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file};
 use sluice_server::partition::{Consumer, PollingStrategy};
@@ -50,29 +52,39 @@ pub const OBSERVER: u32 = 9_999;
 /// Enough for every history a world builds: `Next` from the start returns it whole.
 const WHOLE_HISTORY: u64 = 100_000;
 
-/// One workload step.
+/// One workload step: an ordinary engine call each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Step {
     Send {
-        partition: u32,
+        partition: PartitionKey,
         payloads: Vec<String>,
     },
     Store {
-        partition: u32,
+        partition: PartitionKey,
         group: bool,
         id: u32,
         offset: u64,
     },
     Delete {
-        partition: u32,
+        partition: PartitionKey,
         group: bool,
         id: u32,
     },
     PurgePartition {
-        partition: u32,
+        partition: PartitionKey,
     },
+    /// Purges topic 0 of stream 0.
     PurgeTopic,
     Reconcile,
+    /// Creates a stream, a topic (with the shape's partitions and options), a
+    /// group, or the next partition of a topic (`Partition(k)`: the engine
+    /// gives it the id after the highest live one; `k` is the one the
+    /// workload expects), by the name [`stream_name`], [`topic_name`] or
+    /// [`group_name`] gives its id.
+    Create(ResourceKey),
+    /// Deletes a stream, a topic, a group, or the last partition of a topic
+    /// (`Partition(k)`: the engine takes the last live one).
+    Remove(ResourceKey),
 }
 
 /// The shape of a topic a workload runs on.
@@ -104,12 +116,15 @@ pub struct World {
     shape: Shape,
     clock: Arc<ManualClock>,
     /// (is_group, id) pairs a workload has touched, per partition.
-    consumers: BTreeMap<u32, Vec<(bool, u32)>>,
+    consumers: BTreeMap<PartitionKey, Vec<(bool, u32)>>,
     seed: u64,
     purge_mode: PurgeMode,
     /// The first broken engine invariant seen (`Engine::check_invariants`),
     /// until a check reports it.
     broken: Option<String>,
+    /// Violations a step itself showed (a deleted resource accepting a
+    /// write), until a check reports them.
+    seen_in_steps: Vec<Violation>,
 }
 
 fn s() -> Identifier {
@@ -118,6 +133,41 @@ fn s() -> Identifier {
 
 fn t() -> Identifier {
     Identifier::Name(TOPIC.into())
+}
+
+/// The name of stream `id`: `s` for stream 0 (the world's own), `s<id>` else.
+pub fn stream_name(id: u32) -> String {
+    if id == 0 {
+        STREAM.into()
+    } else {
+        format!("{STREAM}{id}")
+    }
+}
+
+/// The name of topic `id` in any stream: `t` for topic 0, `t<id>` else.
+pub fn topic_name(id: u32) -> String {
+    if id == 0 {
+        TOPIC.into()
+    } else {
+        format!("{TOPIC}{id}")
+    }
+}
+
+/// The name of group `id`: `g` for group 0 (created with the world), `g<id>` else.
+pub fn group_name(id: u32) -> String {
+    if id == 0 {
+        "g".into()
+    } else {
+        format!("g{id}")
+    }
+}
+
+/// The identifiers of `key`'s stream and topic, by name (as a client names them).
+fn ids_of(stream: u32, topic: u32) -> (Identifier, Identifier) {
+    (
+        Identifier::Name(stream_name(stream)),
+        Identifier::Name(topic_name(topic)),
+    )
 }
 
 pub fn key(partition: u32) -> PartitionKey {
@@ -132,6 +182,9 @@ pub fn key(partition: u32) -> PartitionKey {
 pub fn paths(partition: u32) -> PartitionPaths {
     PartitionPaths::new(Path::new(DATA_DIR), key(partition))
 }
+
+/// The key of a group, as the oracle files it.
+pub(crate) type GroupKey = (u32, u32, u32);
 
 fn consumer(group: bool, id: u32) -> Consumer {
     if group {
@@ -174,6 +227,7 @@ impl World {
             seed,
             purge_mode,
             broken: None,
+            seen_in_steps: Vec::new(),
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine()?;
@@ -196,6 +250,7 @@ impl World {
                 .oracle
                 .add_partition(key(p), shape.messages, shape.offsets);
         }
+        world.oracle.group_created((0, 0, 0), true);
         Ok(world)
     }
 
@@ -214,6 +269,7 @@ impl World {
             seed: self.seed,
             purge_mode: self.purge_mode,
             broken: None,
+            seen_in_steps: self.seen_in_steps.clone(),
         }
     }
 
@@ -310,8 +366,12 @@ impl World {
                 partition,
                 payloads,
             } => {
-                let base = self.send(*partition, payloads).ok().map(|s| s.base_offset);
-                self.oracle.sent(key(*partition), payloads, base);
+                let base = self
+                    .send_to(*partition, payloads)
+                    .ok()
+                    .map(|s| s.base_offset);
+                self.served_if_deleted(*partition, None, base.is_some(), "a send");
+                self.oracle.sent(*partition, payloads, base);
                 base.is_some()
             }
             Step::Store {
@@ -321,10 +381,11 @@ impl World {
                 offset,
             } => {
                 let ok = self
-                    .store_offset(*partition, consumer(*group, *id), *offset)
+                    .store_offset_at(*partition, consumer(*group, *id), *offset)
                     .is_ok();
+                self.served_if_deleted(*partition, group.then_some(*id), ok, "an offset store");
                 self.oracle
-                    .offset(key(*partition), *group, *id, Some(*offset), ok);
+                    .offset(*partition, *group, *id, Some(*offset), ok);
                 self.consumers
                     .entry(*partition)
                     .or_default()
@@ -337,14 +398,19 @@ impl World {
                 id,
             } => {
                 let ok = self
-                    .delete_offset(*partition, consumer(*group, *id))
+                    .delete_offset_at(*partition, consumer(*group, *id))
                     .is_ok();
-                self.oracle.offset(key(*partition), *group, *id, None, ok);
+                self.served_if_deleted(*partition, group.then_some(*id), ok, "an offset delete");
+                self.oracle.offset(*partition, *group, *id, None, ok);
                 ok
             }
             Step::PurgePartition { partition } => {
-                let ok = self.purge_partition(*partition).is_ok();
-                self.oracle.purged(&[key(*partition)], ok);
+                let (s, t) = ids_of(partition.stream, partition.topic);
+                let ok = self
+                    .call()
+                    .and_then(|e| e.purge_partition(&s, &t, partition.partition))
+                    .is_ok();
+                self.oracle.purged(&[*partition], ok);
                 ok
             }
             Step::PurgeTopic => {
@@ -359,17 +425,233 @@ impl World {
                 }
                 true
             }
+            Step::Create(r) => {
+                let r = self.resolve_partition_step(*r, true);
+                let ok = self.create(r).is_ok();
+                let partitions = match r {
+                    ResourceKey::Stream { .. } | ResourceKey::Group { .. } => Vec::new(),
+                    ResourceKey::Topic { stream, topic } => (0..self.shape.partitions)
+                        .map(|partition| PartitionKey {
+                            stream,
+                            topic,
+                            partition,
+                        })
+                        .collect(),
+                    ResourceKey::Partition(k) => vec![k],
+                };
+                for k in partitions {
+                    self.oracle
+                        .partition_created(k, self.shape.messages, self.shape.offsets, ok);
+                }
+                if let ResourceKey::Group {
+                    stream,
+                    topic,
+                    group,
+                } = r
+                {
+                    self.oracle.group_created((stream, topic, group), ok);
+                }
+                ok
+            }
+            Step::Remove(r) => {
+                let r = self.resolve_partition_step(*r, false);
+                let ok = self.remove(r).is_ok();
+                self.oracle.removed(r, ok);
+                ok
+            }
         }
     }
 
-    /// Sends one batch of `payloads` to `partition`.
-    pub fn send(&mut self, partition: u32, payloads: &[String]) -> Result<Sent, EngineError> {
+    /// The partition a partition step acts on, as the engine picks it: the
+    /// next after the highest live one (`create`), or the last (`!create`).
+    /// A workload names the one it expects, which an earlier failed step may
+    /// have moved (a deletion that did not happen leaves the next id higher).
+    fn resolve_partition_step(&self, r: ResourceKey, create: bool) -> ResourceKey {
+        let ResourceKey::Partition(k) = r else {
+            return r;
+        };
+        let last = self
+            .metadata()
+            .and_then(|m| m.streams.get(&k.stream))
+            .and_then(|s| s.topics.get(&k.topic))
+            .and_then(|t| t.partitions.keys().next_back().copied());
+        let partition = match (last, create) {
+            (Some(p), true) => p + 1,
+            (Some(p), false) => p,
+            (None, _) => k.partition,
+        };
+        ResourceKey::Partition(PartitionKey { partition, ..k })
+    }
+
+    /// A call on a partition (or group) the oracle knows deleted, and not in
+    /// doubt, must fail: its id resolves to nothing. One that succeeded is
+    /// noted as a violation of (h) for the next check.
+    fn served_if_deleted(&mut self, k: PartitionKey, group: Option<u32>, ok: bool, what: &str) {
+        if !ok {
+            return;
+        }
+        let gone = if self.oracle.partition_gone(k) {
+            Some(format!("partition {k}"))
+        } else {
+            group
+                .filter(|g| self.oracle.group_gone((k.stream, k.topic, *g)))
+                .map(|g| format!("group {g} of topic {}/{}", k.stream, k.topic))
+        };
+        if let Some(what_is_gone) = gone {
+            self.seen_in_steps.push(violation(
+                'h',
+                &k.to_string(),
+                format!("{what} on deleted {what_is_gone} was acknowledged"),
+            ));
+        }
+    }
+
+    /// Creates `r` (see [`Step::Create`]).
+    pub fn create(&mut self, r: ResourceKey) -> Result<(), EngineError> {
+        let shape = self.shape;
+        let engine = self.call()?;
+        match r {
+            ResourceKey::Stream { stream } => engine
+                .create_stream(Some(stream), &stream_name(stream))
+                .map(|_| ()),
+            ResourceKey::Topic { stream, topic } => {
+                let options = TopicOptions {
+                    durability: shape.messages,
+                    consumer_offset_durability: shape.offsets,
+                    segment_size: shape.segment_size,
+                };
+                engine
+                    .create_topic(
+                        &Identifier::Name(stream_name(stream)),
+                        Some(topic),
+                        &topic_name(topic),
+                        shape.partitions,
+                        options,
+                        0,
+                        0,
+                        1,
+                    )
+                    .map(|_| ())
+            }
+            ResourceKey::Partition(k) => {
+                let (s, t) = ids_of(k.stream, k.topic);
+                let ids = engine.create_partitions(&s, &t, 1)?;
+                // The engine picks the id (one past the highest live one), as
+                // `resolve_partition_step` did: the oracle models that one.
+                assert_eq!(ids, [k.partition], "created {ids:?}, not {k}");
+                Ok(())
+            }
+            ResourceKey::Group {
+                stream,
+                topic,
+                group,
+            } => {
+                let (s, t) = ids_of(stream, topic);
+                engine
+                    .create_group(&s, &t, Some(group), &group_name(group))
+                    .map(|_| ())
+            }
+        }
+    }
+
+    /// Deletes `r` (see [`Step::Remove`]).
+    pub fn remove(&mut self, r: ResourceKey) -> Result<(), EngineError> {
+        let engine = self.call()?;
+        match r {
+            ResourceKey::Stream { stream } => {
+                engine.delete_stream(&Identifier::Name(stream_name(stream)))
+            }
+            ResourceKey::Topic { stream, topic } => {
+                let (s, t) = ids_of(stream, topic);
+                engine.delete_topic(&s, &t)
+            }
+            ResourceKey::Partition(k) => {
+                let (s, t) = ids_of(k.stream, k.topic);
+                let ids = engine.delete_partitions(&s, &t, 1)?;
+                assert_eq!(ids, [k.partition], "deleted {ids:?}, not {k}");
+                Ok(())
+            }
+            ResourceKey::Group {
+                stream,
+                topic,
+                group,
+            } => {
+                let (s, t) = ids_of(stream, topic);
+                engine.delete_group(&s, &t, &Identifier::Name(group_name(group)))
+            }
+        }
+    }
+
+    /// Sends one batch of `payloads` to the partition `k`.
+    fn send_to(&mut self, k: PartitionKey, payloads: &[String]) -> Result<Sent, EngineError> {
         let batch = payloads
             .iter()
             .map(|p| NewMessage::new(p.as_bytes().to_vec()))
             .collect();
+        let (s, t) = ids_of(k.stream, k.topic);
         self.call()?
-            .send(&s(), &t(), &Partitioning::PartitionId(partition), batch)
+            .send(&s, &t, &Partitioning::PartitionId(k.partition), batch)
+    }
+
+    fn store_offset_at(
+        &mut self,
+        k: PartitionKey,
+        consumer: Consumer,
+        offset: u64,
+    ) -> Result<(), EngineError> {
+        let (s, t) = ids_of(k.stream, k.topic);
+        self.call()?
+            .store_offset(&s, &t, k.partition, consumer, offset)
+    }
+
+    fn delete_offset_at(
+        &mut self,
+        k: PartitionKey,
+        consumer: Consumer,
+    ) -> Result<bool, EngineError> {
+        let (s, t) = ids_of(k.stream, k.topic);
+        self.call()?.delete_offset(&s, &t, k.partition, consumer)
+    }
+
+    fn stored_offset_at(
+        &mut self,
+        k: PartitionKey,
+        consumer: Consumer,
+    ) -> Result<Option<u64>, EngineError> {
+        let (s, t) = ids_of(k.stream, k.topic);
+        Ok(self
+            .call()?
+            .get_offset(&s, &t, k.partition, consumer)?
+            .map(|(_, stored)| stored))
+    }
+
+    fn poll_next_at(
+        &mut self,
+        k: PartitionKey,
+        consumer: Consumer,
+        count: u64,
+    ) -> Result<Vec<(u64, String)>, EngineError> {
+        let (s, t) = ids_of(k.stream, k.topic);
+        let polled = self.call()?.poll(
+            &s,
+            &t,
+            k.partition,
+            consumer,
+            PollingStrategy::Next,
+            count,
+            false,
+        )?;
+        Ok(polled
+            .messages
+            .into_iter()
+            .map(|m| (m.offset, String::from_utf8_lossy(&m.payload).into_owned()))
+            .collect())
+    }
+
+    /// Sends one batch of `payloads` to `partition` (of topic 0, stream 0,
+    /// as every typed call here names it).
+    pub fn send(&mut self, partition: u32, payloads: &[String]) -> Result<Sent, EngineError> {
+        self.send_to(key(partition), payloads)
     }
 
     /// Stores `consumer`'s offset in `partition`.
@@ -379,8 +661,7 @@ impl World {
         consumer: Consumer,
         offset: u64,
     ) -> Result<(), EngineError> {
-        self.call()?
-            .store_offset(&s(), &t(), partition, consumer, offset)
+        self.store_offset_at(key(partition), consumer, offset)
     }
 
     /// Deletes `consumer`'s offset in `partition`; whether there was one.
@@ -389,7 +670,7 @@ impl World {
         partition: u32,
         consumer: Consumer,
     ) -> Result<bool, EngineError> {
-        self.call()?.delete_offset(&s(), &t(), partition, consumer)
+        self.delete_offset_at(key(partition), consumer)
     }
 
     /// `consumer`'s stored offset in `partition`, if any.
@@ -398,10 +679,7 @@ impl World {
         partition: u32,
         consumer: Consumer,
     ) -> Result<Option<u64>, EngineError> {
-        Ok(self
-            .call()?
-            .get_offset(&s(), &t(), partition, consumer)?
-            .map(|(_, stored)| stored))
+        self.stored_offset_at(key(partition), consumer)
     }
 
     /// `Next` for `consumer`: up to `count` messages as (offset, payload).
@@ -431,12 +709,11 @@ impl World {
     /// The whole history `partition` serves: `Next` for a consumer that
     /// never stores.
     pub fn history(&mut self, partition: u32) -> Result<Vec<(u64, String)>, EngineError> {
-        self.poll_next(
-            partition,
-            Consumer::consumer(OBSERVER),
-            WHOLE_HISTORY,
-            false,
-        )
+        self.history_at(key(partition))
+    }
+
+    fn history_at(&mut self, k: PartitionKey) -> Result<Vec<(u64, String)>, EngineError> {
+        self.poll_next_at(k, Consumer::consumer(OBSERVER), WHOLE_HISTORY)
     }
 
     pub fn purge_partition(&mut self, partition: u32) -> Result<(), EngineError> {
@@ -528,17 +805,32 @@ impl World {
         })
     }
 
-    /// (d): if the disk says a purge is Applied, no file it had to remove is
-    /// durable. Judged on the durable view alone: what the page cache shows
-    /// under the same name does not matter, since a power loss now would bring
-    /// back exactly the durable bytes (a dead record under a name the cache
-    /// shows as current is ADR 0008's finding B, not a fresh write).
+    /// The partitions the engine's metadata names (the oracle's live ones
+    /// while the engine is down), in key order.
+    pub(crate) fn live_partitions(&self) -> Vec<PartitionKey> {
+        self.live_keys()
+    }
+
+    fn live_keys(&self) -> Vec<PartitionKey> {
+        match &self.engine {
+            Some(engine) => engine.metadata().partition_keys(),
+            None => self.oracle.live_keys(),
+        }
+    }
+
+    /// (d): done means removed. For a purge: if the disk says a purge is
+    /// Applied, no file it had to remove is durable. Judged on the durable
+    /// view alone: what the page cache shows under the same name does not
+    /// matter, since a power loss now would bring back exactly the durable
+    /// bytes (a dead record under a name the cache shows as current is ADR
+    /// 0008's finding B, not a fresh write). For a deletion: see
+    /// [`World::check_done_means_removed`].
     pub(crate) fn check_applied_means_removed(&self) -> Vec<Violation> {
         let view = self.sim.durable_view();
         let mut out = Vec::new();
-        for p in 0..self.shape.partitions {
-            let Some(NodeView::File(bytes)) = view.get(&*paths(p).obligation.to_string_lossy())
-            else {
+        for k in self.live_keys() {
+            let obligation = PartitionPaths::new(Path::new(DATA_DIR), k).obligation;
+            let Some(NodeView::File(bytes)) = view.get(&*obligation.to_string_lossy()) else {
                 continue;
             };
             let LoadedObligation::Valid { obligation: ob, .. } = decode_file(bytes) else {
@@ -547,11 +839,11 @@ impl World {
             if ob.state() != PurgeState::Applied {
                 continue;
             }
-            let dead = ack::dead_files(&view, Path::new(DATA_DIR), key(p), ob.generation());
+            let dead = ack::dead_files(&view, Path::new(DATA_DIR), k, ob.generation());
             if !dead.is_empty() {
                 out.push(violation(
                     'd',
-                    &key(p).to_string(),
+                    &k.to_string(),
                     format!(
                         "obligation Applied for generation {} while {dead:?} are durable",
                         ob.generation()
@@ -559,34 +851,91 @@ impl World {
                 ));
             }
         }
+        out.extend(self.check_done_means_removed());
         out
     }
 
+    /// (d) for deletions: whenever no deletion is pending for a resource the
+    /// metadata does not name, nothing is under its path, neither in the
+    /// durable view (a power loss now would bring it back, and nothing would
+    /// remove it: the deletion counts as done) nor in the page cache. The
+    /// metadata is the engine's, in memory: the deletion's record (ADR 0015).
+    /// Not judged while the engine is down (a crash is followed by recovery,
+    /// which must find what is left: checked after it).
+    fn check_done_means_removed(&self) -> Vec<Violation> {
+        let Some(engine) = &self.engine else {
+            return Vec::new();
+        };
+        let meta = engine.metadata();
+        let pending: Vec<ResourceKey> = engine.pending_deletions().map(|(r, _)| r).collect();
+        let root = format!("{DATA_DIR}/{STREAMS_DIR}/");
+        let mut found: BTreeMap<ResourceKey, BTreeSet<String>> = BTreeMap::new();
+        for (view, which) in [
+            (self.sim.durable_view(), "durable"),
+            (self.sim.cached_view(), "cached"),
+        ] {
+            let paths = view
+                .range(root.clone()..)
+                .take_while(|(p, _)| p.starts_with(&root))
+                .map(|(p, _)| p);
+            for path in paths {
+                let Some(r) = unnamed_resource(meta, &path[root.len()..]) else {
+                    continue;
+                };
+                if !pending.iter().any(|d| d.covers(r)) {
+                    found
+                        .entry(r)
+                        .or_default()
+                        .insert(format!("{path} ({which})"));
+                }
+            }
+        }
+        found
+            .into_iter()
+            .map(|(r, paths)| {
+                let shown: Vec<&String> = paths.iter().take(3).collect();
+                violation(
+                    'd',
+                    &r.to_string(),
+                    format!(
+                        "no deletion pending for {r}, which the metadata does not name, while {} of its paths are on disk: {shown:?}",
+                        paths.len()
+                    ),
+                )
+            })
+            .collect()
+    }
+
     /// The last offset the engine's log of `partition` holds (in memory, no I/O).
-    pub(crate) fn last_offset(&self, partition: u32) -> Option<u64> {
+    pub(crate) fn last_offset(&self, partition: PartitionKey) -> Option<u64> {
         self.engine
             .as_ref()?
-            .partition(key(partition))?
+            .partition(partition)?
             .log()
             .last_offset()
     }
 
-    /// What the engine serves now, per partition.
+    /// The engine's metadata, if it is up.
+    pub(crate) fn metadata(&self) -> Option<&Metadata> {
+        self.engine.as_ref().map(Engine::metadata)
+    }
+
+    /// What the engine serves now, per partition the model holds live (the
+    /// catalog observed first: `Oracle::observe_catalog`).
     fn observe(&mut self) -> Result<BTreeMap<PartitionKey, Observed>, Violation> {
         if self.engine.is_none() {
             return Err(violation('f', "-", "engine is down".into()));
         }
         let consumers = self.consumers.clone();
         let mut out = BTreeMap::new();
-        for p in 0..self.shape.partitions {
-            let k = key(p);
+        for k in self.oracle.live_keys() {
             let generation = self
                 .engine
                 .as_ref()
                 .and_then(|e| e.partition(k))
                 .map(|x| x.generation())
                 .unwrap_or_default();
-            let history = self.history(p).map_err(|e| {
+            let history = self.history_at(k).map_err(|e| {
                 violation(
                     'f',
                     &k.to_string(),
@@ -595,14 +944,19 @@ impl World {
             })?;
             let mut offsets = BTreeMap::new();
             let mut next = BTreeMap::new();
-            for &(group, id) in consumers.get(&p).map(Vec::as_slice).unwrap_or_default() {
+            for &(group, id) in consumers.get(&k).map(Vec::as_slice).unwrap_or_default() {
+                // A deleted group's offsets resolve to nothing (checked with
+                // the catalog); a live one's are read like a consumer's.
+                if group && !self.oracle.group_live((k.stream, k.topic, id)) {
+                    continue;
+                }
                 let c = consumer(group, id);
-                let stored = self.stored_offset(p, c).map_err(|e| {
+                let stored = self.stored_offset_at(k, c).map_err(|e| {
                     violation('f', &k.to_string(), format!("offset lookup failed: {e}"))
                 })?;
                 offsets.insert((group, id), stored);
                 if stored.is_some() && !next.contains_key(&(group, id)) {
-                    let polled = self.poll_next(p, c, WHOLE_HISTORY, false).map_err(|e| {
+                    let polled = self.poll_next_at(k, c, WHOLE_HISTORY).map_err(|e| {
                         violation('f', &k.to_string(), format!("Next poll failed: {e}"))
                     })?;
                     next.insert((group, id), polled.iter().map(|m| m.0).collect());
@@ -621,16 +975,60 @@ impl World {
         Ok(out)
     }
 
+    /// (h) a deleted resource is never served: every partition and group the
+    /// model holds deleted resolves to nothing (an error, not an empty answer).
+    fn check_deleted_resolve_to_nothing(&mut self) -> Vec<Violation> {
+        let mut out = Vec::new();
+        for k in self.oracle.gone_keys() {
+            if let Ok(history) = self.history_at(k) {
+                out.push(violation(
+                    'h',
+                    &k.to_string(),
+                    format!(
+                        "deleted partition {k} is served ({} messages)",
+                        history.len()
+                    ),
+                ));
+            }
+        }
+        let consumers = self.consumers.clone();
+        for (k, touched) in consumers {
+            if !self.oracle.partition_live(k) {
+                continue;
+            }
+            for &(group, id) in &touched {
+                if group
+                    && self.oracle.group_gone((k.stream, k.topic, id))
+                    && let Ok(stored) = self.stored_offset_at(k, consumer(true, id))
+                {
+                    out.push(violation(
+                        'h',
+                        &k.to_string(),
+                        format!("deleted group {id} is served (stored offset {stored:?})"),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// Observes and checks every partition against the oracle; then the
     /// observed state becomes the baseline for the next window.
     pub(crate) fn check(&mut self) -> Vec<Violation> {
         let mut out = self.invariant_violations();
+        out.append(&mut self.seen_in_steps);
         // While storage keeps failing, the engine may refuse service (its
         // metadata is in doubt): that is the correct answer, not a violation.
         // The final check runs after faults stop, when it must serve again.
         if self.engine.is_some() && self.availability().is_err() {
             return out;
         }
+        // The catalog first: which partitions and groups exist decides what
+        // the rest is judged against (a deletion in doubt may have landed).
+        if let Some(meta) = self.metadata().cloned() {
+            out.extend(self.oracle.observe_catalog(&meta));
+        }
+        out.extend(self.check_deleted_resolve_to_nothing());
         let seen = match self.observe() {
             Ok(s) => s,
             Err(v) => {
@@ -646,14 +1044,56 @@ impl World {
     }
 
     /// `Err` while the engine refuses service because its metadata could not
-    /// be made durable (see `Engine::commit`); every call first tries again
-    /// to make it durable, this one too. Any other answer means it serves.
+    /// be made durable (see `Engine::commit`); every partition call first
+    /// tries again to make it durable, this one too (on the first partition
+    /// the metadata names: a deleted one is refused before that try). Any
+    /// other answer means it serves.
     pub fn availability(&mut self) -> Result<(), EngineError> {
-        match self.stored_offset(0, Consumer::consumer(OBSERVER)) {
+        let Some(k) = self.live_keys().first().copied() else {
+            return Ok(());
+        };
+        match self.stored_offset_at(k, Consumer::consumer(OBSERVER)) {
             Err(e @ EngineError::Unavailable(_)) => Err(e),
             _ => Ok(()),
         }
     }
+}
+
+/// The outermost resource the metadata does not name that `rel` (a path
+/// below `streams/`) lies in, if any. A re-dirty's leftover name
+/// (`<id>.redirty`) counts as its id: it holds that resource's files.
+fn unnamed_resource(meta: &Metadata, rel: &str) -> Option<ResourceKey> {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let id = |i: usize| {
+        parts.get(i).and_then(|x| {
+            x.strip_suffix(REDIRTY_SUFFIX)
+                .unwrap_or(x)
+                .parse::<u32>()
+                .ok()
+        })
+    };
+    let stream = id(0)?;
+    let Some(s) = meta.streams.get(&stream) else {
+        return Some(ResourceKey::Stream { stream });
+    };
+    let topic = id(2).filter(|_| parts.get(1) == Some(&TOPICS_DIR))?;
+    let Some(t) = s.topics.get(&topic) else {
+        return Some(ResourceKey::Topic { stream, topic });
+    };
+    let partition = id(4).filter(|_| parts.get(3) == Some(&PARTITIONS_DIR))?;
+    if !t.partitions.contains_key(&partition) {
+        return Some(ResourceKey::Partition(PartitionKey {
+            stream,
+            topic,
+            partition,
+        }));
+    }
+    let group = id(6).filter(|_| parts.get(5) == Some(&GROUPS_DIR))?;
+    (!t.groups.contains_key(&group)).then_some(ResourceKey::Group {
+        stream,
+        topic,
+        group,
+    })
 }
 
 fn violation(property: char, partition: &str, detail: String) -> Violation {

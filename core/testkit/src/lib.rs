@@ -10,6 +10,7 @@
 //! - [`tcp`]: the official SDK's `TcpClient` and a raw Iggy 0.11 connection.
 //! - [`props`]: proptest settings (`SLUICE_PROPTEST_CASES`, no regression files).
 //! - [`soak`]: running `sluice soak` and reading its report.
+//! - [`trace`]: storage traces rendered for snapshots (normalised paths).
 //!
 //! Invariants: nothing here turns a test feature on (no `naive-purge`, no
 //! `teeth`, no `test-faults`), so depending on the kit never changes the
@@ -24,6 +25,7 @@ pub mod process;
 pub mod props;
 pub mod soak;
 pub mod tcp;
+pub mod trace;
 
 /// Iggy's default root user, which every test server is started with
 /// (unless a test names its own).

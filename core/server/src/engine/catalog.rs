@@ -433,8 +433,9 @@ impl Engine {
                 tp.partitions.remove(p);
             }
             if record {
-                m.pending_deletions
-                    .extend(deleted.iter().map(|k| ResourceKey::Partition(*k)));
+                let rs: Vec<ResourceKey> =
+                    deleted.iter().map(|k| ResourceKey::Partition(*k)).collect();
+                super::deletion::record_deletions(m, &rs);
             }
             Ok(())
         })?;

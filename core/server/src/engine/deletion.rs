@@ -147,6 +147,15 @@ fn tree(data: &Path, r: ResourceKey) -> Option<(PathBuf, String)> {
     }
 }
 
+/// Records `rs` as pending deletions in `m`, each absorbing the recorded
+/// deletions it covers.
+pub(super) fn record_deletions(m: &mut Metadata, rs: &[ResourceKey]) {
+    for r in rs {
+        m.pending_deletions.retain(|d| !r.covers(*d));
+        m.pending_deletions.insert(*r);
+    }
+}
+
 /// Whether the metadata names `r` (a live resource must never be removed).
 fn is_live(meta: &Metadata, r: ResourceKey) -> bool {
     match r {
@@ -177,8 +186,7 @@ impl Engine {
         self.commit(|m| {
             drop(m);
             if record {
-                m.pending_deletions.retain(|d| !r.covers(*d));
-                m.pending_deletions.insert(r);
+                record_deletions(m, &[r]);
             }
             Ok(())
         })?;
@@ -224,18 +232,20 @@ impl Engine {
             return;
         }
         let added = self.commit(|m| {
-            m.pending_deletions.extend(created.iter().copied());
+            record_deletions(m, created);
             Ok(())
         });
-        match added {
-            Ok(()) => {
-                for r in created {
-                    self.begin_deletion(*r);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not record a failed creation's directories for removal; recovery will find them")
-            }
+        if let Err(e) = added {
+            // Owed all the same: memory records them, and the metadata is in
+            // doubt until a save writes them (every request tries first).
+            tracing::warn!(error = %e, "could not record a failed creation's directories for removal; the next save will");
+            record_deletions(&mut self.meta, created);
+            self.metadata_in_doubt.get_or_insert_with(|| {
+                "a failed creation's directories are not yet recorded for removal".into()
+            });
+        }
+        for r in created {
+            self.begin_deletion(*r);
         }
     }
 
@@ -360,11 +370,10 @@ impl Engine {
         }
         let root = parent.join(&name);
         // A file under the name (a re-dirty's own leftover after a crash
-        // between its create and its remove) goes too.
-        if exists(&root)?
-            && let Err(e) = storage.remove_dir_all(&root)
-        {
-            storage.remove_file(&root).map_err(|_| (false, e.into()))?;
+        // between its create and its remove) goes too (`remove_tree`).
+        let removed_now = exists(&root)?;
+        if removed_now {
+            crate::dirsync::remove_tree(storage.as_ref(), &root).map_err(|e| (false, e.into()))?;
         }
         // Noted whether or not this attempt removed it: an earlier attempt's
         // removal whose sync failed must be redone before the next sync.
@@ -374,7 +383,9 @@ impl Engine {
             .entry(parent.clone())
             .or_insert_with(|| DirTracker::new(&parent));
         tracker.note(&name, NameChange::Removed);
-        if redo {
+        // A removal made just now is dirty already; one an earlier process
+        // made (and perhaps lost to a failed sync) is performed again.
+        if redo && !removed_now {
             tracker.force_redirty();
         }
         tracker
@@ -456,7 +467,7 @@ impl Engine {
         // Recorded like any deletion, by the save that makes the loaded
         // metadata durable (`Engine::open`), before any attempt removes a
         // thing: an attempt first makes the metadata durable.
-        self.meta.pending_deletions.extend(found.iter().copied());
+        record_deletions(&mut self.meta, &found);
         if self.metadata_in_doubt.is_none() {
             self.metadata_in_doubt = Some("recovery recorded orphaned files for removal".into());
         }

@@ -202,7 +202,7 @@ impl ResourceKey {
     /// Whether deleting `self` removes everything `other` names (a stream
     /// covers its topics, partitions and groups; a topic its partitions and
     /// groups). A resource covers itself.
-    pub(crate) fn covers(self, other: ResourceKey) -> bool {
+    pub fn covers(self, other: ResourceKey) -> bool {
         let (s, t) = match other {
             ResourceKey::Stream { stream } => (stream, None),
             ResourceKey::Topic { stream, topic } | ResourceKey::Group { stream, topic, .. } => {

@@ -321,15 +321,17 @@ impl OffsetStore {
     pub(crate) fn remove_durably(&mut self, id: u32, redo: bool) -> Result<()> {
         self.offsets.remove(&id);
         let name = id.to_string();
-        match self.storage.remove_file(&self.dir.join(&name)) {
-            Ok(()) => {}
+        let removed_now = match self.storage.remove_file(&self.dir.join(&name)) {
+            Ok(()) => true,
             // Removed by an earlier attempt, whose sync may have failed: the
             // tracker (noting it again below) redoes it before syncing.
-            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) if e.kind == ErrorKind::NotFound => false,
             Err(e) => return Err(e.into()),
-        }
+        };
         self.names.note(&name, NameChange::Removed);
-        if redo {
+        // A removal made just now is dirty already; one an earlier process
+        // made (and perhaps lost to a failed sync) is performed again.
+        if redo && !removed_now {
             self.names.force_redirty();
         }
         self.names.sync(self.storage.as_ref())?;
