@@ -240,12 +240,9 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                 }
                 8 => {
                     generation_tag += 1;
-                    // Partitions 1 and 2, not 0 and 1: an off-by-one kept
-                    // as it was, since fixing it changes the purge-only
-                    // schedule every quoted seed was found on (with it
-                    // fixed, harsh(1) seed 63 reports an acknowledged group
-                    // offset shown as none: not yet examined).
-                    for p in 1..=PARTITIONS {
+                    // Every partition of the topic (partitions 0 and 1; an
+                    // off-by-one retired 1 and 2 until session 6).
+                    for p in 0..PARTITIONS {
                         values.purged(key(p));
                     }
                     Step::PurgeTopic
