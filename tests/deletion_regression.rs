@@ -22,74 +22,7 @@ use sluice_testkit::engine::*;
 /// The second topic of the stream, which no deletion touches (id 1).
 const OTHER_TOPIC: &str = "audit";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Stream,
-    Topic,
-    /// The topic's last partition (id 1).
-    Partition,
-    Group,
-}
-
-impl Kind {
-    const ALL: [Kind; 4] = [Kind::Stream, Kind::Topic, Kind::Partition, Kind::Group];
-
-    fn resource(self) -> ResourceKey {
-        match self {
-            Kind::Stream => ResourceKey::Stream { stream: 0 },
-            Kind::Topic => ResourceKey::Topic {
-                stream: 0,
-                topic: 0,
-            },
-            Kind::Partition => ResourceKey::Partition(PartitionKey {
-                stream: 0,
-                topic: 0,
-                partition: 1,
-            }),
-            Kind::Group => ResourceKey::Group {
-                stream: 0,
-                topic: 0,
-                group: GROUP,
-            },
-        }
-    }
-
-    /// The directories whose sync makes the deletion durable (a group's
-    /// file lives in every partition's `groups/`: each fails separately).
-    fn synced_dirs(self) -> Vec<&'static str> {
-        match self {
-            Kind::Stream => vec!["/data/streams"],
-            Kind::Topic => vec!["/data/streams/0/topics"],
-            Kind::Partition => vec!["/data/streams/0/topics/0/partitions"],
-            Kind::Group => vec![
-                "/data/streams/0/topics/0/partitions/0/groups",
-                "/data/streams/0/topics/0/partitions/1/groups",
-            ],
-        }
-    }
-
-    /// The paths the deleted resource's files live at.
-    fn paths(self) -> Vec<&'static str> {
-        match self {
-            Kind::Stream => vec!["/data/streams/0"],
-            Kind::Topic => vec!["/data/streams/0/topics/0"],
-            Kind::Partition => vec!["/data/streams/0/topics/0/partitions/1"],
-            Kind::Group => vec![
-                "/data/streams/0/topics/0/partitions/0/groups/0",
-                "/data/streams/0/topics/0/partitions/1/groups/0",
-            ],
-        }
-    }
-
-    fn delete(self, engine: &mut Engine) -> Result<(), EngineError> {
-        match self {
-            Kind::Stream => engine.delete_stream(&stream()),
-            Kind::Topic => engine.delete_topic(&stream(), &topic()),
-            Kind::Partition => engine.delete_partitions(&stream(), &topic(), 1).map(|_| ()),
-            Kind::Group => engine.delete_group(&stream(), &topic(), &Identifier::Numeric(GROUP)),
-        }
-    }
-}
+use DeletionKind as Kind;
 
 /// One cell of the matrix.
 #[derive(Debug, Clone, Copy)]
@@ -465,9 +398,10 @@ fn the_naive_deletion_is_caught_for_every_kind() {
     }
 }
 
-#[test]
-fn a_pending_deletion_is_finished_before_its_id_is_reused() {
-    // Given: topic 0 deleted, its directory's sync failed (Linux semantics).
+/// Given for the tests below: topic 0 deleted (acknowledged, Linux
+/// semantics, `persisted`) while its `topics/` sync fails, so its cleanup is
+/// pending and the old topic is still durable.
+fn a_topic_deletion_whose_sync_failed() -> (SimStorage, Engine) {
     let sim = new_sim_configured(SimConfig {
         seed: 3,
         sync_failure: Linux,
@@ -489,6 +423,13 @@ fn a_pending_deletion_is_finished_before_its_id_is_reused() {
         1,
     );
     engine.delete_topic(&stream(), &topic()).unwrap();
+    (sim, engine)
+}
+
+#[test]
+fn a_pending_deletion_is_finished_before_its_id_is_reused() {
+    // Given: topic 0 deleted, its directory's sync failed (Linux semantics).
+    let (sim, mut engine) = a_topic_deletion_whose_sync_failed();
     assert_eq!(
         engine.pending_deletions().collect::<Vec<_>>(),
         [(Kind::Topic.resource(), DeletePhase::Requested)]
@@ -588,27 +529,7 @@ fn a_deletion_whose_process_died_after_a_failed_sync_is_redone_by_the_next_proce
 /// and whether the topic's directory is durable after the power cut.
 pub(crate) fn deletion_after_a_dead_process_and_a_power_cut()
 -> (Vec<(ResourceKey, DeletePhase)>, bool) {
-    let sim = new_sim_configured(SimConfig {
-        seed: 3,
-        sync_failure: Linux,
-        capacity: None,
-    });
-    let case = Case {
-        kind: Kind::Topic,
-        failed_dir: None,
-        policy: Durability::Persisted,
-        semantics: Linux,
-        recreate: false,
-        mode: PurgeMode::Obligation,
-    };
-    let mut engine = given(&sim, &case);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/data/streams/0/topics"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
-    engine.delete_topic(&stream(), &topic()).unwrap();
+    let (sim, engine) = a_topic_deletion_whose_sync_failed();
     drop(engine);
     sim.crash(Crash::Process);
     assert!(!sim.cached_view().contains_key("/data/streams/0/topics/0"));

@@ -16,63 +16,7 @@ use sluice_storage::SimConfig;
 use sluice_testkit::engine::*;
 use sluice_testkit::trace::io_since;
 
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Stream,
-    Topic,
-    /// The topic's last partition (id 1).
-    Partition,
-    Group,
-}
-
-impl Kind {
-    const ALL: [Kind; 4] = [Kind::Stream, Kind::Topic, Kind::Partition, Kind::Group];
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Stream => "stream",
-            Kind::Topic => "topic",
-            Kind::Partition => "partition",
-            Kind::Group => "group",
-        }
-    }
-
-    /// The directories whose sync makes the deletion durable.
-    fn synced_dirs(self) -> Vec<&'static str> {
-        match self {
-            Kind::Stream => vec!["/data/streams"],
-            Kind::Topic => vec!["/data/streams/0/topics"],
-            Kind::Partition => vec!["/data/streams/0/topics/0/partitions"],
-            Kind::Group => vec![
-                "/data/streams/0/topics/0/partitions/0/groups",
-                "/data/streams/0/topics/0/partitions/1/groups",
-            ],
-        }
-    }
-
-    /// Where the deleted resource's files live.
-    fn paths(self) -> Vec<&'static str> {
-        match self {
-            Kind::Stream => vec!["/data/streams/0"],
-            Kind::Topic => vec!["/data/streams/0/topics/0"],
-            Kind::Partition => vec!["/data/streams/0/topics/0/partitions/1"],
-            Kind::Group => vec![
-                "/data/streams/0/topics/0/partitions/0/groups/0",
-                "/data/streams/0/topics/0/partitions/1/groups/0",
-            ],
-        }
-    }
-
-    fn delete(self, engine: &mut Engine) {
-        match self {
-            Kind::Stream => engine.delete_stream(&stream()),
-            Kind::Topic => engine.delete_topic(&stream(), &topic()),
-            Kind::Partition => engine.delete_partitions(&stream(), &topic(), 1).map(|_| ()),
-            Kind::Group => engine.delete_group(&stream(), &topic(), &Identifier::Numeric(GROUP)),
-        }
-        .unwrap();
-    }
-}
+use DeletionKind as Kind;
 
 fn open(sim: &SimStorage, micros: u64) -> Engine {
     open_sim_with_clock(sim, Arc::new(ManualClock::new(micros))).0
@@ -152,8 +96,8 @@ fn clean_deletion_of_each_kind() {
     for kind in Kind::ALL {
         let (sim, mut engine) = given();
         let from = sim.op_count();
-        kind.delete(&mut engine);
-        let _ = writeln!(out, "== delete {}", kind.name());
+        kind.delete(&mut engine).unwrap();
+        let _ = writeln!(out, "== delete {}", kind.resource().kind());
         out.push_str(&io_since(&sim, from));
         let _ = writeln!(out, "pending: {}", pending(&engine));
         let _ = writeln!(out, "on disk: {}", on_disk(&sim, kind));
@@ -175,11 +119,11 @@ fn each_failed_directory_sync_then_the_retry() {
                 1,
             );
             let from = sim.op_count();
-            kind.delete(&mut engine);
+            kind.delete(&mut engine).unwrap();
             let _ = writeln!(
                 out,
                 "== delete {}: sync of {dir} fails once (Linux semantics)\n-- the call",
-                kind.name()
+                kind.resource().kind()
             );
             out.push_str(&io_since(&sim, from));
             let _ = writeln!(out, "pending: {}", pending(&engine));
@@ -210,11 +154,11 @@ fn power_loss_while_pending_then_recovery_and_cleanup() {
             0,
             1,
         );
-        kind.delete(&mut engine);
+        kind.delete(&mut engine).unwrap();
         let _ = writeln!(
             out,
             "== delete {}: sync of {dir} fails, then the power is cut",
-            kind.name()
+            kind.resource().kind()
         );
         let _ = writeln!(out, "pending: {}", pending(&engine));
         drop(engine);

@@ -461,3 +461,84 @@ pub fn make_everything_durable(sim: &SimStorage) {
     }
     sim.sync_dir(Path::new("/")).unwrap();
 }
+
+// ---- deletions -----------------------------------------------------------------
+
+/// What a deletion test deletes, in the default subject with two partitions
+/// and group 0 (ADR 0015): its resource key, where its files live and which
+/// directory syncs make its deletion durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletionKind {
+    Stream,
+    Topic,
+    /// The topic's last partition (id 1).
+    Partition,
+    Group,
+}
+
+impl DeletionKind {
+    pub const ALL: [DeletionKind; 4] = [
+        DeletionKind::Stream,
+        DeletionKind::Topic,
+        DeletionKind::Partition,
+        DeletionKind::Group,
+    ];
+
+    pub fn resource(self) -> ResourceKey {
+        match self {
+            DeletionKind::Stream => ResourceKey::Stream { stream: 0 },
+            DeletionKind::Topic => ResourceKey::Topic {
+                stream: 0,
+                topic: 0,
+            },
+            DeletionKind::Partition => ResourceKey::Partition(PartitionKey {
+                stream: 0,
+                topic: 0,
+                partition: 1,
+            }),
+            DeletionKind::Group => ResourceKey::Group {
+                stream: 0,
+                topic: 0,
+                group: GROUP,
+            },
+        }
+    }
+
+    /// The directories whose sync makes the deletion durable (a group's
+    /// file lives in every partition's `groups/`: each fails separately).
+    pub fn synced_dirs(self) -> Vec<&'static str> {
+        match self {
+            DeletionKind::Stream => vec!["/data/streams"],
+            DeletionKind::Topic => vec!["/data/streams/0/topics"],
+            DeletionKind::Partition => vec!["/data/streams/0/topics/0/partitions"],
+            DeletionKind::Group => vec![
+                "/data/streams/0/topics/0/partitions/0/groups",
+                "/data/streams/0/topics/0/partitions/1/groups",
+            ],
+        }
+    }
+
+    /// The paths the deleted resource's files live at.
+    pub fn paths(self) -> Vec<&'static str> {
+        match self {
+            DeletionKind::Stream => vec!["/data/streams/0"],
+            DeletionKind::Topic => vec!["/data/streams/0/topics/0"],
+            DeletionKind::Partition => vec!["/data/streams/0/topics/0/partitions/1"],
+            DeletionKind::Group => vec![
+                "/data/streams/0/topics/0/partitions/0/groups/0",
+                "/data/streams/0/topics/0/partitions/1/groups/0",
+            ],
+        }
+    }
+
+    pub fn delete(self, engine: &mut Engine) -> Result<(), EngineError> {
+        match self {
+            DeletionKind::Stream => engine.delete_stream(&stream()),
+            DeletionKind::Topic => engine.delete_topic(&stream(), &topic()),
+            DeletionKind::Partition => engine.delete_partitions(&stream(), &topic(), 1).map(|_| ()),
+            DeletionKind::Group => {
+                engine.delete_group(&stream(), &topic(), &Identifier::Numeric(GROUP))
+            }
+        }
+    }
+}
