@@ -398,17 +398,17 @@ fn the_naive_deletion_is_caught_for_every_kind() {
     }
 }
 
-/// Given for the tests below: topic 0 deleted (acknowledged, Linux
-/// semantics, `persisted`) while its `topics/` sync fails, so its cleanup is
-/// pending and the old topic is still durable.
-fn a_topic_deletion_whose_sync_failed() -> (SimStorage, Engine) {
+/// Given for the tests below: `kind` deleted (acknowledged, Linux
+/// semantics, `persisted`) while the first of its directory syncs fails, so
+/// its cleanup is pending and the old files are still durable.
+fn a_deletion_whose_sync_failed(kind: Kind) -> (SimStorage, Engine) {
     let sim = new_sim_configured(SimConfig {
         seed: 3,
         sync_failure: Linux,
         capacity: None,
     });
     let case = Case {
-        kind: Kind::Topic,
+        kind,
         failed_dir: None,
         policy: Durability::Persisted,
         semantics: Linux,
@@ -417,19 +417,19 @@ fn a_topic_deletion_whose_sync_failed() -> (SimStorage, Engine) {
     };
     let mut engine = given(&sim, &case);
     sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/data/streams/0/topics"),
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with(kind.synced_dirs()[0]),
         Fault::io(FaultMode::Before),
         0,
         1,
     );
-    engine.delete_topic(&stream(), &topic()).unwrap();
+    kind.delete(&mut engine).unwrap();
     (sim, engine)
 }
 
 #[test]
 fn a_pending_deletion_is_finished_before_its_id_is_reused() {
     // Given: topic 0 deleted, its directory's sync failed (Linux semantics).
-    let (sim, mut engine) = a_topic_deletion_whose_sync_failed();
+    let (sim, mut engine) = a_deletion_whose_sync_failed(Kind::Topic);
     assert_eq!(
         engine.pending_deletions().collect::<Vec<_>>(),
         [(Kind::Topic.resource(), DeletePhase::Requested)]
@@ -529,7 +529,7 @@ fn a_deletion_whose_process_died_after_a_failed_sync_is_redone_by_the_next_proce
 /// and whether the topic's directory is durable after the power cut.
 pub(crate) fn deletion_after_a_dead_process_and_a_power_cut()
 -> (Vec<(ResourceKey, DeletePhase)>, bool) {
-    let (sim, engine) = a_topic_deletion_whose_sync_failed();
+    let (sim, engine) = a_deletion_whose_sync_failed(Kind::Topic);
     drop(engine);
     sim.crash(Crash::Process);
     assert!(!sim.cached_view().contains_key("/data/streams/0/topics/0"));
@@ -625,27 +625,7 @@ fn a_redo_leftover_file_under_a_deleted_name_is_removed() {
 fn a_deletion_whose_sync_failed_survives_a_process_crash() {
     // Given: group 0 at offset 1 in both partitions, durable; its deletion's
     // sync of one `groups/` fails,
-    let sim = new_sim_configured(SimConfig {
-        seed: 3,
-        sync_failure: Linux,
-        capacity: None,
-    });
-    let case = Case {
-        kind: Kind::Group,
-        failed_dir: None,
-        policy: Durability::Persisted,
-        semantics: Linux,
-        recreate: false,
-        mode: PurgeMode::Obligation,
-    };
-    let mut engine = given(&sim, &case);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with(Kind::Group.synced_dirs()[0]),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
-    Kind::Group.delete(&mut engine).unwrap();
+    let (sim, engine) = a_deletion_whose_sync_failed(Kind::Group);
     // and the process crashes before the retry.
     drop(engine);
     sim.crash(Crash::Process);
