@@ -31,6 +31,7 @@ mod sim_teeth;
 mod storage_differential;
 mod storage_model;
 mod storage_sim_semantics;
+mod tcp_cleanup;
 mod tcp_codec;
 mod tcp_fuzz;
 mod tcp_purge;
