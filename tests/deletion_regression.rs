@@ -460,8 +460,14 @@ fn recovery_makes_an_obligation_for_a_directory_no_metadata_names() {
     setup(&mut engine, persisted());
     let stray = Path::new("/data/streams/0/topics/7/partitions/0/segments");
     sim.create_dir_all(stray).unwrap();
-    // (and a file where a partition directory would be: a re-dirty's
-    // leftover after a crash between its create and its remove)
+    // (and a stream directory left renamed by a crash between the two
+    // renames that re-dirty it, `sim run` seed 862; and a file where a
+    // partition directory would be: a re-dirty's leftover after a crash
+    // between its create and its remove)
+    sim.create_dir_all(Path::new(
+        "/data/streams/1.redirty/topics/0/partitions/0/segments",
+    ))
+    .unwrap();
     drop(
         sim.open(
             Path::new("/data/streams/0/topics/0/partitions/4"),
@@ -487,6 +493,7 @@ fn recovery_makes_an_obligation_for_a_directory_no_metadata_names() {
     assert_eq!(
         engine.pending_deletions().collect::<Vec<_>>(),
         [
+            (ResourceKey::Stream { stream: 1 }, DeletePhase::Requested),
             (topic7, DeletePhase::Requested),
             (partition4, DeletePhase::Requested)
         ]
@@ -495,6 +502,8 @@ fn recovery_makes_an_obligation_for_a_directory_no_metadata_names() {
     engine.reconcile_until_idle(10);
     assert_eq!(engine.pending_deletions().count(), 0);
     for gone in [
+        "/data/streams/1",
+        "/data/streams/1.redirty",
         "/data/streams/0/topics/7",
         "/data/streams/0/topics/0/partitions/4",
     ] {

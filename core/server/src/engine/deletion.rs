@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::Engine;
-use crate::dirsync::{DirTracker, NameChange};
+use crate::dirsync::{DirTracker, NameChange, REDIRTY_SUFFIX};
 use crate::error::{EngineError, Result};
 use crate::layout::{partition_dir_name, partitions_dir, streams_dir, topics_dir};
 use crate::metadata::{Metadata, PartitionKey, ResourceKey, TopicKey};
@@ -477,13 +477,19 @@ impl Engine {
         Ok(())
     }
 
-    /// The numeric names in `dir` (none if it does not exist).
-    fn list_ids(&self, dir: &Path) -> Result<Vec<u32>> {
+    /// The numeric names in `dir` (none if it does not exist), after
+    /// repairing re-dirty leftovers there.
+    fn list_ids(&mut self, dir: &Path) -> Result<Vec<u32>> {
         if !self.storage.exists(dir)? {
             return Ok(Vec::new());
         }
+        let mut names = self.storage.list_dir(dir)?;
+        if names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
+            self.repair_catalog_leftovers(dir, &names)?;
+            names = self.storage.list_dir(dir)?;
+        }
         let mut ids = Vec::new();
-        for name in self.storage.list_dir(dir)? {
+        for name in names {
             match name.parse::<u32>() {
                 Ok(id) => ids.push(id),
                 Err(_) => {
@@ -492,6 +498,35 @@ impl Engine {
             }
         }
         Ok(ids)
+    }
+
+    /// A crash between the two renames that re-dirty a catalog directory's
+    /// name (`dirchain`: a directory an earlier attempt created, renamed
+    /// away and back) leaves `<id>.redirty`. It is moved back under its name,
+    /// or removed if the name exists again; either way the change is noted
+    /// in the directory's tracker and redone before its next sync. The name
+    /// then counts like any other: live, or an orphan to delete.
+    fn repair_catalog_leftovers(&mut self, dir: &Path, names: &[String]) -> Result<()> {
+        let storage = self.storage.clone();
+        let tracker = self
+            .deletions
+            .trackers
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| DirTracker::new(dir));
+        for leftover in names.iter().filter(|n| n.ends_with(REDIRTY_SUFFIX)) {
+            let base = &leftover[..leftover.len() - REDIRTY_SUFFIX.len()];
+            let from = dir.join(leftover);
+            if names.iter().any(|n| n == base) {
+                crate::dirsync::remove_tree(storage.as_ref(), &from)?;
+            } else {
+                storage.rename(&from, &dir.join(base))?;
+                tracker.note(base, NameChange::Created);
+            }
+            tracker.note(leftover, NameChange::Removed);
+            tracing::info!(dir = %dir.display(), name = base, "repaired an interrupted re-dirty of a catalog directory");
+        }
+        tracker.force_redirty();
+        Ok(())
     }
 
     /// The deletion invariants, for `check_invariants`: the reconciler tracks
