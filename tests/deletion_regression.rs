@@ -658,3 +658,54 @@ fn a_deletion_whose_sync_failed_survives_a_process_crash() {
     assert_eq!(group_offset(&mut engine, 0), None);
     assert_eq!(group_offset(&mut engine, 1), None);
 }
+
+/// `sluice sim run --seed 80`, reduced: creating topic 1/0 in a stream whose
+/// `topics/` an earlier failed attempt left (so the creation re-dirties it,
+/// renaming it away and back) fails at the second rename. The creation's
+/// directories, durable under `topics/0`, are now under `topics.redirty/` in
+/// the page cache; the failed creation's deletion must not count as done
+/// while they are durable.
+#[test]
+fn a_deletion_below_a_directory_renamed_away_by_a_failed_redirty_is_done_only_when_durable() {
+    // Given: stream 1 with no topic, and an empty `topics/` left in it (an
+    // earlier failed creation), durable.
+    let sim = new_sim();
+    let mut engine = sim_engine(&sim);
+    engine.create_stream(None, "other").unwrap();
+    sim.create_dir_all(Path::new("/data/streams/0/topics"))
+        .unwrap();
+    make_everything_durable(&sim);
+    // When: creating a topic there fails at the re-dirty's second rename
+    // (the first one landed),
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Rename).path_ends_with("/data/streams/0/topics"),
+        Fault::io(FaultMode::After),
+        0,
+        1,
+    );
+    assert!(
+        engine
+            .create_topic(
+                &Identifier::from("other"),
+                None,
+                TOPIC,
+                1,
+                persisted(),
+                0,
+                0,
+                1
+            )
+            .is_err()
+    );
+    // and the reconciler finishes the failed creation's deletion,
+    engine.reconcile_until_idle(10);
+    assert_eq!(engine.pending_deletions().count(), 0);
+    // then nothing of the topic is on disk, in the page cache or durably.
+    for view in [sim.cached_view(), sim.durable_view()] {
+        let left: Vec<&String> = view
+            .keys()
+            .filter(|p| p.starts_with("/data/streams/0/topics/0") || p.contains(".redirty"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}

@@ -363,9 +363,10 @@ impl Engine {
         };
         let storage = self.storage.clone();
         let exists = |p: &Path| storage.exists(p).map_err(|e| (false, e.into()));
-        if !exists(&parent)? {
-            // An ancestor is gone from the page cache: its own deletion (which
-            // absorbed this one, or which recovery will find) makes that durable.
+        if !self.restore_renamed_away(&parent).map_err(|e| (false, e))? {
+            // An ancestor is gone from the page cache, and not renamed away
+            // by an interrupted re-dirty: its own deletion (which absorbed
+            // this one, or which recovery will find) makes that durable.
             return Ok(());
         }
         let root = parent.join(&name);
@@ -396,6 +397,38 @@ impl Engine {
             .trackers
             .retain(|dir, _| !dir.starts_with(&root));
         Ok(())
+    }
+
+    /// Whether `dir` exists, after moving it back if a re-dirty that
+    /// renamed it (or an ancestor) away was interrupted in this process
+    /// (`dirchain`: its second rename failed; `sim run` seed 80). The rename
+    /// back is synced in the parent before the caller relies on it: the disk
+    /// may hold either name, and a deletion below must not count as done
+    /// while its files are durable under the old one.
+    fn restore_renamed_away(&mut self, dir: &Path) -> Result<bool> {
+        if self.storage.exists(dir)? {
+            return Ok(true);
+        }
+        let (Some(up), Some(name)) = (dir.parent(), dir.file_name()) else {
+            return Ok(false);
+        };
+        if !dir.starts_with(&self.config.data_dir)
+            || dir == self.config.data_dir
+            || !self.restore_renamed_away(up)?
+        {
+            return Ok(false);
+        }
+        let leftover = up.join(format!("{}{REDIRTY_SUFFIX}", name.to_string_lossy()));
+        if !self.storage.exists(&leftover)? {
+            return Ok(false);
+        }
+        let names = self.storage.list_dir(up)?;
+        self.repair_catalog_leftovers(up, &names)?;
+        let storage = self.storage.clone();
+        if let Some(tracker) = self.deletions.trackers.get_mut(up) {
+            tracker.sync(storage.as_ref())?;
+        }
+        Ok(self.storage.exists(dir)?)
     }
 
     /// Removes a deleted group's offset file from every partition of its
@@ -478,9 +511,10 @@ impl Engine {
     }
 
     /// The numeric names in `dir` (none if it does not exist), after
-    /// repairing re-dirty leftovers there.
+    /// repairing re-dirty leftovers there, and of `dir` itself (a catalog
+    /// directory renamed away by an interrupted re-dirty is moved back).
     fn list_ids(&mut self, dir: &Path) -> Result<Vec<u32>> {
-        if !self.storage.exists(dir)? {
+        if !self.restore_renamed_away(dir)? {
             return Ok(Vec::new());
         }
         let mut names = self.storage.list_dir(dir)?;
