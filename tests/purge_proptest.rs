@@ -420,6 +420,17 @@ fn step() -> BoxedStrategy<Step> {
             skip,
             when,
         });
+    let groups_sync =
+        (part(), errno(), prop::sample::select(vec![0u8, 0, 1])).prop_map(|(part, errno, skip)| {
+            Step::Inject {
+                part,
+                dir: Dir::Groups,
+                op: FaultOp::SyncDir,
+                errno,
+                skip,
+                when: When::Before,
+            }
+        });
     let partial =
         any::<u64>().prop_map(|seed| Step::CrashRestart(CrashKind::PowerLossPartial { seed }));
     let tick = prop::sample::select(vec![0u64, 150, 2_000, 100_000])
@@ -445,6 +456,9 @@ fn step() -> BoxedStrategy<Step> {
         (STEP_WEIGHTS[11], Just(Step::Settle).boxed()),
         (STEP_WEIGHTS[12], Just(Step::DeleteGroup).boxed()),
         (STEP_WEIGHTS[13], Just(Step::CreateGroup).boxed()),
+        // A failed `groups/` sync, so group deletions meet one often enough
+        // (the general fault draw lands there about once in a hundred steps).
+        (STEP_WEIGHTS[14], groups_sync.boxed()),
     ];
     if metadata_faults() {
         let metadata =
@@ -463,8 +477,9 @@ fn step() -> BoxedStrategy<Step> {
 
 /// Relative weights of: send, store, delete, poll, purge partition, purge
 /// topic, inject, process crash, power loss, partial power loss, tick (a
-/// reconciler pass: retention's too), settle, delete group, create group.
-const STEP_WEIGHTS: [u32; 14] = [6, 5, 3, 3, 2, 1, 6, 1, 1, 1, 3, 1, 1, 1];
+/// reconciler pass: retention's too), settle, delete group, create group,
+/// a failed `groups/` sync.
+const STEP_WEIGHTS: [u32; 15] = [6, 5, 3, 3, 2, 1, 6, 1, 1, 1, 3, 1, 1, 1, 1];
 
 fn case() -> impl Strategy<Value = Case> {
     (
@@ -2187,6 +2202,32 @@ mod findings {
                 Store { part: 0, who: C1, pick: 0 },
             ] });
         }
+    }
+
+    /// Found when the proptest learned retention (open): a retention pass
+    /// commits low-water mark 1 (message 0's segment expired), but the sync
+    /// of the partition directory that makes `retention.lwm`'s name durable
+    /// fails, so the commit fails and memory keeps mark 0, as ADR 0016 says.
+    /// The process dies: the next one reads mark 1 from the page cache and
+    /// serves from it (message 0 is no longer served), without making the
+    /// record durable first; a power loss then brings back mark 0, and
+    /// message 0 is served again. A mark a process served went back: `First`
+    /// and `Next` return an expired message they had stopped returning. The
+    /// same family as finding G (state loaded from the page cache served
+    /// before it is durable). Fix: at recovery, make a mark read from the
+    /// page cache durable (`ensure_low_water_durable`) before the log serves
+    /// by it, or serve by the last mark known durable until then.
+    #[test]
+    #[rustfmt::skip]
+    fn finding_n_low_water_mark_loaded_from_the_page_cache_is_served_before_it_is_durable() {
+        replay(Case { policy: Buffered, semantics: Forgiving, segments: Tiny, retention: Age, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Send { part: 0, n: 3 },
+            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
+            Tick { advance_ms: 2000 },
+            CrashRestart(Process),
+            CrashRestart(PowerLoss),
+        ] });
     }
 
     /// ADR 0003's known limit L1 through a purge, fixed in d550056 (a failed
