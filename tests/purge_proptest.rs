@@ -18,7 +18,12 @@
 //! directory sync, unlink, file sync, write, append, truncate, rename or open
 //! in one of a partition's directories; several per schedule), process
 //! crash or power loss (full or partial) and reopen, reconciler tick, and
-//! settle (faults stop for a while: clear them, `reconcile_until_idle`).
+//! settle (faults stop for a while: clear them, `reconcile_until_idle`),
+//! delete group 0 and create it again under the same id (ADR 0015; a
+//! targeted failed `groups/` sync draw meets its cleanup). Per case also a
+//! retention setting (ADR 0016): none, a small `max_topic_size`, or a
+//! `message_expiry` that ticks and restarts pass; every reconciler pass
+//! enforces it.
 //!
 //! Crash-point probes: after every step, forks of the simulator crash
 //! (process, power loss, partial power loss), recover, purge the topic and
@@ -77,11 +82,22 @@
 //!    obligation.
 //! 6. The engine's own invariants (`Engine::check_invariants`, noted by the
 //!    world) hold after every step.
+//! 7. Groups: while group 0 is deleted every call for it answers
+//!    `GroupNotFound`; a new incarnation starts with no offset, and no value
+//!    of an earlier one ever shows for it, after any crash (Apache Iggy's
+//!    resurrected-file bug class); a deletion counts as done only once no
+//!    file of it is left (`World::deletion_leftovers`).
+//! 8. Retention: the low-water mark never goes back, after any crash; it
+//!    rises only under a retention setting, never past the log, and by age
+//!    only over messages at least `EXPIRY_MICROS` old; nothing below it is
+//!    served again, `Next` from a stored offset below it continues at it, and
+//!    the acknowledged messages at or above it obey 2. A retention `Applied`
+//!    leaves no segment below the mark, durable or cached.
 //!
 //! The `findings` module keeps each failure found as a minimal deterministic
 //! test (red until its bug is fixed) and the fixed ones as regressions.
 //!
-//! Knobs: `SLUICE_PROPTEST_CASES` (default 48, about 3 s in the test
+//! Knobs: `SLUICE_PROPTEST_CASES` (default 48, about 4 s in the test
 //! profile); `SLUICE_PROPTEST_SEED` (default fixed, so CI is deterministic); `SLUICE_PURGE_TRACE=1` adds the storage trace to a failure;
 //! `SLUICE_PURGE_METADATA_FAULTS=1` also injects faults on the metadata file
 //! and the data directory (purges in doubt). A failure prints the minimal
