@@ -18,7 +18,12 @@
 //! directory sync, unlink, file sync, write, append, truncate, rename or open
 //! in one of a partition's directories; several per schedule), process
 //! crash or power loss (full or partial) and reopen, reconciler tick, and
-//! settle (faults stop for a while: clear them, `reconcile_until_idle`).
+//! settle (faults stop for a while: clear them, `reconcile_until_idle`),
+//! delete group 0 and create it again under the same id (ADR 0015; a
+//! targeted failed `groups/` sync draw meets its cleanup). Per case also a
+//! retention setting (ADR 0016): none, a small `max_topic_size`, or a
+//! `message_expiry` that ticks and restarts pass; every reconciler pass
+//! enforces it.
 //!
 //! Crash-point probes: after every step, forks of the simulator crash
 //! (process, power loss, partial power loss), recover, purge the topic and
@@ -77,11 +82,22 @@
 //!    obligation.
 //! 6. The engine's own invariants (`Engine::check_invariants`, noted by the
 //!    world) hold after every step.
+//! 7. Groups: while group 0 is deleted every call for it answers
+//!    `GroupNotFound`; a new incarnation starts with no offset, and no value
+//!    of an earlier one ever shows for it, after any crash (Apache Iggy's
+//!    resurrected-file bug class); a deletion counts as done only once no
+//!    file of it is left (`World::deletion_leftovers`).
+//! 8. Retention: the low-water mark never goes back, after any crash; it
+//!    rises only under a retention setting, never past the log, and by age
+//!    only over messages at least `EXPIRY_MICROS` old; nothing below it is
+//!    served again, `Next` from a stored offset below it continues at it, and
+//!    the acknowledged messages at or above it obey 2. A retention `Applied`
+//!    leaves no segment below the mark, durable or cached.
 //!
 //! The `findings` module keeps each failure found as a minimal deterministic
 //! test (red until its bug is fixed) and the fixed ones as regressions.
 //!
-//! Knobs: `SLUICE_PROPTEST_CASES` (default 48, about 3 s in the test
+//! Knobs: `SLUICE_PROPTEST_CASES` (default 48, about 4 s in the test
 //! profile); `SLUICE_PROPTEST_SEED` (default fixed, so CI is deterministic); `SLUICE_PURGE_TRACE=1` adds the storage trace to a failure;
 //! `SLUICE_PURGE_METADATA_FAULTS=1` also injects faults on the metadata file
 //! and the data directory (purges in doubt). A failure prints the minimal
@@ -94,7 +110,8 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use sluice_server::EngineError;
-use sluice_server::metadata::{Durability, TopicOptions};
+use sluice_server::layout::parse_segment_name;
+use sluice_server::metadata::{Durability, ResourceKey, TopicOptions};
 use sluice_server::partition::Consumer;
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::PurgeState;
@@ -138,6 +155,11 @@ const WORLD_SEED: u64 = 11;
 const SMALL_SEGMENT: u64 = 160;
 /// Reconciler passes allowed once faults stop.
 const IDLE_PASSES: u32 = 4;
+/// Retention by size: a couple of tiny segments across the two partitions.
+const MAX_TOPIC_SIZE: u64 = 512;
+/// Retention by age: longer than a short `Tick`, shorter than a long one or
+/// two restarts (each open moves the clock by 1 s).
+const EXPIRY_MICROS: u64 = 1_500_000;
 /// Engine opens tried after a crash (a failed open is a failed start-up: the
 /// process exits and is started again; each failure uses up an injected
 /// fault, and a schedule injects fewer than this many).
@@ -276,6 +298,12 @@ pub enum Step {
         part: usize,
     },
     PurgeTopic,
+    /// Deletes group 0 (`Who::G1`'s): its offsets in every partition go
+    /// with it, through a deletion obligation (ADR 0015).
+    DeleteGroup,
+    /// Creates group 0 again under the same id: a new incarnation, which
+    /// starts with no offset anywhere.
+    CreateGroup,
     /// Fails (before, after or torn) the matching call after `skip` matching ones.
     Inject {
         part: usize,
@@ -311,11 +339,25 @@ pub enum SegmentSize {
     Tiny,
 }
 
+/// The topic's retention (ADR 0016), enforced by every reconciler pass
+/// (`Tick`, `Settle`, and the passes deletions and purges run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// Neither expiry nor a cap: the low-water mark must stay 0.
+    Off,
+    /// `max_topic_size` of `MAX_TOPIC_SIZE` bytes across both partitions.
+    Size,
+    /// `message_expiry` of `EXPIRY_MICROS`; `Tick` and restarts move the clock.
+    Age,
+}
+
 #[derive(Debug, Clone)]
 pub struct Case {
     pub policy: Durability,
     pub semantics: SyncFailureSemantics,
     pub segments: SegmentSize,
+    /// Only `Tiny` segments ever seal, so only they give retention work.
+    pub retention: Retention,
     /// Seeds the partial power loss of the crash-point probes (with the step
     /// index); see the module documentation.
     pub probe_seed: u64,
@@ -394,6 +436,17 @@ fn step() -> BoxedStrategy<Step> {
             skip,
             when,
         });
+    let groups_sync =
+        (part(), errno(), prop::sample::select(vec![0u8, 0, 1])).prop_map(|(part, errno, skip)| {
+            Step::Inject {
+                part,
+                dir: Dir::Groups,
+                op: FaultOp::SyncDir,
+                errno,
+                skip,
+                when: When::Before,
+            }
+        });
     let partial =
         any::<u64>().prop_map(|seed| Step::CrashRestart(CrashKind::PowerLossPartial { seed }));
     let tick = prop::sample::select(vec![0u64, 150, 2_000, 100_000])
@@ -417,6 +470,11 @@ fn step() -> BoxedStrategy<Step> {
         (STEP_WEIGHTS[9], partial.boxed()),
         (STEP_WEIGHTS[10], tick.boxed()),
         (STEP_WEIGHTS[11], Just(Step::Settle).boxed()),
+        (STEP_WEIGHTS[12], Just(Step::DeleteGroup).boxed()),
+        (STEP_WEIGHTS[13], Just(Step::CreateGroup).boxed()),
+        // A failed `groups/` sync, so group deletions meet one often enough
+        // (the general fault draw lands there about once in a hundred steps).
+        (STEP_WEIGHTS[14], groups_sync.boxed()),
     ];
     if metadata_faults() {
         let metadata =
@@ -434,8 +492,10 @@ fn step() -> BoxedStrategy<Step> {
 }
 
 /// Relative weights of: send, store, delete, poll, purge partition, purge
-/// topic, inject, process crash, power loss, partial power loss, tick, settle.
-const STEP_WEIGHTS: [u32; 12] = [6, 5, 3, 3, 2, 1, 6, 1, 1, 1, 2, 1];
+/// topic, inject, process crash, power loss, partial power loss, tick (a
+/// reconciler pass: retention's too), settle, delete group, create group,
+/// a failed `groups/` sync.
+const STEP_WEIGHTS: [u32; 15] = [6, 5, 3, 3, 2, 1, 6, 1, 1, 1, 3, 1, 1, 1, 1];
 
 fn case() -> impl Strategy<Value = Case> {
     (
@@ -445,16 +505,20 @@ fn case() -> impl Strategy<Value = Case> {
             SyncFailureSemantics::Forgiving,
         ]),
         prop::sample::select(vec![SegmentSize::Large, SegmentSize::Tiny]),
+        prop::sample::select(vec![Retention::Off, Retention::Size, Retention::Age]),
         any::<u64>(),
         prop::collection::vec(step(), 10..=40),
     )
-        .prop_map(|(policy, semantics, segments, probe_seed, steps)| Case {
-            policy,
-            semantics,
-            segments,
-            probe_seed,
-            steps,
-        })
+        .prop_map(
+            |(policy, semantics, segments, retention, probe_seed, steps)| Case {
+                policy,
+                semantics,
+                segments,
+                retention,
+                probe_seed,
+                steps,
+            },
+        )
 }
 
 // ---------------------------------------------------------------------------
@@ -469,6 +533,9 @@ struct Entry {
     acked: bool,
     /// It survived a power loss (so it is on disk, and stays).
     durable: bool,
+    /// The engine clock when it was sent (its timestamp is not earlier):
+    /// retention by age may remove it only `EXPIRY_MICROS` after that.
+    sent_at: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -485,15 +552,19 @@ struct PartModel {
     /// returned an error (the generation after the next reopen may be one more).
     generation: Generation,
     entries: Vec<Entry>,
-    /// Failed batches the engine did not serve (they could only reappear
-    /// whole, at the end, after a crash).
-    unserved: Vec<Vec<String>>,
+    /// Failed batches the engine did not serve, with when they were sent
+    /// (they could only reappear whole, at the end, after a crash).
+    unserved: Vec<(u64, Vec<String>)>,
     offsets: BTreeMap<Who, OffModel>,
     /// Payload counter (unique across generations).
     sent: u64,
     /// ADR 0010: after a recovery, the log continues after the highest
     /// stored offset (offsets a stored offset names are never reused).
     floor: u64,
+    /// The low-water mark the engine last reported for this generation:
+    /// nothing below it is served again, after any crash (a mark is durable
+    /// before the log stops serving below it), and it never goes back.
+    mark: u64,
 }
 
 impl PartModel {
@@ -502,6 +573,8 @@ impl PartModel {
             .last()
             .map_or(0, |e| e.offset + 1)
             .max(self.floor)
+            // An offset below the mark is never given out again (ADR 0016 §2).
+            .max(self.mark)
     }
 
     /// The highest offset the log may continue after: recovery continues past
@@ -527,6 +600,8 @@ impl PartModel {
         self.unserved.clear();
         self.offsets.clear();
         self.floor = 0;
+        // A purge starts the new history at mark 0 (ADR 0016 §1).
+        self.mark = 0;
     }
 
     fn off(&mut self, who: Who) -> &mut OffModel {
@@ -547,6 +622,25 @@ impl PartModel {
 
 type Check = Result<(), String>;
 
+/// Group 0, whose offsets `Who::G1` stores: one catalog entry for the topic.
+#[derive(Debug, Clone, Copy)]
+struct GroupModel {
+    /// The catalog names it (the last acknowledged create or delete).
+    live: bool,
+    /// A create (`Some(true)`) or delete (`Some(false)`) that returned an
+    /// error may still have committed (its metadata rename reached the disk):
+    /// in doubt until the engine serves again in this process (the commit
+    /// was undone) or a restart shows the catalog.
+    doubt: Option<bool>,
+}
+
+/// The group the model follows, as the world names resources.
+const GROUP: ResourceKey = ResourceKey::Group {
+    stream: 0,
+    topic: 0,
+    group: 0,
+};
+
 struct Harness {
     case: Case,
     /// The simulator's world: engine, storage, clock, faults (its own oracle
@@ -554,6 +648,7 @@ struct Harness {
     /// world's typed calls and judges with `model`).
     world: World,
     model: Vec<PartModel>,
+    group: GroupModel,
     /// What happened so far, for failure messages.
     trail: Vec<String>,
 }
@@ -578,6 +673,27 @@ fn dead_files(view: &BTreeMap<String, NodeView>, partition: u32, generation: u64
         world::key(partition),
         generation,
     )
+}
+
+/// Segment files of `partition`'s `generation` wholly below `mark` in a
+/// view: retention's to remove (a mark lies on a segment boundary, so a
+/// segment that starts below it ends at or below it).
+fn below_mark_files(
+    view: &BTreeMap<String, NodeView>,
+    partition: u32,
+    generation: u64,
+    mark: u64,
+) -> Vec<String> {
+    let dir = format!("{}/", world::paths(partition).segments.display());
+    view.range(dir.clone()..)
+        .take_while(|(path, _)| path.starts_with(&dir))
+        .filter(|(path, node)| {
+            matches!(node, NodeView::File(_))
+                && parse_segment_name(&path[dir.len()..])
+                    .is_some_and(|(g, base, _)| g == generation && base < mark)
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
 }
 
 /// The engine refused the call before doing anything: a failed metadata
@@ -609,10 +725,25 @@ impl Harness {
                 SegmentSize::Tiny => SMALL_SEGMENT,
             },
         };
+        let mut world = World::new(case.semantics, shape, WORLD_SEED)?;
+        let (expiry, cap) = match case.retention {
+            Retention::Off => (0, 0),
+            Retention::Size => (0, MAX_TOPIC_SIZE),
+            Retention::Age => (EXPIRY_MICROS, 0),
+        };
+        if (expiry, cap) != (0, 0) {
+            world
+                .set_retention(expiry, cap)
+                .map_err(|e| format!("setting retention: {e}"))?;
+        }
         Ok(Harness {
             case: case.clone(),
-            world: World::new(case.semantics, shape, WORLD_SEED)?,
+            world,
             model: vec![PartModel::default(); PARTITIONS.len()],
+            group: GroupModel {
+                live: true,
+                doubt: None,
+            },
             trail: Vec::new(),
         })
     }
@@ -708,6 +839,108 @@ impl Harness {
         }
     }
 
+    /// Learns the partition's low-water mark (in the same process or after
+    /// a recovery): it never goes back within a generation (a mark is made
+    /// durable before the log stops serving below it, so no crash undoes it),
+    /// it rises only under a retention setting, never past the log's end,
+    /// and by age only over messages at least `EXPIRY_MICROS` old. What lies
+    /// below it leaves the model: never served again.
+    fn observe_mark(&mut self, p: usize) -> Check {
+        let name = PARTITIONS[p];
+        let mark = self
+            .world
+            .engine()?
+            .partition(world::key(name))
+            .ok_or("partition vanished")?
+            .log()
+            .low_water();
+        let now = self.world.now_micros();
+        let retention = self.case.retention;
+        let m = &mut self.model[p];
+        if mark < m.mark {
+            return fail(format!(
+                "partition {name}: the low-water mark went back from {} to {mark}",
+                m.mark
+            ));
+        }
+        if mark == m.mark {
+            return Ok(());
+        }
+        if retention == Retention::Off {
+            return fail(format!(
+                "partition {name}: low-water mark {mark} with no retention configured"
+            ));
+        }
+        let ceiling = m.continue_ceiling();
+        if mark > ceiling {
+            return fail(format!(
+                "partition {name}: low-water mark {mark} beyond the log's end {ceiling}"
+            ));
+        }
+        if retention == Retention::Age
+            && let Some(e) = m
+                .entries
+                .iter()
+                .find(|e| e.offset < mark && e.sent_at.saturating_add(EXPIRY_MICROS) > now)
+        {
+            return fail(format!(
+                "partition {name}: low-water mark {mark} expired {} (offset {}), sent at {} µs, younger than the expiry at {now} µs",
+                e.payload, e.offset, e.sent_at
+            ));
+        }
+        let line = format!("  partition {name}: low-water mark {} -> {mark}", m.mark);
+        m.entries.retain(|e| e.offset >= mark);
+        m.mark = mark;
+        self.note(line);
+        Ok(())
+    }
+
+    /// Group 0 deleted (acknowledged, or a deletion in doubt seen landed):
+    /// its offsets are gone everywhere, and a later incarnation starts with
+    /// none (nothing of this history may ever show for it).
+    fn group_deleted(&mut self) {
+        self.group = GroupModel {
+            live: false,
+            doubt: None,
+        };
+        for m in &mut self.model {
+            m.offsets.remove(&Who::G1);
+        }
+    }
+
+    /// Group 0 created again: a fresh history, with no offset.
+    fn group_created(&mut self) {
+        self.group = GroupModel {
+            live: true,
+            doubt: None,
+        };
+        for m in &mut self.model {
+            m.offsets.remove(&Who::G1);
+        }
+    }
+
+    /// While group 0 is deleted, every call for it is refused: it resolves
+    /// to nothing (an error, never an empty answer).
+    fn refused_for_deleted_group<T: std::fmt::Debug>(
+        &self,
+        p: usize,
+        what: &str,
+        r: &Result<T, EngineError>,
+    ) -> Check {
+        match r {
+            Err(EngineError::GroupNotFound(_)) => Ok(()),
+            other => fail(format!(
+                "partition {}: {what} for deleted group 0 answered {other:?}, not GroupNotFound",
+                PARTITIONS[p]
+            )),
+        }
+    }
+
+    /// Whether `who` is the group while the model holds it deleted.
+    fn deleted(&self, who: Who) -> bool {
+        who == Who::G1 && !self.group.live
+    }
+
     /// In the same process: the engine serves exactly what the oracle says.
     fn check_in_process(&mut self) -> Check {
         if let Some(v) = self.world.invariant_violations().pop() {
@@ -726,9 +959,19 @@ impl Harness {
                 for m in &mut self.model {
                     m.generation.undone();
                 }
+                // Likewise a failed create or delete of the group.
+                self.group.doubt = None;
             }
         }
+        let exists = self.world.group_exists(0)?;
+        if exists != self.group.live {
+            return fail(format!(
+                "group 0: the catalog says exists={exists}, the model live={}",
+                self.group.live
+            ));
+        }
         for (p, &partition) in PARTITIONS.iter().enumerate() {
+            self.observe_mark(p)?;
             let g = self.served_generation(p)?;
             if g != self.model[p].generation.acknowledged() {
                 return fail(format!(
@@ -751,6 +994,11 @@ impl Harness {
                 ));
             }
             for who in Who::ALL {
+                if self.deleted(who) {
+                    let r = self.world.stored_offset(partition, who.consumer());
+                    self.refused_for_deleted_group(p, "get_offset", &r)?;
+                    continue;
+                }
                 let got = self.stored(p, who)?;
                 let want = self.model[p].off(who).observed;
                 if got != want {
@@ -813,6 +1061,24 @@ impl Harness {
                     }
                 }
             }
+            // Retention's `Applied` likewise: no segment below the mark left.
+            if let Some(r) = part.retention().filter(|r| r.is_applied()) {
+                let mark = r.low_water_mark();
+                for (what, view) in [("durable", &durable), ("cached", &cached)] {
+                    let below = below_mark_files(view, partition, g, mark);
+                    if !below.is_empty() {
+                        return fail(format!(
+                            "partition {partition}: retention to mark {mark} is Applied but the {what} view holds {below:?}"
+                        ));
+                    }
+                }
+            }
+        }
+        // A deletion is done only once its files are gone (ADR 0015): no
+        // `groups/0` of a deleted group without its deletion still pending.
+        let leftovers = self.world.deletion_leftovers();
+        if !leftovers.is_empty() {
+            return fail(format!("deletion done with files left: {leftovers:?}"));
         }
         Ok(())
     }
@@ -849,6 +1115,8 @@ impl Harness {
                 let r = self.world.purge_topic();
                 self.purged(&[0, 1], r)
             }
+            Step::DeleteGroup => self.delete_group(),
+            Step::CreateGroup => self.create_group(),
             Step::Inject {
                 part: p,
                 dir,
@@ -901,6 +1169,7 @@ impl Harness {
         m.sent += u64::from(n);
         let mut base = m.next_offset();
         let ceiling = m.continue_ceiling();
+        let sent_at = self.world.now_micros();
         let r = self.world.send(PARTITIONS[p], &payloads);
         self.note(format!("  send -> {r:?}"));
         let m = &mut self.model[p];
@@ -921,6 +1190,7 @@ impl Harness {
                         payload,
                         acked: true,
                         durable: false,
+                        sent_at,
                     }));
                 m.unserved.clear();
                 m.generation.write_acknowledged();
@@ -952,7 +1222,7 @@ impl Harness {
                     base = first;
                 }
                 if tail.is_empty() {
-                    m.unserved.push(payloads);
+                    m.unserved.push((sent_at, payloads));
                 } else if tail.len() == payloads.len()
                     && tail
                         .iter()
@@ -966,6 +1236,7 @@ impl Harness {
                             payload,
                             acked: false,
                             durable: false,
+                            sent_at,
                         }));
                 } else {
                     return fail(format!(
@@ -993,6 +1264,9 @@ impl Harness {
             .world
             .store_offset(PARTITIONS[p], who.consumer(), offset);
         self.note(format!("  store {who:?}={offset} -> {r:?}"));
+        if self.deleted(who) {
+            return self.refused_for_deleted_group(p, "store_offset", &r);
+        }
         match r {
             Ok(()) if empty => fail(format!(
                 "partition {}: storing {offset} into an empty partition was acknowledged",
@@ -1031,6 +1305,9 @@ impl Harness {
     fn delete(&mut self, p: usize, who: Who) -> Check {
         let r = self.world.delete_offset(PARTITIONS[p], who.consumer());
         self.note(format!("  delete {who:?} -> {r:?}"));
+        if self.deleted(who) {
+            return self.refused_for_deleted_group(p, "delete_offset", &r);
+        }
         match r {
             Ok(existed) => {
                 let had = self.model[p].off(who).observed;
@@ -1061,6 +1338,10 @@ impl Harness {
         let r = self
             .world
             .poll_next(PARTITIONS[p], who.consumer(), u64::from(count), true);
+        if self.deleted(who) {
+            self.note(format!("  poll {who:?} -> {r:?}"));
+            return self.refused_for_deleted_group(p, "poll", &r);
+        }
         match r {
             Ok(got) => {
                 self.note(format!("  poll {who:?} from {start} -> {got:?}"));
@@ -1088,6 +1369,49 @@ impl Harness {
                         PARTITIONS[p]
                     )),
                 }
+            }
+        }
+    }
+
+    /// Deletes group 0. Acknowledged: its offsets are gone at once (its
+    /// files are the deletion's to remove, which injected faults may delay).
+    fn delete_group(&mut self) -> Check {
+        let r = self.world.remove(GROUP);
+        self.note(format!("  delete group -> {r:?}"));
+        match r {
+            Ok(()) if !self.group.live => fail("deleting a deleted group was acknowledged"),
+            Ok(()) => {
+                self.group_deleted();
+                Ok(())
+            }
+            Err(EngineError::GroupNotFound(_)) if !self.group.live => Ok(()),
+            Err(e) if !self.group.live => fail(format!(
+                "deleting a deleted group failed with {e}, not GroupNotFound"
+            )),
+            Err(e) if refused(&e) => Ok(()),
+            Err(_) => {
+                self.group.doubt = Some(false);
+                Ok(())
+            }
+        }
+    }
+
+    /// Creates group 0 again, under the same id. Refused while the previous
+    /// incarnation's deletion cannot finish (ADR 0015 §6).
+    fn create_group(&mut self) -> Check {
+        let r = self.world.create(GROUP);
+        self.note(format!("  create group -> {r:?}"));
+        match r {
+            Ok(()) if self.group.live => fail("creating an existing group was acknowledged"),
+            Ok(()) => {
+                self.group_created();
+                Ok(())
+            }
+            Err(_) if self.group.live => Ok(()),
+            Err(e) if refused(&e) => Ok(()),
+            Err(_) => {
+                self.group.doubt = Some(true);
+                Ok(())
             }
         }
     }
@@ -1123,6 +1447,24 @@ impl Harness {
         self.world.start(OPEN_ATTEMPTS, &mut self.trail)?;
         let lapse = Lapse::of(self.case.policy, kind.is_power_loss());
         let buffered_power_loss = ack::may_roll_back(self.case.policy, kind.is_power_loss());
+        // The catalog first: a create or delete of the group in doubt may
+        // have landed; an acknowledged one must have.
+        let exists = self.world.group_exists(0)?;
+        match (self.group.live, self.group.doubt) {
+            (live, _) if live == exists => self.group.doubt = None,
+            (_, Some(target)) if target == exists => {
+                if exists {
+                    self.group_created();
+                } else {
+                    self.group_deleted();
+                }
+            }
+            (live, doubt) => {
+                return fail(format!(
+                    "after {kind:?} group 0 exists={exists}; the model has live={live}, in doubt {doubt:?}"
+                ));
+            }
+        }
         for (p, &name) in PARTITIONS.iter().enumerate() {
             // The generation: the acknowledged one, or a purge in doubt that committed.
             let g = self.served_generation(p)?;
@@ -1136,7 +1478,10 @@ impl Harness {
                         "partition {name}: a purge that returned an error committed (generation {g}), and writes acknowledged after it at generation {acknowledged} are lost"
                     ));
                 }
-                Served::InDoubtLanded { lost_acked: false } => m.reset(),
+                Served::InDoubtLanded { lost_acked: false } => {
+                    m.reset();
+                    // The group's state is the topic's, not the generation's.
+                }
                 Served::WentBack | Served::NeverRequested => {
                     return fail(format!(
                         "partition {name}: recovered at generation {g}, but generation {acknowledged} was acknowledged or served (a purge in doubt counts once a restart served it){}",
@@ -1148,10 +1493,17 @@ impl Harness {
                     ));
                 }
             }
+            self.observe_mark(p)?;
             let served = self.served(p)?;
             self.check_payload_generation(p, &served)?;
             self.check_recovered_history(p, kind, &served)?;
             for who in Who::ALL {
+                if self.deleted(who) {
+                    // No incarnation's offset shows for a deleted group.
+                    let r = self.world.stored_offset(name, who.consumer());
+                    self.refused_for_deleted_group(p, "get_offset after a crash", &r)?;
+                    continue;
+                }
                 let got = self.stored(p, who)?;
                 let o = self.model[p].off(who);
                 if !o.history.may_show(got, lapse) {
@@ -1200,10 +1552,20 @@ impl Harness {
         }
         let by_offset: BTreeMap<u64, &Entry> = m.entries.iter().map(|e| (e.offset, e)).collect();
         let model_next = m.next_offset();
-        let unserved: Vec<String> = m.unserved.iter().flatten().cloned().collect();
+        let unserved: Vec<(u64, &String)> = m
+            .unserved
+            .iter()
+            .flat_map(|(at, batch)| batch.iter().map(move |u| (*at, u)))
+            .collect();
+        let mark = m.mark;
         let mut tail_from = 0usize;
         let mut entries = Vec::new();
         for (offset, payload) in served {
+            if *offset < mark {
+                return fail(format!(
+                    "partition {name}: offset {offset} ({payload:?}) served after {kind:?}, below the low-water mark {mark}"
+                ));
+            }
             match by_offset.get(offset) {
                 Some(e) if &e.payload == payload => entries.push(Entry {
                     durable: e.durable || kind.is_power_loss(),
@@ -1217,19 +1579,23 @@ impl Harness {
                 }
                 None if *offset >= model_next => {
                     // Only a failed batch, whole and in order, may come back here.
-                    match unserved[tail_from..].iter().position(|u| u == payload) {
-                        Some(i) => tail_from += i + 1,
+                    let sent_at = match unserved[tail_from..].iter().position(|u| u.1 == payload) {
+                        Some(i) => {
+                            tail_from += i + 1;
+                            unserved[tail_from - 1].0
+                        }
                         None => {
                             return fail(format!(
                                 "partition {name}: offset {offset} holds {payload:?} after {kind:?}, which was never sent at this offset"
                             ));
                         }
-                    }
+                    };
                     entries.push(Entry {
                         offset: *offset,
                         payload: payload.clone(),
                         acked: false,
                         durable: kind.is_power_loss(),
+                        sent_at,
                     });
                 }
                 None => {
@@ -1280,6 +1646,7 @@ impl Harness {
             case: self.case.clone(),
             world: self.world.fork(),
             model: self.model.clone(),
+            group: self.group,
             trail: Vec::new(),
         };
         let forked_at = fork.world.sim.op_count();
@@ -1507,8 +1874,8 @@ proptest! {
 /// below the printed `Case` compiles as is (`steps: vec![..]`).
 mod findings {
     use super::{
-        Case, CrashKind::*, Dir::*, Durability::*, Errno::*, FaultOp::*, SegmentSize::*, Step::*,
-        SyncFailureSemantics::*, When::*, Who::*, run_case_without_probes,
+        Case, CrashKind::*, Dir::*, Durability::*, Errno::*, FaultOp::*, Retention::*,
+        SegmentSize::*, Step::*, SyncFailureSemantics::*, When::*, Who::*, run_case_without_probes,
     };
 
     fn replay(case: Case) {
@@ -1532,7 +1899,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_a_failed_delete_sync_then_purge_reaches_applied_with_no_dead_offset_file_on_disk() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: G1, pick: 0 },
             Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -1554,7 +1921,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_a2_failed_delete_sync_then_crash_then_purge_reaches_applied_with_a_dead_offset_file_on_disk() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: G1, pick: 0 },
             Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -1582,7 +1949,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_b_store_reusing_a_dead_offset_file_reaches_applied_with_it_dead_on_disk() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C2, pick: 0 },
             Inject { part: 0, dir: Segments, op: RemoveFile, errno: Io, skip: 0, when: Before },
@@ -1608,7 +1975,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_c_unlink_of_an_empty_segment_at_recovery_reaches_applied_with_a_dead_segment_on_disk() {
-        replay(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 1, n: 1 },
             Inject { part: 1, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
             CrashRestart(PowerLossPartial { seed: 1 }),
@@ -1630,7 +1997,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_d_failed_redo_of_a_removal_leaves_a_file_that_blocks_every_later_redo() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
             Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -1650,7 +2017,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_e_failed_delete_then_acknowledged_delete_does_not_resurrect_the_offset() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
             Inject { part: 0, dir: Consumers, op: RemoveFile, errno: Io, skip: 0, when: Before },
@@ -1674,7 +2041,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_f_obligation_name_left_by_an_earlier_process_is_never_made_durable() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
             Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
             Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -1700,7 +2067,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_h_recovery_redoes_only_the_newest_segment_name() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Tiny, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Tiny, probe_seed: 0, retention: Off, steps: vec![
             Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
             Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 3 },
@@ -1721,7 +2088,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_i_retried_delete_after_a_failed_directory_sync_is_acknowledged_but_not_durable() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
             Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -1740,7 +2107,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_offset_name_recovered_from_an_earlier_process_is_redone() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
             Store { part: 0, who: C1, pick: 0 },
@@ -1759,7 +2126,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_j_batch_whose_sync_failed_is_not_recovered_under_a_later_acknowledged_send() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             Inject { part: 0, dir: Segments, op: SyncFile, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 1 },
@@ -1784,7 +2151,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_g_metadata_loaded_from_the_page_cache_is_served_before_it_is_durable() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             InjectMetadata { op: RemoveFile, errno: Io, skip: 1, when: Before },
@@ -1803,7 +2170,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_k_start_up_that_cannot_save_the_loaded_metadata_refuses_service_until_it_can() {
-        replay_with_probes(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay_with_probes(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 1 },
@@ -1821,7 +2188,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_l_interrupted_redirty_hides_a_dead_offset_file_from_cleanup() {
-        replay_with_probes(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay_with_probes(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             PollNext { part: 0, who: C1, count: 1 },
             CrashRestart(Process),
@@ -1843,7 +2210,7 @@ mod findings {
     #[rustfmt::skip]
     fn finding_m_half_done_redirty_and_partial_power_loss_lose_neither_name() {
         for probe_seed in 0..16 {
-            replay_with_probes(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed, steps: vec![
+            replay_with_probes(Case { policy: Persisted, semantics: Linux, segments: Large, retention: Off, probe_seed, steps: vec![
                 Send { part: 0, n: 1 },
                 Store { part: 0, who: C1, pick: 0 },
                 CrashRestart(Process),
@@ -1851,6 +2218,32 @@ mod findings {
                 Store { part: 0, who: C1, pick: 0 },
             ] });
         }
+    }
+
+    /// Found when the proptest learned retention (open): a retention pass
+    /// commits low-water mark 1 (message 0's segment expired), but the sync
+    /// of the partition directory that makes `retention.lwm`'s name durable
+    /// fails, so the commit fails and memory keeps mark 0, as ADR 0016 says.
+    /// The process dies: the next one reads mark 1 from the page cache and
+    /// serves from it (message 0 is no longer served), without making the
+    /// record durable first; a power loss then brings back mark 0, and
+    /// message 0 is served again. A mark a process served went back: `First`
+    /// and `Next` return an expired message they had stopped returning. The
+    /// same family as finding G (state loaded from the page cache served
+    /// before it is durable). Fix: at recovery, make a mark read from the
+    /// page cache durable (`ensure_low_water_durable`) before the log serves
+    /// by it, or serve by the last mark known durable until then.
+    #[test]
+    #[rustfmt::skip]
+    fn finding_n_low_water_mark_loaded_from_the_page_cache_is_served_before_it_is_durable() {
+        replay(Case { policy: Buffered, semantics: Forgiving, segments: Tiny, retention: Age, probe_seed: 0, steps: vec![
+            Send { part: 0, n: 1 },
+            Send { part: 0, n: 3 },
+            Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
+            Tick { advance_ms: 2000 },
+            CrashRestart(Process),
+            CrashRestart(PowerLoss),
+        ] });
     }
 
     /// ADR 0003's known limit L1 through a purge, fixed in d550056 (a failed
@@ -1863,7 +2256,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_l1_failed_purge_commit_does_not_lose_later_acknowledged_writes() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
             Send { part: 0, n: 1 },
             InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             PurgePartition { part: 0 },

@@ -724,6 +724,42 @@ impl World {
         self.call()?.purge_topic(&s(), &t())
     }
 
+    /// Sets the world topic's retention (`update_topic`, the production
+    /// path): `message_expiry` in microseconds and `max_topic_size` in bytes,
+    /// 0 meaning never and unlimited, as the engine stores them.
+    pub fn set_retention(
+        &mut self,
+        message_expiry: u64,
+        max_topic_size: u64,
+    ) -> Result<(), EngineError> {
+        self.call()?
+            .update_topic(&s(), &t(), TOPIC, message_expiry, max_topic_size)
+    }
+
+    /// The engine clock's time (µs): what a send stamps on its messages and
+    /// what retention by age compares them with.
+    pub fn now_micros(&self) -> u64 {
+        self.clock.now_micros()
+    }
+
+    /// Whether the engine's catalog names group `group` of the world's topic.
+    pub fn group_exists(&mut self, group: u32) -> Result<bool, String> {
+        let engine = self.engine()?;
+        let topic = engine.topic(&s(), &t()).map_err(|e| e.to_string())?;
+        Ok(topic.groups.contains_key(&group))
+    }
+
+    /// Property (d) for deletions, for a caller with its own model: the
+    /// paths of a resource the metadata does not name, with no deletion
+    /// pending for it, still on disk or in the page cache (see
+    /// `check_done_means_removed`).
+    pub fn deletion_leftovers(&self) -> Vec<String> {
+        self.check_done_means_removed()
+            .into_iter()
+            .map(|v| v.detail)
+            .collect()
+    }
+
     /// Time passes (`advance_ms`), then one reconciler pass runs at the new
     /// time; what the pass did, for a trail.
     pub fn tick(&mut self, advance_ms: u64) -> Result<impl std::fmt::Debug + use<>, String> {
