@@ -358,6 +358,13 @@ impl Partition {
             || !g_report.stale.is_empty();
         partition.adopt_obligation(loaded, stale);
         partition.adopt_retention(!log_report.below_low_water.is_empty());
+        if partition.log.low_water() > 0 {
+            // The mark was read from the page cache: an earlier process's
+            // sync of it may have failed, and a power loss would then bring
+            // back a lower mark and the messages below this one. Nothing is
+            // served by it until it is durable (purge proptest finding N).
+            partition.make_recovered_low_water_durable()?;
+        }
         Ok((
             partition,
             PartitionRecovery {

@@ -222,6 +222,12 @@ impl Partition {
         Ok(())
     }
 
+    /// Recovery: the mark the log now serves by, read from the page cache,
+    /// made durable (record and name) before the partition serves.
+    pub(crate) fn make_recovered_low_water_durable(&mut self) -> Result<()> {
+        self.ensure_low_water_durable()
+    }
+
     /// Recovery found the file in the page cache: an earlier process's
     /// failed sync of the partition directory may have dropped its name.
     pub(crate) fn note_recovered_low_water(&mut self) {
