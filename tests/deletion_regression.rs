@@ -667,7 +667,15 @@ fn a_deletion_whose_sync_failed_survives_a_process_crash() {
 /// while they are durable.
 #[test]
 fn a_deletion_below_a_directory_renamed_away_by_a_failed_redirty_is_done_only_when_durable() {
-    // Given: stream 1 with no topic, and an empty `topics/` left in it (an
+    // `topics/` renamed away (seed 80), or the stream's own directory above
+    // it (seed 680).
+    for renamed in ["/data/streams/0/topics", "/data/streams/0"] {
+        deletion_below_a_renamed_away_directory(renamed);
+    }
+}
+
+fn deletion_below_a_renamed_away_directory(renamed: &str) {
+    // Given: stream 0 with no topic, and an empty `topics/` left in it (an
     // earlier failed creation), durable.
     let sim = new_sim();
     let mut engine = sim_engine(&sim);
@@ -675,10 +683,10 @@ fn a_deletion_below_a_directory_renamed_away_by_a_failed_redirty_is_done_only_wh
     sim.create_dir_all(Path::new("/data/streams/0/topics"))
         .unwrap();
     make_everything_durable(&sim);
-    // When: creating a topic there fails at the re-dirty's second rename
-    // (the first one landed),
+    // When: creating a topic there fails at the re-dirty's second rename of
+    // `renamed` (the first one landed),
     sim.fail_when(
-        OpMatcher::kind(OpKind::Rename).path_ends_with("/data/streams/0/topics"),
+        OpMatcher::kind(OpKind::Rename).path_ends_with(renamed),
         Fault::io(FaultMode::After),
         0,
         1,
@@ -706,6 +714,6 @@ fn a_deletion_below_a_directory_renamed_away_by_a_failed_redirty_is_done_only_wh
             .keys()
             .filter(|p| p.starts_with("/data/streams/0/topics/0") || p.contains(".redirty"))
             .collect();
-        assert!(left.is_empty(), "{left:?}");
+        assert!(left.is_empty(), "{renamed}: {left:?}");
     }
 }

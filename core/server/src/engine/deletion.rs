@@ -418,6 +418,10 @@ impl Engine {
         {
             return Ok(false);
         }
+        // Moving an ancestor back may have brought `dir` back with it.
+        if self.storage.exists(dir)? {
+            return Ok(true);
+        }
         let leftover = up.join(format!("{}{REDIRTY_SUFFIX}", name.to_string_lossy()));
         if !self.storage.exists(&leftover)? {
             return Ok(false);
