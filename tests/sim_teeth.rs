@@ -316,6 +316,27 @@ fn without_redoing_recorded_deletions_the_reduced_scenario_brings_the_topic_back
     assert!(back);
 }
 
+/// A retention round whose `segments/` sync failed, then a process crash:
+/// without the redo of the names the round recorded, the next process's
+/// plain sync "succeeds", the obligation is recorded done, and the power cut
+/// brings the expired segments back to disk (never served: the mark filters
+/// them).
+#[test]
+fn without_redoing_recorded_retention_the_reduced_scenario_brings_expired_segments_back() {
+    use crate::retention_regression::{Kind, round_after_a_dead_process_and_a_power_cut};
+    // Given: the mechanism off (this thread only). When: the scenario runs.
+    let off = teeth::disable(Mechanism::RedoRecordedRetention);
+    let (owed, leftovers, served) =
+        round_after_a_dead_process_and_a_power_cut(Kind::Age, Durability::Persisted);
+    drop(off);
+    // Then: the retention was owed and run, but the files are durable again.
+    println!(
+        "redo-recorded-retention off -> owed: {owed}, below the mark after the power cut: {leftovers:?}, served: {served:?}"
+    );
+    assert!(owed);
+    assert!(!leftovers.is_empty());
+}
+
 /// A batch recovered from the page cache, a failed segment sync that evicts
 /// its pages (they then read as the disk holds them: zeros), and a send
 /// acknowledged after it: `sim run` seed 260's sequence at harsh rates
