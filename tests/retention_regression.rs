@@ -474,3 +474,72 @@ fn a_round_whose_segments_sync_failed_is_finished_after_a_process_crash() {
         }
     }
 }
+
+/// Found by the explorer's `retention-by-size` workload (two faults): a send
+/// whose roll started a new segment and whose write then failed leaves that
+/// new segment empty and active, its base the previous one's end. Retention
+/// then chose the end of the last sealed segment as the mark, which is also
+/// where the empty active segment ends, and `Log::set_low_water` counted the
+/// active segment as below it: the invariant check stopped the process in
+/// the middle of a reconciler pass.
+#[test]
+fn retention_after_a_failed_roll_keeps_the_empty_active_segment() {
+    for kind in [Kind::Age, Kind::Size] {
+        let sim = new_sim();
+        let clock = Arc::new(ManualClock::new(START_MICROS));
+        let mut engine = open(&sim, &clock, PurgeMode::Obligation);
+        let (expiry, cap) = match kind {
+            Kind::Age => (EXPIRY_MICROS, 0),
+            Kind::Size => (0, 1),
+        };
+        setup_with_retention(
+            &mut engine,
+            one_batch_segments(Durability::Persisted),
+            expiry,
+            cap,
+        );
+        // Given: three sealed segments and a send whose roll made a fourth,
+        // empty segment and whose write failed,
+        for i in 0..3 {
+            send_payload(&mut engine, &format!("old-{i}"));
+        }
+        clock.advance(2 * EXPIRY_MICROS);
+        sim.fail_when(
+            OpMatcher::kind(OpKind::Write).path_ends_with(".log"),
+            Fault::io(FaultMode::Before),
+            0,
+            1,
+        );
+        assert!(
+            engine
+                .send(
+                    &stream(),
+                    &topic(),
+                    &Partitioning::PartitionId(0),
+                    vec![NewMessage::new(b"lost".to_vec())],
+                )
+                .is_err()
+        );
+        // When retention runs, every sealed segment expires and the empty
+        // active one stays,
+        engine.reconcile();
+        engine.reconcile_until_idle(10);
+        // (the empty segment's base, past every message sent),
+        assert_eq!(
+            engine.partition(key()).unwrap().log().low_water(),
+            3,
+            "{kind:?}"
+        );
+        assert!(segment_files_below(&sim, 3).is_empty(), "{kind:?}");
+        // and the next send lands at the mark and is all that is served.
+        send_payload(&mut engine, "after");
+        let polled = poll(
+            &mut engine,
+            Consumer::consumer(1),
+            PollingStrategy::Offset(0),
+            10,
+        );
+        assert_eq!(offsets_of(&polled), [3], "{kind:?}");
+        assert_eq!(payloads_of(&polled), ["after"], "{kind:?}");
+    }
+}

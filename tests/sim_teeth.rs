@@ -56,6 +56,7 @@ pub(crate) fn harsh(level: u32) -> Rates {
             crash_ppm: 150_000,
             // The purge-only schedule these seeds and rates were tuned on.
             catalog_ppm: 0,
+            retention_ppm: 0,
         };
     }
     Rates {
@@ -68,6 +69,7 @@ pub(crate) fn harsh(level: u32) -> Rates {
         crash_ppm: 80_000,
         // The purge-only schedule these seeds and rates were tuned on.
         catalog_ppm: 0,
+        retention_ppm: 0,
     }
 }
 
@@ -121,7 +123,15 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
             steps,
             harsh: h,
         } => (first..=last).find_map(|seed| {
-            let rates = if h > 0 { harsh(h) } else { Rates::default() };
+            // Without retention steps: the schedules these seeds were found on.
+            let rates = if h > 0 {
+                harsh(h)
+            } else {
+                Rates {
+                    retention_ppm: 0,
+                    ..Rates::default()
+                }
+            };
             let r = run(seed, steps, rates).unwrap();
             r.violations.first().map(|(step, v)| {
                 let on = {
