@@ -26,8 +26,8 @@
 //!   mark the engine shows go back below it (j); what lies below the mark
 //!   the engine shows may be gone, everything acknowledged at or above it
 //!   must be served (b), the history `Next` serves is dense from the mark
-//!   (a), and the mark never passes the newest message (the active segment
-//!   is never removed).
+//!   (a), and the mark never lies past the newest message's successor (the
+//!   active segment, possibly empty after a failed roll, is never removed).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -618,11 +618,14 @@ impl Oracle {
             ));
         }
         let newest = p.highest_acked.max(seen.history.last().map(|(o, _)| *o));
-        if seen.low_water > 0 && newest.is_none_or(|n| seen.low_water > n) {
+        // The active segment is never removed; it may be empty (a roll whose
+        // write failed), so the mark may be one past the newest message,
+        // never further.
+        if seen.low_water > 0 && newest.is_none_or(|n| seen.low_water > n + 1) {
             out.push(v(
                 'j',
                 format!(
-                    "low-water mark {} passes the newest message ({newest:?}): the active segment was removed",
+                    "low-water mark {} lies past the newest message ({newest:?}) and its successor: more than the sealed segments expired",
                     seen.low_water
                 ),
             ));
