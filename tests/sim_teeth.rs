@@ -347,6 +347,22 @@ fn without_redoing_recorded_retention_the_reduced_scenario_brings_expired_segmen
     assert!(!leftovers.is_empty());
 }
 
+/// The same mechanism through the explorer: a `retention-by-age` case whose
+/// round's `segments/` sync fails, then a process crash; after recovery and
+/// cleanup (d) finds the expired files durable with no retention pending.
+#[test]
+fn without_redoing_recorded_retention_a_check_fails() {
+    assert_caught(
+        Mechanism::RedoRecordedRetention,
+        &[Catcher::Explore {
+            workload: Workload::RetentionByAge,
+            stride: 1,
+            two_faults: None,
+            policies: &[Durability::Persisted],
+        }],
+    );
+}
+
 /// A batch recovered from the page cache, a failed segment sync that evicts
 /// its pages (they then read as the disk holds them: zeros), and a send
 /// acknowledged after it: `sim run` seed 260's sequence at harsh rates
