@@ -26,8 +26,9 @@
 //!   mark the engine shows go back below it (j); what lies below the mark
 //!   the engine shows may be gone, everything acknowledged at or above it
 //!   must be served (b), the history `Next` serves is dense from the mark
-//!   (a), and the mark never lies past the newest message's successor (the
-//!   active segment, possibly empty after a failed roll, is never removed).
+//!   (a), and, while no send failed since the newest acknowledged message,
+//!   the mark never lies past it (the active segment, which holds it, is
+//!   never removed; a failed send's roll may seal it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -149,6 +150,10 @@ pub(crate) struct PartitionModel {
     committed_low_water: u64,
     /// The highest offset acknowledged in this generation.
     highest_acked: Option<u64>,
+    /// A send failed after the last acknowledged one: its roll may have
+    /// sealed the segment holding the newest message (or reserved offsets
+    /// past it), so the mark may lie anywhere past it.
+    send_failed_since_ack: bool,
 }
 
 /// A violation of one of the oracle's properties.
@@ -203,6 +208,7 @@ impl PartitionModel {
             deleted_offsets: BTreeSet::new(),
             committed_low_water: 0,
             highest_acked: None,
+            send_failed_since_ack: false,
         }
     }
 
@@ -252,6 +258,7 @@ impl PartitionModel {
         // A purge starts the new history at mark 0.
         self.committed_low_water = 0;
         self.highest_acked = None;
+        self.send_failed_since_ack = false;
     }
 }
 
@@ -285,10 +292,12 @@ impl Oracle {
                 );
                 let last = base + payloads.len().saturating_sub(1) as u64;
                 p.highest_acked = p.highest_acked.max(Some(last));
+                p.send_failed_since_ack = false;
                 p.generation.write_acknowledged();
                 p.presence.write_acknowledged();
             } else {
                 p.maybe_messages.extend(payloads.iter().cloned());
+                p.send_failed_since_ack = true;
             }
         }
     }
@@ -618,14 +627,16 @@ impl Oracle {
             ));
         }
         let newest = p.highest_acked.max(seen.history.last().map(|(o, _)| *o));
-        // The active segment is never removed; it may be empty (a roll whose
-        // write failed), so the mark may be one past the newest message,
-        // never further.
-        if seen.low_water > 0 && newest.is_none_or(|n| seen.low_water > n + 1) {
+        // The active segment is never removed, and while no send failed
+        // since the newest acknowledged one, that one is in it.
+        if seen.low_water > 0
+            && !p.send_failed_since_ack
+            && newest.is_none_or(|n| seen.low_water > n)
+        {
             out.push(v(
                 'j',
                 format!(
-                    "low-water mark {} lies past the newest message ({newest:?}) and its successor: more than the sealed segments expired",
+                    "low-water mark {} lies past the newest message ({newest:?}): the active segment was expired",
                     seen.low_water
                 ),
             ));
