@@ -770,7 +770,12 @@ impl Oracle {
             // "maybe" even when served: they were never acknowledged, so a
             // later crash may take them.
             let served: BTreeSet<&String> = seen.history.iter().map(|(_, m)| m).collect();
-            p.messages.retain(|(_, m)| served.contains(m));
+            // Below the mark the engine shows, a message is expired, not lost:
+            // it stays known, since that mark may come from the page cache of
+            // a commit whose sync failed, which a power loss takes back
+            // (ADR 0016 crash table row 2), and then it is served again.
+            p.messages
+                .retain(|(o, m)| served.contains(m) || *o < seen.low_water);
             let mut expected = seen.low_water;
             for (offset, _) in &seen.history {
                 if *offset != expected {
