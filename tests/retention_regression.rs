@@ -24,7 +24,7 @@ const MARK: u64 = 3;
 const EXPIRY_MICROS: u64 = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Age,
     Size,
 }
@@ -110,6 +110,15 @@ fn run(case: Case) -> Outcome {
         .status(ObligationKey::Retention(key()))
         .is_some();
     let mark_after_pass = engine.partition(key()).unwrap().log().low_water();
+    if case.kind == Kind::Size {
+        // The cap is lifted, so that the later sends keep everything above
+        // the mark: a pass after them (the restart's, now that the round's
+        // recorded removals make its obligation pending there too) would
+        // otherwise rightly expire more.
+        engine
+            .update_topic(&stream(), &topic(), TOPIC, 0, 0)
+            .unwrap();
+    }
     // ... later sends succeed ...
     for i in 5..7 {
         send_payload(&mut engine, &format!("after-{i}"));
@@ -359,4 +368,178 @@ fn a_purge_forgets_a_pending_retention_and_its_new_history_starts_at_mark_zero()
     );
     assert_eq!(offsets_of(&first), [0]);
     assert_eq!(payloads_of(&first), ["fresh"]);
+}
+
+/// ADR 0016's former known gap (crash table row 5, process crash): the
+/// round's `segments/` sync fails (Linux drops the dirty removals, so the
+/// names stay durable) and the process crashes before a retry. The page
+/// cache no longer shows the names, so the next process's listing cannot find
+/// them; unless the round recorded them before unlinking, nothing is owed,
+/// and the power cut after it brings the expired segments back to disk.
+///
+/// Returns whether the retention was owed right after the restart, the
+/// segment files below the mark after the next process's reconciler and a
+/// power cut, and what a third process then serves (also `sim_teeth`'s
+/// reduced scenario for `RedoRecordedRetention`).
+pub(crate) fn round_after_a_dead_process_and_a_power_cut(
+    kind: Kind,
+    policy: Durability,
+) -> (bool, Vec<String>, Vec<String>) {
+    let sim = new_sim_configured(SimConfig {
+        seed: 5,
+        sync_failure: Linux,
+        capacity: None,
+    });
+    let clock = Arc::new(ManualClock::new(START_MICROS));
+    let mut engine = open(&sim, &clock, PurgeMode::Obligation);
+    let expiry = match kind {
+        Kind::Age => EXPIRY_MICROS,
+        Kind::Size => 0,
+    };
+    setup_with_retention(&mut engine, one_batch_segments(policy), expiry, 0);
+    // Given: three expired segments and two recent ones, durable,
+    for i in 0..3 {
+        send_payload(&mut engine, &format!("old-{i}"));
+    }
+    if kind == Kind::Age {
+        clock.advance(2 * EXPIRY_MICROS);
+    }
+    let segment = engine.partition(key()).unwrap().log().size_bytes() / 3;
+    for i in 3..5 {
+        send_payload(&mut engine, &format!("new-{i}"));
+    }
+    make_everything_durable(&sim);
+    if kind == Kind::Size {
+        engine
+            .update_topic(&stream(), &topic(), TOPIC, 0, segment * 5 / 2)
+            .unwrap();
+    }
+    // and a retention round whose sync of `segments/` fails.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.reconcile();
+    assert_eq!(engine.partition(key()).unwrap().log().low_water(), MARK);
+    assert!(
+        !segment_files_below(&sim, MARK)
+            .iter()
+            .any(|f| f.starts_with("cached")),
+        "{kind:?} {policy:?}: the round removed the names from the page cache"
+    );
+    // When the process crashes, the next one recovers and runs its
+    // reconciler until idle,
+    drop(engine);
+    sim.crash(Crash::Process);
+    let mut engine = open(&sim, &clock, PurgeMode::Obligation);
+    let owed = engine
+        .reconciler()
+        .status(ObligationKey::Retention(key()))
+        .is_some();
+    engine.reconcile_until_idle(10);
+    assert!(engine.reconciler().pending().is_empty());
+    // and the power is cut.
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    let leftovers = segment_files_below(&sim, MARK);
+    let mut engine = open(&sim, &clock, PurgeMode::Obligation);
+    engine.reconcile_until_idle(10);
+    let served = payloads_of(&poll(
+        &mut engine,
+        Consumer::consumer(9),
+        PollingStrategy::Offset(0),
+        100,
+    ));
+    (owed, leftovers, served)
+}
+
+#[test]
+fn a_round_whose_segments_sync_failed_is_finished_after_a_process_crash() {
+    for kind in [Kind::Age, Kind::Size] {
+        for policy in [Durability::Buffered, Durability::Persisted] {
+            let (owed, leftovers, served) =
+                round_after_a_dead_process_and_a_power_cut(kind, policy);
+            // Then the retention was owed after the restart, nothing below
+            // the mark came back with the power cut, and what is served is
+            // exactly what lies above it.
+            assert!(owed, "{kind:?} {policy:?}: nothing owed after the restart");
+            assert_eq!(
+                leftovers,
+                Vec::<String>::new(),
+                "{kind:?} {policy:?}: expired segments came back"
+            );
+            assert_eq!(served, ["new-3", "new-4"], "{kind:?} {policy:?}");
+        }
+    }
+}
+
+/// Found by the explorer's `retention-by-size` workload (two faults): a send
+/// whose roll started a new segment and whose write then failed leaves that
+/// new segment empty and active, its base the previous one's end. Retention
+/// then chose the end of the last sealed segment as the mark, which is also
+/// where the empty active segment ends, and `Log::set_low_water` counted the
+/// active segment as below it: the invariant check stopped the process in
+/// the middle of a reconciler pass.
+#[test]
+fn retention_after_a_failed_roll_keeps_the_empty_active_segment() {
+    for kind in [Kind::Age, Kind::Size] {
+        let sim = new_sim();
+        let clock = Arc::new(ManualClock::new(START_MICROS));
+        let mut engine = open(&sim, &clock, PurgeMode::Obligation);
+        let (expiry, cap) = match kind {
+            Kind::Age => (EXPIRY_MICROS, 0),
+            Kind::Size => (0, 1),
+        };
+        setup_with_retention(
+            &mut engine,
+            one_batch_segments(Durability::Persisted),
+            expiry,
+            cap,
+        );
+        // Given: three sealed segments and a send whose roll made a fourth,
+        // empty segment and whose write failed,
+        for i in 0..3 {
+            send_payload(&mut engine, &format!("old-{i}"));
+        }
+        clock.advance(2 * EXPIRY_MICROS);
+        sim.fail_when(
+            OpMatcher::kind(OpKind::Write).path_ends_with(".log"),
+            Fault::io(FaultMode::Before),
+            0,
+            1,
+        );
+        assert!(
+            engine
+                .send(
+                    &stream(),
+                    &topic(),
+                    &Partitioning::PartitionId(0),
+                    vec![NewMessage::new(b"lost".to_vec())],
+                )
+                .is_err()
+        );
+        // When retention runs, every sealed segment expires and the empty
+        // active one stays,
+        engine.reconcile();
+        engine.reconcile_until_idle(10);
+        // (the empty segment's base, past every message sent),
+        assert_eq!(
+            engine.partition(key()).unwrap().log().low_water(),
+            3,
+            "{kind:?}"
+        );
+        assert!(segment_files_below(&sim, 3).is_empty(), "{kind:?}");
+        // and the next send lands at the mark and is all that is served.
+        send_payload(&mut engine, "after");
+        let polled = poll(
+            &mut engine,
+            Consumer::consumer(1),
+            PollingStrategy::Offset(0),
+            10,
+        );
+        assert_eq!(offsets_of(&polled), [3], "{kind:?}");
+        assert_eq!(payloads_of(&polled), ["after"], "{kind:?}");
+    }
 }

@@ -8,6 +8,20 @@ use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
 use sluice_sim::run::{Rates, run};
 use sluice_sim::workload::Workload;
 
+/// The default rates without retention steps: the schedules the seeds
+/// quoted below were found on (retention steps add a draw to every step).
+const WITHOUT_RETENTION: Rates = Rates {
+    sync_ppm: 20_000,
+    write_ppm: 5_000,
+    unlink_ppm: 20_000,
+    truncate_ppm: 20_000,
+    rename_ppm: 10_000,
+    open_ppm: 3_000,
+    crash_ppm: 60_000,
+    catalog_ppm: 80_000,
+    retention_ppm: 0,
+};
+
 /// CI's share of the space: every 5th operation, a few second-crash points
 /// (`sluice sim explore` covers every operation; docs/simulation.md).
 fn ci_bounds(mode: PurgeMode) -> Bounds {
@@ -111,6 +125,54 @@ fn delete_group_workload_has_no_violation_at_any_explored_crash_point() {
     assert_clean(Workload::DeleteGroup);
 }
 
+#[test]
+fn retention_by_age_workload_has_no_violation_at_any_explored_crash_point() {
+    assert_clean(Workload::RetentionByAge);
+}
+
+#[test]
+fn retention_by_size_workload_has_no_violation_at_any_explored_crash_point() {
+    assert_clean(Workload::RetentionBySize);
+}
+
+/// Apache Iggy's order for retention (remove, warn on a failed sync, no
+/// durable mark, recovery filters nothing): each retention workload must
+/// report that expired segment files are on disk with no retention pending,
+/// property (d), and that an expired range is served again after a power
+/// loss, property (j), at CI bounds.
+#[test]
+fn every_retention_workload_catches_the_naive_retention() {
+    for workload in Workload::RETENTIONS {
+        let report = explore(workload, &ci_bounds(PurgeMode::NaiveIggyOrder), |_| {}).unwrap();
+        let mut by_property = std::collections::BTreeMap::new();
+        for v in &report.violations {
+            *by_property.entry(v.property).or_insert(0u64) += 1;
+        }
+        // The figures docs/simulation.md quotes (`-- --nocapture` shows them).
+        println!(
+            "naive {}: {} states, {} violations {by_property:?}",
+            workload.name(),
+            report.states_explored,
+            report.violations.len()
+        );
+        let not_owed = report
+            .violations
+            .iter()
+            .find(|v| v.property == 'd' && v.detail.starts_with("no retention pending"));
+        let served = report
+            .violations
+            .iter()
+            .find(|v| v.property == 'j' && v.detail.contains("served"));
+        assert!(
+            not_owed.is_some() && served.is_some(),
+            "{} did not catch the naive retention ({} violations: {:?})",
+            workload.name(),
+            report.violations.len(),
+            report.violations.iter().take(3).collect::<Vec<_>>()
+        );
+    }
+}
+
 /// Apache Iggy's order for deletions (remove, warn on a failed sync, count
 /// the deletion done; recovery makes no obligation for what no metadata
 /// names): each deletion workload must report that a deleted resource's
@@ -203,7 +265,7 @@ fn the_same_seed_gives_the_same_trace_hash() {
 #[test]
 fn seeds_the_long_sweep_reported_pass_with_the_adr_0010_rule() {
     for seed in [1522u64, 1902, 1984] {
-        let r = run(seed, 2000, Rates::default()).unwrap();
+        let r = run(seed, 2000, WITHOUT_RETENTION).unwrap();
         assert!(
             r.violations.is_empty(),
             "seed {seed}: {:?}\n  reproduce: sluice sim run --seed {seed} --steps 2000",
@@ -244,6 +306,7 @@ fn seed_60_at_harsh_rates_keeps_every_acknowledged_send() {
         crash_ppm: 150_000,
         // The purge-only schedule these seeds and rates were tuned on.
         catalog_ppm: 0,
+        retention_ppm: 0,
     };
     let r = run(60, 300, harsh).unwrap();
     assert!(
@@ -278,7 +341,7 @@ fn two_torn_first_obligation_writes_do_not_degrade_the_partition() {
 /// redoing the name, so a power loss took the file and the offset.
 #[test]
 fn seed_46_keeps_every_acknowledged_offset() {
-    let r = run(46, 1_199, Rates::default()).unwrap();
+    let r = run(46, 1_199, WITHOUT_RETENTION).unwrap();
     assert!(
         r.violations.is_empty(),
         "sluice sim run --seed 46 --steps 1199: {:?}",
@@ -293,7 +356,7 @@ fn seed_46_keeps_every_acknowledged_offset() {
 /// it, and the purge reached `Applied` with that dead file durable (d).
 #[test]
 fn seed_231_never_applies_a_purge_over_a_durable_redirty_leftover() {
-    let r = run(231, 1_758, Rates::default()).unwrap();
+    let r = run(231, 1_758, WITHOUT_RETENTION).unwrap();
     assert!(
         r.violations.is_empty(),
         "sluice sim run --seed 231 --steps 1758: {:?}",
@@ -310,7 +373,7 @@ fn seed_231_never_applies_a_purge_over_a_durable_redirty_leftover() {
 /// Reduced: `engine_durability::a_segment_created_by_a_failed_roll_*`.
 #[test]
 fn seed_3707_keeps_every_acknowledged_send() {
-    let r = run(3707, 2000, Rates::default()).unwrap();
+    let r = run(3707, 2000, WITHOUT_RETENTION).unwrap();
     assert!(
         r.violations.is_empty(),
         "sluice sim run --seed 3707 --steps 2000: {:?}",

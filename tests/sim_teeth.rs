@@ -56,6 +56,7 @@ pub(crate) fn harsh(level: u32) -> Rates {
             crash_ppm: 150_000,
             // The purge-only schedule these seeds and rates were tuned on.
             catalog_ppm: 0,
+            retention_ppm: 0,
         };
     }
     Rates {
@@ -68,6 +69,7 @@ pub(crate) fn harsh(level: u32) -> Rates {
         crash_ppm: 80_000,
         // The purge-only schedule these seeds and rates were tuned on.
         catalog_ppm: 0,
+        retention_ppm: 0,
     }
 }
 
@@ -121,7 +123,15 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
             steps,
             harsh: h,
         } => (first..=last).find_map(|seed| {
-            let rates = if h > 0 { harsh(h) } else { Rates::default() };
+            // Without retention steps: the schedules these seeds were found on.
+            let rates = if h > 0 {
+                harsh(h)
+            } else {
+                Rates {
+                    retention_ppm: 0,
+                    ..Rates::default()
+                }
+            };
             let r = run(seed, steps, rates).unwrap();
             r.violations.first().map(|(step, v)| {
                 let on = {
@@ -314,6 +324,43 @@ fn without_redoing_recorded_deletions_the_reduced_scenario_brings_the_topic_back
     println!("redo-recorded-deletions off -> resumed: {resumed:?}, topic back: {back}");
     assert_eq!(resumed.len(), 1);
     assert!(back);
+}
+
+/// A retention round whose `segments/` sync failed, then a process crash:
+/// without the redo of the names the round recorded, the next process's
+/// plain sync "succeeds", the obligation is recorded done, and the power cut
+/// brings the expired segments back to disk (never served: the mark filters
+/// them).
+#[test]
+fn without_redoing_recorded_retention_the_reduced_scenario_brings_expired_segments_back() {
+    use crate::retention_regression::{Kind, round_after_a_dead_process_and_a_power_cut};
+    // Given: the mechanism off (this thread only). When: the scenario runs.
+    let off = teeth::disable(Mechanism::RedoRecordedRetention);
+    let (owed, leftovers, served) =
+        round_after_a_dead_process_and_a_power_cut(Kind::Age, Durability::Persisted);
+    drop(off);
+    // Then: the retention was owed and run, but the files are durable again.
+    println!(
+        "redo-recorded-retention off -> owed: {owed}, below the mark after the power cut: {leftovers:?}, served: {served:?}"
+    );
+    assert!(owed);
+    assert!(!leftovers.is_empty());
+}
+
+/// The same mechanism through the explorer: a `retention-by-age` case whose
+/// round's `segments/` sync fails, then a process crash; after recovery and
+/// cleanup (d) finds the expired files durable with no retention pending.
+#[test]
+fn without_redoing_recorded_retention_a_check_fails() {
+    assert_caught(
+        Mechanism::RedoRecordedRetention,
+        &[Catcher::Explore {
+            workload: Workload::RetentionByAge,
+            stride: 1,
+            two_faults: None,
+            policies: &[Durability::Persisted],
+        }],
+    );
 }
 
 /// A batch recovered from the page cache, a failed segment sync that evicts

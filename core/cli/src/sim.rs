@@ -13,7 +13,8 @@ pub enum SimCommand {
     /// recovery) and check the oracle. Exits 1 on any violation.
     Explore {
         /// purge, topic-purge, offsets, append, offset-slots, delete-topic,
-        /// delete-stream, delete-partitions or delete-group.
+        /// delete-stream, delete-partitions, delete-group, retention-by-age or
+        /// retention-by-size.
         #[arg(long)]
         workload: String,
         /// Print one JSON object on stdout instead of a summary.

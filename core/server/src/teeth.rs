@@ -45,6 +45,11 @@ pub enum Mechanism {
     /// before the sync that completes it: the earlier process's removal may
     /// have been dropped by a failed sync (ADR 0015 §4).
     RedoRecordedDeletions,
+    /// A restart re-dirties every segment name `retention.lwm` records as
+    /// being removed before the next sync of `segments/` counts: the earlier
+    /// process's removal may have been dropped by a failed sync while its
+    /// page cache hides the name (ADR 0016, crash table row 5).
+    RedoRecordedRetention,
 }
 
 impl Mechanism {
@@ -59,6 +64,7 @@ impl Mechanism {
             Mechanism::NoteFailedRollNames => "note-failed-roll-names",
             Mechanism::RecheckEvictedTail => "recheck-evicted-tail",
             Mechanism::RedoRecordedDeletions => "redo-recorded-deletions",
+            Mechanism::RedoRecordedRetention => "redo-recorded-retention",
         }
     }
 

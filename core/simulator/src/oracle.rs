@@ -20,6 +20,15 @@
 //!   starts empty); a failed create or delete is in doubt until the engine
 //!   shows the catalog, and a failed deletion must not land once a write to
 //!   the resource was acknowledged after it (the purge's rule, `Generation`).
+//! - Retention (issue 17) is judged by the low-water mark: a mark a live step
+//!   raised is committed (the engine raises it only once durable), so no
+//!   offset below it is ever served again in that generation, nor does the
+//!   mark the engine shows go back below it (j); what lies below the mark
+//!   the engine shows may be gone, everything acknowledged at or above it
+//!   must be served (b), the history `Next` serves is dense from the mark
+//!   (a), and, while no send failed since the newest acknowledged message,
+//!   the mark never lies past it (the active segment, which holds it, is
+//!   never removed; a failed send's roll may seal it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -136,6 +145,15 @@ pub(crate) struct PartitionModel {
     /// Offset values of deleted incarnations of this partition (or of a
     /// deleted group in it), by (is_group, id): never visible again.
     deleted_offsets: BTreeSet<((bool, u32), u64)>,
+    /// The highest low-water mark of this generation a live step raised
+    /// (committed): nothing below it is served again.
+    committed_low_water: u64,
+    /// The highest offset acknowledged in this generation.
+    highest_acked: Option<u64>,
+    /// A send failed after the last acknowledged one: its roll may have
+    /// sealed the segment holding the newest message (or reserved offsets
+    /// past it), so the mark may lie anywhere past it.
+    send_failed_since_ack: bool,
 }
 
 /// A violation of one of the oracle's properties.
@@ -151,6 +169,8 @@ pub struct Violation {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Observed {
     pub(crate) generation: u64,
+    /// The low-water mark the engine holds (0: nothing expired).
+    pub(crate) low_water: u64,
     /// Offsets and payloads returned by `Next` from a consumer with no offset.
     pub(crate) history: Vec<(u64, String)>,
     /// Stored offsets, by (is_group, id).
@@ -186,6 +206,9 @@ impl PartitionModel {
             power_lost: false,
             presence: Presence::LIVE,
             deleted_offsets: BTreeSet::new(),
+            committed_low_water: 0,
+            highest_acked: None,
+            send_failed_since_ack: false,
         }
     }
 
@@ -232,6 +255,10 @@ impl PartitionModel {
         self.lossy_messages = false;
         self.lossy_offsets = false;
         self.power_lost = false;
+        // A purge starts the new history at mark 0.
+        self.committed_low_water = 0;
+        self.highest_acked = None;
+        self.send_failed_since_ack = false;
     }
 }
 
@@ -263,10 +290,14 @@ impl Oracle {
                         .enumerate()
                         .map(|(i, m)| (base + i as u64, m.clone())),
                 );
+                let last = base + payloads.len().saturating_sub(1) as u64;
+                p.highest_acked = p.highest_acked.max(Some(last));
+                p.send_failed_since_ack = false;
                 p.generation.write_acknowledged();
                 p.presence.write_acknowledged();
             } else {
                 p.maybe_messages.extend(payloads.iter().cloned());
+                p.send_failed_since_ack = true;
             }
         }
     }
@@ -491,6 +522,13 @@ impl Oracle {
             .is_some_and(|g| !g.live && !g.in_doubt)
     }
 
+    /// A live step raised `key`'s low-water mark to `mark`: committed.
+    pub(crate) fn low_water_committed(&mut self, key: PartitionKey, mark: u64) {
+        if let Some(p) = self.partitions.get_mut(&key).filter(|p| p.presence.live) {
+            p.committed_low_water = p.committed_low_water.max(mark);
+        }
+    }
+
     /// A crash happened.
     pub(crate) fn crashed(&mut self, power_loss: bool) {
         for p in self.partitions.values_mut() {
@@ -568,8 +606,44 @@ impl Oracle {
                 ));
             }
         }
+        // (j) an expired range is never served again, and the mark never goes
+        // back below a committed one nor passes the newest message.
+        let floor = p.committed_low_water;
+        if seen.low_water < floor {
+            out.push(v(
+                'j',
+                format!(
+                    "low-water mark {} is below the committed {floor}",
+                    seen.low_water
+                ),
+            ));
+        }
+        if let Some((offset, payload)) = seen.history.iter().find(|(o, _)| *o < floor) {
+            out.push(v(
+                'j',
+                format!(
+                    "expired message {payload:?} served at offset {offset}, below the committed low-water mark {floor}"
+                ),
+            ));
+        }
+        let newest = p.highest_acked.max(seen.history.last().map(|(o, _)| *o));
+        // The active segment is never removed, and while no send failed
+        // since the newest acknowledged one, that one is in it.
+        if seen.low_water > 0
+            && !p.send_failed_since_ack
+            && newest.is_none_or(|n| seen.low_water > n)
+        {
+            out.push(v(
+                'j',
+                format!(
+                    "low-water mark {} lies past the newest message ({newest:?}): the active segment was expired",
+                    seen.low_water
+                ),
+            ));
+        }
         // (b) every served message was sent in this generation, at the offset
-        // it was acknowledged at; (a) Next serves a dense history from 0.
+        // it was acknowledged at; (a) Next serves a dense history from the
+        // low-water mark (0 if nothing expired).
         let lossy = ack::may_roll_back(p.messages_policy, p.lossy_messages);
         let acked: BTreeMap<&String, u64> = p.messages.iter().map(|(o, m)| (m, *o)).collect();
         for (offset, payload) in &seen.history {
@@ -599,7 +673,7 @@ impl Oracle {
         // may be the first after it) is the rule, not a skip.
         let continue_at = ack::continue_ceiling(p.offsets.values().flat_map(OffsetHistory::values));
         if !lossy {
-            let mut expected = 0u64;
+            let mut expected = seen.low_water;
             for (i, (offset, _)) in seen.history.iter().enumerate() {
                 let continued =
                     p.power_lost && *offset > expected && continue_at.is_some_and(|c| *offset <= c);
@@ -615,10 +689,11 @@ impl Oracle {
                 expected = offset + 1;
             }
             let served: BTreeSet<&String> = seen.history.iter().map(|(_, m)| m).collect();
+            // Below the mark the engine shows, messages expired.
             let missing: Vec<&(u64, String)> = p
                 .messages
                 .iter()
-                .filter(|(_, m)| !served.contains(m))
+                .filter(|(o, m)| *o >= seen.low_water && !served.contains(m))
                 .collect();
             if !missing.is_empty() {
                 out.push(v('b', format!("acknowledged messages lost: {missing:?}")));
@@ -695,8 +770,13 @@ impl Oracle {
             // "maybe" even when served: they were never acknowledged, so a
             // later crash may take them.
             let served: BTreeSet<&String> = seen.history.iter().map(|(_, m)| m).collect();
-            p.messages.retain(|(_, m)| served.contains(m));
-            let mut expected = 0u64;
+            // Below the mark the engine shows, a message is expired, not lost:
+            // it stays known, since that mark may come from the page cache of
+            // a commit whose sync failed, which a power loss takes back
+            // (ADR 0016 crash table row 2), and then it is served again.
+            p.messages
+                .retain(|(o, m)| served.contains(m) || *o < seen.low_water);
+            let mut expected = seen.low_water;
             for (offset, _) in &seen.history {
                 if *offset != expected {
                     p.accepted_holes.insert(*offset);

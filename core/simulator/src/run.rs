@@ -44,6 +44,12 @@ pub struct Rates {
     /// catalog alone (and creates no second topic or stream): the schedule
     /// the purge's teeth seeds were found on.
     pub catalog_ppm: u32,
+    /// Chance per step (that is neither a crash nor a catalog step) of a
+    /// retention step: setting topic 0's `message_expiry` and
+    /// `max_topic_size` (each drawn, 0 among them), or the simulated clock
+    /// advancing (retention by age falls due; the reconciler steps enforce
+    /// it). 0 draws nothing for it: the schedules from before retention.
+    pub retention_ppm: u32,
 }
 
 impl Default for Rates {
@@ -57,6 +63,7 @@ impl Default for Rates {
             open_ppm: 3_000,
             crash_ppm: 60_000,
             catalog_ppm: 80_000,
+            retention_ppm: 60_000,
         }
     }
 }
@@ -192,7 +199,18 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
             // by catalog steps); consumers 1 and 2 anywhere.
             let group_topic = partition.stream == 0 && partition.topic == 0;
             let catalog = rates.catalog_ppm > 0 && rng.chance_ppm(rates.catalog_ppm);
-            let step = match if catalog { 10 } else { rng.below(10) } {
+            // Drawn only when on, so `retention_ppm: 0` keeps the earlier
+            // schedules draw for draw.
+            let retention =
+                !catalog && rates.retention_ppm > 0 && rng.chance_ppm(rates.retention_ppm);
+            let pick = if catalog {
+                10
+            } else if retention {
+                11
+            } else {
+                rng.below(10)
+            };
+            let step = match pick {
                 0..=3 => {
                     sent += 1;
                     let count = 1 + rng.below(3) as usize;
@@ -248,6 +266,7 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
                     Step::PurgeTopic
                 }
                 9 => Step::Reconcile,
+                11 => retention_step(&mut rng),
                 _ => {
                     let step = catalog_step(&mut rng, &world);
                     if let Step::Remove(r) = &step {
@@ -307,6 +326,31 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
     report.trace_hash = format!("{:016x}", world.sim.trace_hash());
     report.operations = world.sim.op_count();
     Ok(report)
+}
+
+/// Expiries a retention step draws for topic 0 (µs; 0: never): a few
+/// seconds, so clock advances expire sealed segments within a run, while a
+/// restart's clock step (1 s) alone rarely does.
+const EXPIRIES: [u64; 4] = [0, 2_000_000, 5_000_000, 30_000_000];
+/// Size caps a retention step draws for topic 0 (bytes; 0: none): a few of
+/// its 512-byte segments.
+const CAPS: [u64; 4] = [0, 1, 1_500, 4_000];
+
+/// A retention step: a third of them set topic 0's retention, the rest let
+/// 0.5 to 4 s pass on the simulated clock.
+fn retention_step(rng: &mut SimRng) -> Step {
+    if rng.below(3) == 0 {
+        Step::SetRetention {
+            stream: 0,
+            topic: 0,
+            message_expiry: EXPIRIES[rng.below(EXPIRIES.len() as u64) as usize],
+            max_topic_size: CAPS[rng.below(CAPS.len() as u64) as usize],
+        }
+    } else {
+        Step::Advance {
+            micros: 500_000 * (1 + rng.below(8)),
+        }
+    }
 }
 
 /// Offset values a run stores, kept apart between generations (and between

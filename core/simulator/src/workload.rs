@@ -9,6 +9,15 @@
 //! deletion, then do what a client does next: write to a resource that
 //! survives it, create the deleted one again under the same id (which makes
 //! the engine finish a pending deletion first) and write to it.
+//!
+//! The retention workloads (`retention-*`, issue 17) run on one-batch
+//! segments: their window lets retention fall due (the simulated clock
+//! advances past the expiry, or the topic is over its cap), runs a
+//! reconciler pass (which commits the low-water mark and removes the files
+//! below it), writes, and lets it fall due again, so a second mark is
+//! committed while the first round may still be pending. A consumer and a
+//! group stored offsets below the marks in the setup: `Next` must continue
+//! at the mark.
 
 use sluice_server::metadata::{Durability, PartitionKey, ResourceKey};
 
@@ -35,10 +44,21 @@ pub enum Workload {
     /// Delete group 0 (its offset file in both partitions), store a
     /// consumer's offset, create the group again and store its offset.
     DeleteGroup,
+    /// A 10 s `message_expiry`: the clock passes it, a pass expires the
+    /// sealed segments; a send; the clock passes it again, a pass expires
+    /// the next one.
+    RetentionByAge,
+    /// A 1-byte `max_topic_size`: every pass removes every sealed segment
+    /// (the active one never goes); two passes with a send between.
+    RetentionBySize,
 }
 
+/// The retention workloads' `message_expiry` (µs): longer than the clock
+/// steps a restart takes (1 s each), so recovery expires nothing by itself.
+pub const RETENTION_EXPIRY_MICROS: u64 = 10_000_000;
+
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 11] = [
         Workload::Purge,
         Workload::TopicPurge,
         Workload::Offsets,
@@ -48,7 +68,12 @@ impl Workload {
         Workload::DeleteStream,
         Workload::DeletePartitions,
         Workload::DeleteGroup,
+        Workload::RetentionByAge,
+        Workload::RetentionBySize,
     ];
+
+    /// The workloads whose window enforces retention.
+    pub const RETENTIONS: [Workload; 2] = [Workload::RetentionByAge, Workload::RetentionBySize];
 
     /// The workloads whose window starts with a deletion.
     pub const DELETIONS: [Workload; 4] = [
@@ -69,6 +94,8 @@ impl Workload {
             Workload::DeleteStream => "delete-stream",
             Workload::DeletePartitions => "delete-partitions",
             Workload::DeleteGroup => "delete-group",
+            Workload::RetentionByAge => "retention-by-age",
+            Workload::RetentionBySize => "retention-by-size",
         }
     }
 
@@ -82,11 +109,12 @@ impl Workload {
             Workload::DeletePartitions | Workload::DeleteGroup => 2,
             _ => 1,
         };
-        // Small segments so appends roll and recovery sees several segments.
-        let segment_size = if self == Workload::Append {
-            256
-        } else {
-            64 << 20
+        // Small segments so appends roll and recovery sees several segments;
+        // for retention, one batch per segment, so each send seals the last.
+        let segment_size = match self {
+            Workload::Append => 256,
+            Workload::RetentionByAge | Workload::RetentionBySize => 1,
+            _ => 64 << 20,
         };
         Shape {
             partitions,
@@ -192,6 +220,26 @@ impl Workload {
                 Self::store(key(1), false, 1, 2),
                 Self::store(key(1), true, 0, 3),
             ],
+            Workload::RetentionByAge | Workload::RetentionBySize => {
+                let (message_expiry, max_topic_size) = if self == Workload::RetentionByAge {
+                    (RETENTION_EXPIRY_MICROS, 0)
+                } else {
+                    (0, 1)
+                };
+                vec![
+                    Step::SetRetention {
+                        stream: 0,
+                        topic: 0,
+                        message_expiry,
+                        max_topic_size,
+                    },
+                    Self::send(0, "old-a", 2),
+                    Self::send(0, "old-b", 2),
+                    Self::send(0, "old-c", 2),
+                    Self::store(key(0), false, 1, 0),
+                    Self::store(key(0), true, 0, 3),
+                ]
+            }
             Workload::DeleteGroup => vec![
                 Self::send(0, "p0-old", 4),
                 Self::send(1, "p1-old", 4),
@@ -303,6 +351,24 @@ impl Workload {
                 Step::Create(ResourceKey::Partition(key(1))),
                 Self::send(1, "new", 2),
                 Self::store(key(1), false, 1, 1),
+            ],
+            // Offsets 0-5 in three segments before; the first pass expires
+            // all three sealed ones (mark 6: `new-a`'s segment is active),
+            // the second `new-a`'s and `new-b`'s (mark 9: `new-c` is active).
+            // Consumer 1 (at 0) and consumer 2 (at 7) are then below a mark.
+            Workload::RetentionByAge | Workload::RetentionBySize => vec![
+                Step::Advance {
+                    micros: 2 * RETENTION_EXPIRY_MICROS,
+                },
+                Self::send(0, "new-a", 2),
+                Step::Reconcile,
+                Self::send(0, "new-b", 1),
+                Self::store(key(0), false, 2, 7),
+                Step::Advance {
+                    micros: 2 * RETENTION_EXPIRY_MICROS,
+                },
+                Self::send(0, "new-c", 1),
+                Step::Reconcile,
             ],
             Workload::DeleteGroup => vec![
                 Step::Remove(GROUP_0),

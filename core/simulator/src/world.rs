@@ -26,13 +26,15 @@ use std::sync::Arc;
 use sluice_server::clock::{Clock, ManualClock};
 use sluice_server::layout::{
     GROUPS_DIR, PARTITIONS_DIR, PartitionPaths, REDIRTY_SUFFIX, STREAMS_DIR, TOPICS_DIR,
+    parse_segment_name,
 };
 use sluice_server::metadata::{Durability, Metadata, PartitionKey, ResourceKey, TopicOptions};
 use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file};
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::{
-    Engine, EngineConfig, EngineError, Identifier, Partitioning, PurgeMode, RecoveryReport, Sent,
+    Engine, EngineConfig, EngineError, Identifier, ObligationKey, Partitioning, PurgeMode,
+    RecoveryReport, Sent,
 };
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
@@ -85,6 +87,20 @@ pub(crate) enum Step {
     /// Deletes a stream, a topic, a group, or the last partition of a topic
     /// (`Partition(k)`: the engine takes the last live one).
     Remove(ResourceKey),
+    /// Sets a topic's retention (`update_topic`: its `message_expiry` in
+    /// microseconds, its `max_topic_size` in bytes; 0 for none), by the name
+    /// [`topic_name`] gives its id.
+    SetRetention {
+        stream: u32,
+        topic: u32,
+        message_expiry: u64,
+        max_topic_size: u64,
+    },
+    /// Time passes on the engine's clock (the simulator's, never the wall
+    /// clock): no storage operation, but retention by age may fall due.
+    Advance {
+        micros: u64,
+    },
 }
 
 /// The shape of a topic a workload runs on.
@@ -331,9 +347,33 @@ impl World {
 
     /// Applies one step, recording what was acknowledged. Returns whether it succeeded.
     pub(crate) fn step(&mut self, step: &Step) -> bool {
+        let before = self.low_water_marks();
         let ok = self.apply(step);
+        // A mark a live step raised was committed (written and synced, its
+        // name durable: `Partition::commit_low_water` raises nothing
+        // otherwise), or, under the naive retention, claimed: from now on
+        // nothing below it may be served. A mark recovery read is not
+        // learned: it may come from the page cache of a failed commit.
+        for (k, mark) in self.low_water_marks() {
+            if before.get(&k).is_some_and(|b| mark > *b) {
+                self.oracle.low_water_committed(k, mark);
+            }
+        }
         self.note_invariants();
         ok
+    }
+
+    /// Each live partition's low-water mark, as the engine holds it (no I/O).
+    fn low_water_marks(&self) -> BTreeMap<PartitionKey, u64> {
+        let Some(engine) = &self.engine else {
+            return BTreeMap::new();
+        };
+        engine
+            .metadata()
+            .partition_keys()
+            .into_iter()
+            .filter_map(|k| Some((k, engine.partition(k)?.log().low_water())))
+            .collect()
     }
 
     /// Records the first broken engine invariant, for the next check to report.
@@ -458,6 +498,31 @@ impl World {
                 let ok = self.remove(r).is_ok();
                 self.oracle.removed(r, ok);
                 ok
+            }
+            Step::SetRetention {
+                stream,
+                topic,
+                message_expiry,
+                max_topic_size,
+            } => {
+                let (s, t) = ids_of(*stream, *topic);
+                // A setting, not data: the oracle judges what the engine
+                // expires by the mark it shows, whichever settings hold.
+                self.call()
+                    .and_then(|e| {
+                        e.update_topic(
+                            &s,
+                            &t,
+                            &topic_name(*topic),
+                            *message_expiry,
+                            *max_topic_size,
+                        )
+                    })
+                    .is_ok()
+            }
+            Step::Advance { micros } => {
+                self.clock.advance(*micros);
+                true
             }
         }
     }
@@ -888,6 +953,70 @@ impl World {
             }
         }
         out.extend(self.check_done_means_removed());
+        out.extend(self.check_retention_done_means_removed());
+        out
+    }
+
+    /// (d) for retention: whenever no retention obligation is pending for a
+    /// live partition, no segment file of its served generation wholly below
+    /// its low-water mark (the engine's, in memory) is on disk, neither in
+    /// the durable view (a power loss now would bring it back, and nothing
+    /// would remove it) nor in the page cache. A re-dirty's leftover
+    /// (`<name>.redirty`) counts as its name. Not judged while the engine is
+    /// down, nor for a degraded partition (it knows no mark).
+    fn check_retention_done_means_removed(&self) -> Vec<Violation> {
+        let Some(engine) = &self.engine else {
+            return Vec::new();
+        };
+        let (durable, cached) = (self.sim.durable_view(), self.sim.cached_view());
+        let mut out = Vec::new();
+        for k in engine.metadata().partition_keys() {
+            let Some(p) = engine.partition(k) else {
+                continue;
+            };
+            let mark = p.log().low_water();
+            if mark == 0
+                || p.degraded_reason().is_some()
+                || engine
+                    .reconciler()
+                    .status(ObligationKey::Retention(k))
+                    .is_some()
+            {
+                continue;
+            }
+            let dir = format!(
+                "{}/",
+                PartitionPaths::new(Path::new(DATA_DIR), k)
+                    .segments
+                    .to_string_lossy()
+            );
+            let mut found = BTreeSet::new();
+            for (view, which) in [(&durable, "durable"), (&cached, "cached")] {
+                let names = view
+                    .range(dir.clone()..)
+                    .take_while(|(path, _)| path.starts_with(&dir))
+                    .map(|(path, _)| &path[dir.len()..]);
+                for name in names {
+                    let plain = name.strip_suffix(REDIRTY_SUFFIX).unwrap_or(name);
+                    if parse_segment_name(plain)
+                        .is_some_and(|(g, base, _)| g == p.generation() && base < mark)
+                    {
+                        found.insert(format!("{name} ({which})"));
+                    }
+                }
+            }
+            if !found.is_empty() {
+                let shown: Vec<&String> = found.iter().take(3).collect();
+                out.push(violation(
+                    'd',
+                    &k.to_string(),
+                    format!(
+                        "no retention pending while {} segment files below the low-water mark {mark} are on disk: {shown:?}",
+                        found.len()
+                    ),
+                ));
+            }
+        }
         out
     }
 
@@ -1008,10 +1137,17 @@ impl World {
                     next.insert((group, id), polled.iter().map(|m| m.0).collect());
                 }
             }
+            let low_water = self
+                .engine
+                .as_ref()
+                .and_then(|e| e.partition(k))
+                .map(|x| x.log().low_water())
+                .unwrap_or_default();
             out.insert(
                 k,
                 Observed {
                     generation,
+                    low_water,
                     history,
                     offsets,
                     next,

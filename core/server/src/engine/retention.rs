@@ -21,8 +21,9 @@
 //!   topics appended to or changed since the last pass (`size_check`), each
 //!   in O(its partitions), since a log's size is O(1).
 //! - The reconciler tracks exactly the partitions whose retention obligation
-//!   is not `Applied`, and nothing below a partition's mark is loaded
-//!   (`check_retention`).
+//!   is not `Applied`, nothing below a partition's mark is loaded, and a
+//!   partition whose low-water record lists removals in flight owes its
+//!   retention (`check_retention`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -275,6 +276,11 @@ impl Engine {
             p.log()
                 .check()
                 .map_err(|e| format!("partition {key}: {e}"))?;
+            if p.retention_recorded_removals() && p.retention().is_none_or(|r| r.is_applied()) {
+                return Err(format!(
+                    "partition {key}'s low-water record lists removals in flight but its retention owes nothing"
+                ));
+            }
             if let Some(r) = p.retention() {
                 with_obligation.insert(*key);
                 if !r.is_applied() {

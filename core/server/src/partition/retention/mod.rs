@@ -15,6 +15,14 @@
 //!   tracker the log and purge cleanup share: each removal is noted before
 //!   its unlink, so a failed sync (which under Linux drops the dirty entries)
 //!   makes the next sync of `segments/`, by anyone, redo it first.
+//! - A round records the segments it will remove (`removing`, at most
+//!   `MAX_REMOVING_PER_ROUND`) in `retention.lwm`, synced, before its first
+//!   unlink, and a name leaves that list only after a sync of `segments/`
+//!   issued after its removal succeeded. So a process that inherits a
+//!   removal a failed sync dropped (its page cache no longer shows the name,
+//!   its listing cannot find it) still owes it: recovery notes every
+//!   recorded name for the tracker to redo and makes the obligation pending
+//!   (ADR 0016, crash table row 5).
 //! - The obligation reaches `Applied` only after a sync of `segments/`
 //!   issued after every removal succeeded, in the same attempt; an attempt
 //!   after a failed one goes back through a fresh listing.
@@ -31,11 +39,18 @@ mod state;
 
 use sluice_storage::{DurableFile, DurableStorage, ErrorKind, OpenMode};
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::Partition;
 use crate::dirsync::{NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
 use crate::error::{EngineError, Result};
-use crate::layout::{INDEX_EXT, LOG_EXT, LOW_WATER_FILE, PartitionPaths, parse_segment_name};
-pub use record::{LOW_WATER_LAYOUT, LoadedLowWater, LowWaterRecord, decode_file};
+use crate::layout::{
+    INDEX_EXT, LOG_EXT, LOW_WATER_FILE, PartitionPaths, parse_segment_name, segment_name,
+};
+use crate::teeth::{self, Mechanism::RedoRecordedRetention};
+pub use record::{
+    LOW_WATER_LAYOUT, LoadedLowWater, LowWaterRecord, MAX_REMOVING_PER_ROUND, decode_file,
+};
 pub use state::{Retention, RetentionPhase};
 
 /// The partition's handle on `retention.lwm` and what is known of it.
@@ -50,6 +65,19 @@ pub(crate) struct LowWaterFile {
     unsynced: Option<LowWaterRecord>,
     /// Whether the file's name is known durable.
     named: bool,
+    /// Recovery read a version-1 file: the first write upgrades it.
+    legacy: bool,
+    /// The newest record's `removing` and the generation it names: the
+    /// segments whose removal no sync of `segments/` has confirmed.
+    recorded: Vec<u64>,
+    recorded_generation: u64,
+}
+
+impl LowWaterFile {
+    /// Whether the newest record lists removals of `generation` still owed.
+    fn owes(&self, generation: u64) -> bool {
+        self.recorded_generation == generation && !self.recorded.is_empty()
+    }
 }
 
 /// Reads the mark of `generation` from `paths.low_water`; returns it (0 if
@@ -82,9 +110,18 @@ pub(crate) fn load(
             offset: 0,
             reason: format!("no valid low-water mark record: {reason}"),
         }),
-        LoadedLowWater::Valid { seq, record } => {
-            state.seq = seq;
-            state.unsynced = Some(record);
+        LoadedLowWater::Valid {
+            seq,
+            record,
+            legacy,
+        } => {
+            // A version-1 file's slots are not this layout's: the upgrade
+            // writes record 1, past both of them (record.rs).
+            state.seq = if legacy { 0 } else { seq };
+            state.legacy = legacy;
+            state.recorded = record.removing.clone();
+            state.recorded_generation = record.generation;
+            state.unsynced = Some(record.clone());
             if record.generation == generation {
                 Ok((record.low_water_mark, state))
             } else {
@@ -107,10 +144,13 @@ impl Partition {
 
     /// Recovery: segment files below the committed mark are still on disk
     /// (a crash before their removal was durable, or a power loss brought
-    /// them back). Returns whether cleanup is owed.
+    /// them back), or the record lists removals no sync confirmed (an
+    /// earlier process's failed sync may have dropped them while its page
+    /// cache, which this process reads, shows them done). Returns whether
+    /// cleanup is owed.
     pub(crate) fn adopt_retention(&mut self, below_on_disk: bool) -> bool {
         let mark = self.log.low_water();
-        if below_on_disk && mark > 0 {
+        if (below_on_disk || self.low_water.owes(self.generation)) && mark > 0 {
             self.retention = Some(Retention::committed(mark));
             return true;
         }
@@ -156,13 +196,42 @@ impl Partition {
     }
 
     /// Writes `mark` into the next slot of `retention.lwm` and syncs it,
-    /// making the name durable the first time.
+    /// making the name durable the first time. The removals the newest
+    /// record lists are carried over.
     fn persist_low_water(&mut self, mark: u64) -> Result<()> {
+        let removing = if self.low_water.recorded_generation == self.generation {
+            self.low_water.recorded.clone()
+        } else {
+            Vec::new()
+        };
+        self.write_low_water(mark, removing, false)
+    }
+
+    /// Writes `{generation, mark, removing}` into the next slot and syncs
+    /// it. A recorded removal leaves the list only once confirmed: if this
+    /// record drops one and the caller has not just synced `segments/`
+    /// (`confirmed`), `segments/` is synced through its tracker (which holds
+    /// every recorded removal as unconfirmed, noted by the round or by
+    /// recovery) first.
+    fn write_low_water(&mut self, mark: u64, removing: Vec<u64>, confirmed: bool) -> Result<()> {
         self.ensure_low_water_durable()?;
+        let drops = if self.low_water.recorded_generation == self.generation {
+            self.low_water
+                .recorded
+                .iter()
+                .any(|b| removing.binary_search(b).is_err())
+        } else {
+            !self.low_water.recorded.is_empty()
+        };
+        if drops && !confirmed {
+            self.segment_names.sync(self.storage.as_ref())?;
+        }
+        debug_assert!(removing.len() <= MAX_REMOVING_PER_ROUND);
         let seq = self.low_water.seq + 1;
         let record = LowWaterRecord {
             generation: self.generation,
             low_water_mark: mark,
+            removing,
         };
         let file = self.low_water_file()?;
         if seq == 1 && file.len()? > 0 {
@@ -176,6 +245,8 @@ impl Partition {
         }
         file.sync()?;
         self.low_water.seq = seq;
+        self.low_water.recorded = record.removing;
+        self.low_water.recorded_generation = record.generation;
         self.make_low_water_named()
     }
 
@@ -196,15 +267,22 @@ impl Partition {
     /// Makes the recovered record (which may be in the page cache only) and
     /// the file's name durable, before anything below the mark is removed.
     fn ensure_low_water_durable(&mut self) -> Result<()> {
-        if let Some(record) = self.low_water.unsynced {
-            let seq = self.low_water.seq;
-            let file = self.low_water_file()?;
+        if let Some(record) = self.low_water.unsynced.clone() {
             // The same bytes into the same slot: a torn rewrite changes
-            // nothing it held.
+            // nothing it held. A version-1 record is upgraded into record 1,
+            // which lies past both version-1 slots.
+            let seq = if self.low_water.legacy {
+                1
+            } else {
+                self.low_water.seq
+            };
+            let file = self.low_water_file()?;
             if let Err(e) = LOW_WATER_LAYOUT.write(file, seq, &record)? {
                 unreachable!("a low-water mark record always fits its slot: {e}");
             }
             file.sync()?;
+            self.low_water.seq = seq;
+            self.low_water.legacy = false;
             self.low_water.unsynced = None;
         }
         if self.low_water.file.is_some() {
@@ -229,12 +307,35 @@ impl Partition {
     }
 
     /// Recovery found the file in the page cache: an earlier process's
-    /// failed sync of the partition directory may have dropped its name.
+    /// failed sync of the partition directory may have dropped its name,
+    /// and its failed sync of `segments/` the removals its record lists.
     pub(crate) fn note_recovered_low_water(&mut self) {
         if self.low_water.file.is_some() {
             self.root_names.note(LOW_WATER_FILE, NameChange::Created);
             self.root_names.force_redirty();
         }
+        // The earlier process's page cache, which this one reads, may show
+        // the names removed while the disk still holds them: a plain sync
+        // would persist nothing, so each is removed again before the next
+        // sync of `segments/` counts. Whatever the record's generation: a
+        // purge's cleanup lists `segments/` and cannot see them either.
+        if !self.low_water.recorded.is_empty() && teeth::enabled(RedoRecordedRetention) {
+            let generation = self.low_water.recorded_generation;
+            for base in &self.low_water.recorded {
+                for ext in [LOG_EXT, INDEX_EXT] {
+                    self.segment_names
+                        .note(&segment_name(generation, *base, ext), NameChange::Removed);
+                }
+            }
+            self.segment_names.force_redirty();
+        }
+    }
+
+    /// Whether the newest record lists removals of the served generation
+    /// that no sync confirmed (for `check_invariants`: such a partition's
+    /// retention is never `Applied`).
+    pub(crate) fn retention_recorded_removals(&self) -> bool {
+        self.low_water.owes(self.generation)
     }
 
     /// Whether `name` is a segment file of the served generation below `mark`.
@@ -244,15 +345,18 @@ impl Partition {
         })
     }
 
-    /// One attempt at the retention obligation: a fresh listing of
-    /// `segments/`, every file below the mark noted and removed, then a sync
-    /// of `segments/` through its tracker. `Ok` once nothing is owed.
+    /// One attempt at the retention obligation, in rounds of at most
+    /// `MAX_REMOVING_PER_ROUND` segments: a fresh listing of `segments/`;
+    /// the round's segments (those still recorded, then the oldest files
+    /// below the mark) recorded in `retention.lwm`; each noted and removed;
+    /// a sync of `segments/` through its tracker; the list cleared. `Ok`
+    /// once nothing is owed.
     pub(crate) fn run_retention(&mut self) -> Result<()> {
         self.check_serving()?;
         let Some(r) = self.retention else {
             return Ok(());
         };
-        let r = match r.phase() {
+        let mut r = match r.phase() {
             RetentionPhase::Applied { .. } => return Ok(()),
             RetentionPhase::FilesDeleted { .. } => r.retry(),
             RetentionPhase::LowWaterCommitted { .. } => r,
@@ -260,6 +364,64 @@ impl Partition {
         self.retention = Some(r);
         self.ensure_low_water_durable()?;
         let mark = r.low_water_mark();
+        loop {
+            let below = self.list_below(mark)?;
+            // Names still recorded stay in the round until a sync confirms
+            // them; new ones join, oldest first, while the round has room.
+            let mut round: BTreeSet<u64> = if self.low_water.owes(self.generation) {
+                self.low_water.recorded.iter().copied().collect()
+            } else {
+                BTreeSet::new()
+            };
+            for base in below.keys() {
+                if round.len() >= MAX_REMOVING_PER_ROUND {
+                    break;
+                }
+                round.insert(*base);
+            }
+            let round: Vec<u64> = round.into_iter().collect();
+            let recorded_now = self.low_water.recorded_generation == self.generation
+                && self.low_water.recorded == round;
+            if !round.is_empty() && !recorded_now {
+                // Recorded and synced before the first unlink.
+                self.write_low_water(mark, round.clone(), false)?;
+            }
+            let dir = self.paths.segments.clone();
+            for (base, names) in &below {
+                if round.binary_search(base).is_err() {
+                    continue;
+                }
+                for name in names {
+                    // Noted before the unlink: an unlink that fails may still
+                    // have taken effect, and the tracker must redo the removal.
+                    self.segment_names.note(name, NameChange::Removed);
+                    match self.storage.remove_file(&dir.join(name)) {
+                        Ok(()) => {}
+                        Err(e) if e.kind == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            r = r.files_deleted();
+            self.retention = Some(r);
+            self.segment_names.sync(self.storage.as_ref())?;
+            if !round.is_empty() || self.low_water.owes(self.generation) {
+                // Every recorded removal is confirmed: the list may go.
+                self.write_low_water(mark, Vec::new(), true)?;
+            }
+            if below.keys().all(|b| round.binary_search(b).is_ok()) {
+                self.retention = Some(r.applied());
+                return Ok(());
+            }
+            r = r.next_round();
+            self.retention = Some(r);
+        }
+    }
+
+    /// The files of the served generation below `mark` in a fresh listing
+    /// of `segments/`, by segment base (repairing an interrupted re-dirty
+    /// first).
+    fn list_below(&mut self, mark: u64) -> Result<BTreeMap<u64, Vec<String>>> {
         let dir = self.paths.segments.clone();
         let mut names = match self.storage.list_dir(&dir) {
             Ok(n) => n,
@@ -274,23 +436,15 @@ impl Partition {
             self.segment_names.note_repairs(repairs);
             names = self.storage.list_dir(&dir)?;
         }
+        let mut below: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         for name in names {
             if !self.is_below(&name, mark) {
                 continue;
             }
-            // Noted before the unlink: an unlink that fails may still have
-            // taken effect, and the tracker must redo the removal.
-            self.segment_names.note(&name, NameChange::Removed);
-            match self.storage.remove_file(&dir.join(&name)) {
-                Ok(()) => {}
-                Err(e) if e.kind == ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
+            if let Some((_, base, _)) = parse_segment_name(&name) {
+                below.entry(base).or_default().push(name);
             }
         }
-        let r = r.files_deleted();
-        self.retention = Some(r);
-        self.segment_names.sync(self.storage.as_ref())?;
-        self.retention = Some(r.applied());
-        Ok(())
+        Ok(below)
     }
 }

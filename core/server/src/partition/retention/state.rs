@@ -4,7 +4,7 @@
 //!                 commit(mark)            files_deleted              applied
 //!   (none) ──────────────────▶ LowWaterCommitted ──────▶ FilesDeleted ──────▶ Applied
 //!                                 ▲    ▲                     │                  │
-//!                                 │    └──── retry ──────────┘                  │
+//!                                 │    └─ retry/next_round ──┘                  │
 //!                                 └──────── raised_to(higher mark) ─────────────┘
 //!                                          (from any phase)
 //! ```
@@ -20,9 +20,10 @@
 //!   changes only through the transitions, so an illegal phase is
 //!   unrepresentable outside this module.
 //! - `Applied` means one attempt listed `segments/`, removed every file of
-//!   the served generation below the mark, and a sync of `segments/` issued
+//!   the served generation below the mark, a sync of `segments/` issued
 //!   after those removals (with the tracker's redo of any change a failed
-//!   sync dropped) succeeded.
+//!   sync dropped) succeeded, and the record's list of removals in flight
+//!   was cleared.
 //! - The mark only grows: `raised_to` asserts it.
 
 /// Where a retention obligation stands, with the mark it is about.
@@ -115,6 +116,18 @@ impl Retention {
         }
     }
 
+    /// A round's removals are confirmed and its record's list cleared, but
+    /// more files lie below the mark than one round records: the next round
+    /// lists and removes them.
+    pub(crate) fn next_round(self) -> Retention {
+        let RetentionPhase::FilesDeleted { low_water_mark } = self.phase else {
+            panic!("invariant: next_round from {:?}", self.phase);
+        };
+        Retention {
+            phase: RetentionPhase::LowWaterCommitted { low_water_mark },
+        }
+    }
+
     /// The sync failed: under Linux semantics a retried sync proves nothing,
     /// so the next attempt goes back through a fresh listing and removal
     /// (and the tracker redoes the dropped removals before its next sync).
@@ -164,6 +177,23 @@ mod tests {
         let r = r.files_deleted().applied().raised_to(12);
         assert!(!r.is_applied());
         assert_eq!(r.low_water_mark(), 12);
+    }
+
+    #[test]
+    fn a_full_round_goes_on_to_the_next_at_the_same_mark() {
+        let r = Retention::committed(600).files_deleted().next_round();
+        assert_eq!(
+            r.phase(),
+            RetentionPhase::LowWaterCommitted {
+                low_water_mark: 600
+            }
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "invariant: next_round from")]
+    fn a_round_is_not_followed_before_its_files_are_deleted() {
+        let _ = Retention::committed(1).next_round();
     }
 
     #[test]
