@@ -26,6 +26,7 @@ mod purge_proptest;
 mod purge_regression;
 mod purge_snapshots;
 mod retention_regression;
+mod retention_snapshots;
 mod sim_explore;
 mod sim_teeth;
 mod storage_differential;
