@@ -94,7 +94,10 @@ impl DirTracker {
 /// re-dirties a removed directory's name by creating and removing a file
 /// under it, and a crash between the two leaves the file, which
 /// `remove_dir_all` refuses (`ENOTDIR`) forever.
-pub(crate) fn remove_tree(storage: &dyn DurableStorage, path: &Path) -> Result<(), StorageError> {
+pub(crate) fn remove_dir_or_file(
+    storage: &dyn DurableStorage,
+    path: &Path,
+) -> Result<(), StorageError> {
     match storage.remove_dir_all(path) {
         Err(e) if e.kind == ErrorKind::NotADirectory => storage.remove_file(path),
         other => other,

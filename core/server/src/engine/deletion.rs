@@ -310,7 +310,7 @@ impl Engine {
                 topic,
                 group,
             } => self.remove_group_files(TopicKey { stream, topic }, group, redo),
-            _ => self.remove_tree(r, redo),
+            _ => self.remove_deleted_tree(r, redo),
         };
         let result = match result {
             // Done only once the record is gone too: a crash before that
@@ -353,7 +353,7 @@ impl Engine {
 
     /// Removes a deleted stream's, topic's or partition's directory and syncs
     /// its parent. The error says whether the removal happened before it.
-    fn remove_tree(
+    fn remove_deleted_tree(
         &mut self,
         r: ResourceKey,
         redo: bool,
@@ -371,10 +371,11 @@ impl Engine {
         }
         let root = parent.join(&name);
         // A file under the name (a re-dirty's own leftover after a crash
-        // between its create and its remove) goes too (`remove_tree`).
+        // between its create and its remove) goes too (`remove_dir_or_file`).
         let removed_now = exists(&root)?;
         if removed_now {
-            crate::dirsync::remove_tree(storage.as_ref(), &root).map_err(|e| (false, e.into()))?;
+            crate::dirsync::remove_dir_or_file(storage.as_ref(), &root)
+                .map_err(|e| (false, e.into()))?;
         }
         // Noted whether or not this attempt removed it: an earlier attempt's
         // removal whose sync failed must be redone before the next sync.
@@ -555,7 +556,7 @@ impl Engine {
             let base = &leftover[..leftover.len() - REDIRTY_SUFFIX.len()];
             let from = dir.join(leftover);
             if names.iter().any(|n| n == base) {
-                crate::dirsync::remove_tree(storage.as_ref(), &from)?;
+                crate::dirsync::remove_dir_or_file(storage.as_ref(), &from)?;
             } else {
                 storage.rename(&from, &dir.join(base))?;
                 tracker.note(base, NameChange::Created);

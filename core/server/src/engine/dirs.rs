@@ -73,7 +73,7 @@ impl Engine {
             let root = pdir.join(partition_dir_name(p));
             if storage.exists(&root)? {
                 tracing::warn!(dir = %root.display(), "removing a leftover partition directory before creating the partition");
-                crate::dirsync::remove_tree(storage, &root)?;
+                crate::dirsync::remove_dir_or_file(storage, &root)?;
                 partitions_dir.note(&partition_dir_name(p), NameChange::Removed);
             }
         }
