@@ -65,6 +65,16 @@ fn below(sim: &SimStorage, mark: u64) -> String {
     format!("{:?}", segment_files_below(sim, mark))
 }
 
+/// The next sync of `segments/` fails before it takes effect.
+fn fail_next_segments_sync(sim: &SimStorage) {
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+}
+
 fn assert_snapshot(name: &str, out: &str) {
     insta::with_settings!({ prepend_module_to_snapshot => false }, {
         insta::assert_snapshot!(format!("retention_snapshots__{name}"), out);
@@ -92,12 +102,7 @@ fn clean_pass() {
 #[test]
 fn failed_segments_sync_then_the_retry() {
     let (sim, _clock, mut engine) = given();
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("segments"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
+    fail_next_segments_sync(&sim);
     let from = sim.op_count();
     engine.reconcile();
     let mut out =
@@ -124,12 +129,7 @@ fn failed_segments_sync_then_the_retry() {
 #[test]
 fn power_loss_while_pending_then_recovery_and_cleanup() {
     let (sim, clock, mut engine) = given();
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("segments"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
+    fail_next_segments_sync(&sim);
     engine.reconcile();
     let mut out = String::from("== the sync of segments/ fails, then the power is cut\n");
     let _ = writeln!(out, "retention: {}", phase(&engine));
