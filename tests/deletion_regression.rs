@@ -717,3 +717,29 @@ fn deletion_below_a_renamed_away_directory(renamed: &str) {
         assert!(left.is_empty(), "{renamed}: {left:?}");
     }
 }
+
+/// `sluice sim run --seed 610`, reduced: a group's offset file left as
+/// `0.redirty` (a re-dirty whose second rename failed) holds the group's
+/// record; deleting the group removes it with the file.
+#[test]
+fn a_group_deletion_removes_its_files_redirty_leftover_too() {
+    // Given: group 0 with an offset, and its file's re-dirty leftover.
+    let (sim, mut engine) = sim_with(persisted());
+    engine
+        .create_group(&stream(), &topic(), None, "billing")
+        .unwrap();
+    send(&mut engine, 0, 2);
+    store_offset(&mut engine, Consumer::group(GROUP), 1).unwrap();
+    let groups = sim_paths().groups;
+    drop(
+        sim.open(&groups.join("0.redirty"), OpenMode::CreateNew)
+            .unwrap(),
+    );
+    // When: the group is deleted,
+    engine
+        .delete_group(&stream(), &topic(), &Identifier::Numeric(GROUP))
+        .unwrap();
+    // then neither name is left.
+    assert_eq!(engine.pending_deletions().count(), 0);
+    assert_eq!(sim.list_dir(&groups).unwrap(), Vec::<String>::new());
+}

@@ -329,6 +329,17 @@ impl OffsetStore {
             Err(e) => return Err(e.into()),
         };
         self.names.note(&name, NameChange::Removed);
+        // The owner's other names: a re-dirty's leftover (a failed second
+        // rename: it holds the record; `sim run` seed 610) and a replacing
+        // store's temporary file go with it.
+        for suffix in [crate::dirsync::REDIRTY_SUFFIX, REPLACE_SUFFIX] {
+            let other = format!("{name}{suffix}");
+            match self.storage.remove_file(&self.dir.join(&other)) {
+                Ok(()) => self.names.note(&other, NameChange::Removed),
+                Err(e) if e.kind == ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         // A removal made just now is dirty already; one an earlier process
         // made (and perhaps lost to a failed sync) is performed again.
         if redo && !removed_now {
