@@ -567,28 +567,7 @@ fn a_redo_leftover_file_under_a_deleted_name_is_removed() {
     for kind in [Kind::Topic, Kind::Partition] {
         // Given: the deletion's directory sync failed (Linux semantics), and
         // its retry re-dirtied the name but stopped before removing the file.
-        let sim = new_sim_configured(SimConfig {
-            seed: 3,
-            sync_failure: Linux,
-            capacity: None,
-        });
-        let case = Case {
-            kind,
-            failed_dir: None,
-            policy: Durability::Persisted,
-            semantics: Linux,
-            recreate: false,
-            mode: PurgeMode::Obligation,
-        };
-        let mut engine = given(&sim, &case);
-        let dir = kind.synced_dirs()[0];
-        sim.fail_when(
-            OpMatcher::kind(OpKind::SyncDir).path_ends_with(dir),
-            Fault::io(FaultMode::Before),
-            0,
-            1,
-        );
-        kind.delete(&mut engine).unwrap();
+        let (sim, mut engine) = a_deletion_whose_sync_failed(kind);
         let leftover = kind.paths()[0];
         sim.fail_when(
             OpMatcher::kind(OpKind::RemoveFile).path_ends_with(leftover),
