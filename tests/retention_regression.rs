@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use SyncFailureSemantics::{Forgiving, Linux};
 use sluice_testkit::engine::*;
+use sluice_testkit::trace::io_since;
 
 /// The low-water mark the scenario's retention commits.
 const MARK: u64 = 3;
@@ -368,6 +369,72 @@ fn a_purge_forgets_a_pending_retention_and_its_new_history_starts_at_mark_zero()
     );
     assert_eq!(offsets_of(&first), [0]);
     assert_eq!(payloads_of(&first), ["fresh"]);
+}
+
+/// Found by `sluice sim run` (seeds 124, 169, 555 and 933 of 1..=1000): a
+/// retention round whose sync of `segments/` failed keeps its removals in
+/// `retention.lwm` until a sync confirms them. A purge then made them the
+/// purge's (their generation is dead) and its cleanup's sync confirmed them,
+/// but nothing cleared the record, so every later process noted them again
+/// and re-dirtied each name (create, then remove) before every sync of
+/// `segments/`, for ever. One such redo whose remove failed, then a power
+/// cut, left a dead segment durable under an `Applied` purge.
+#[test]
+fn a_purge_confirms_the_removals_a_failed_retention_round_recorded() {
+    let sim = new_sim();
+    let clock = Arc::new(ManualClock::new(START_MICROS));
+    let mut engine = open(&sim, &clock, PurgeMode::Obligation);
+    setup_with_retention(
+        &mut engine,
+        one_batch_segments(Durability::Persisted),
+        EXPIRY_MICROS,
+        0,
+    );
+    // Given: a retention round of generation 0 whose sync of `segments/`
+    // failed,
+    for i in 0..3 {
+        send_payload(&mut engine, &format!("old-{i}"));
+    }
+    clock.advance(2 * EXPIRY_MICROS);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.reconcile();
+    // and a purge whose cleanup then finished.
+    engine.purge_topic(&stream(), &topic()).unwrap();
+    engine.reconcile_until_idle(10);
+    assert!(engine.reconciler().pending().is_empty());
+    send_payload(&mut engine, "fresh");
+
+    // When the process crashes, and the next one recovers, reconciles and
+    // takes a send that rolls a segment (so syncs `segments/`),
+    let from = sim.trace().len() as u64;
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    engine.reconcile_until_idle(10);
+    send_payload(&mut engine, "after");
+
+    // then it owes nothing of generation 0: no obligation, and no redo of
+    // the round's removals.
+    assert!(engine.reconciler().pending().is_empty());
+    let dead = "segments/00000000000000000000-";
+    let io = io_since(&sim, from);
+    assert!(
+        !io.lines().any(|l| l.contains(dead)),
+        "the next process redid confirmed removals:\n{io}"
+    );
+    // And after a power cut, no file of generation 0 is on disk.
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    let durable: Vec<String> = sim
+        .durable_view()
+        .keys()
+        .filter(|p| p.contains(dead))
+        .cloned()
+        .collect();
+    assert_eq!(durable, Vec::<String>::new());
 }
 
 /// ADR 0016's former known gap (crash table row 5, process crash): the

@@ -281,6 +281,12 @@ impl Engine {
                     "partition {key}'s low-water record lists removals in flight but its retention owes nothing"
                 ));
             }
+            if p.retention_records_dead_removals() && p.obligation().is_none_or(|o| o.is_applied())
+            {
+                return Err(format!(
+                    "partition {key}'s low-water record lists removals of a purged generation but its purge owes nothing"
+                ));
+            }
             if let Some(r) = p.retention() {
                 with_obligation.insert(*key);
                 if !r.is_applied() {

@@ -353,9 +353,12 @@ impl Partition {
                 .note(purge::OBLIGATION_FILE, NameChange::Created);
             partition.root_names.force_redirty();
         }
+        // Removals of a purged generation the mark's record still lists are
+        // dead files whose removal no sync confirmed: the purge owes them.
         let stale = !log_report.stale_files.is_empty()
             || !c_report.stale.is_empty()
-            || !g_report.stale.is_empty();
+            || !g_report.stale.is_empty()
+            || partition.retention_records_dead_removals();
         partition.adopt_obligation(loaded, stale);
         partition.adopt_retention(!log_report.below_low_water.is_empty());
         if partition.log.low_water() > 0 {

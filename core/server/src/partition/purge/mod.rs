@@ -372,6 +372,7 @@ impl Partition {
             self.sync_dirs(&[dir])?;
             confirmed.insert(dir);
         }
+        self.forget_dead_retention_removals()?;
         self.ob_mut().files_deleted_to_dirs_synced(&confirmed);
         self.persist_obligation()?;
         self.ob_mut().dirs_synced_to_applied();

@@ -78,6 +78,12 @@ impl LowWaterFile {
     fn owes(&self, generation: u64) -> bool {
         self.recorded_generation == generation && !self.recorded.is_empty()
     }
+
+    /// Whether the newest record lists removals of a generation older than
+    /// `generation`: a purge made them dead, and so its cleanup's.
+    fn owes_dead(&self, generation: u64) -> bool {
+        self.recorded_generation < generation && !self.recorded.is_empty()
+    }
 }
 
 /// Reads the mark of `generation` from `paths.low_water`; returns it (0 if
@@ -329,6 +335,30 @@ impl Partition {
             }
             self.segment_names.force_redirty();
         }
+    }
+
+    /// Whether the newest record lists removals of a purged generation that
+    /// no sync of `segments/` confirmed. Recovery notes them for the tracker
+    /// to redo (`note_recovered_low_water`); the purge's cleanup owns them
+    /// from then on, and may not be `Applied` until its sync confirmed them
+    /// and the list is cleared (`forget_dead_retention_removals`). Left in
+    /// the record, every later process would note them again and re-dirty
+    /// each name (a create and a remove) before every sync of `segments/`,
+    /// and a redo whose remove fails before a power cut leaves a dead file
+    /// durable (`sim run` seeds 124, 169, 555, 933).
+    pub(crate) fn retention_records_dead_removals(&self) -> bool {
+        self.low_water.owes_dead(self.generation)
+    }
+
+    /// The purge cleanup's last step before `DirsSynced`: every directory was
+    /// just synced through its tracker, which held the record's removals of
+    /// a purged generation as unconfirmed (noted by the round in this
+    /// process, or by recovery), so they are confirmed and the list goes.
+    pub(crate) fn forget_dead_retention_removals(&mut self) -> Result<()> {
+        if !self.low_water.owes_dead(self.generation) {
+            return Ok(());
+        }
+        self.write_low_water(self.log.low_water(), Vec::new(), true)
     }
 
     /// Whether the newest record lists removals of the served generation
