@@ -95,6 +95,7 @@ fn build(engine: &mut Engine, storage: &dyn DurableStorage, data_dir: &Path) -> 
         consumer_7: storage.read_file(&paths.consumers.join("7")).unwrap(),
     };
     engine.purge_partition(&stream(), &topic(), P1).unwrap();
+    engine.reconcile();
     engine.reconcile_until_idle(5);
     assert!(
         engine

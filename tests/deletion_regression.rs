@@ -188,6 +188,7 @@ fn run(case: Case) -> Outcome {
         );
     }
     case.kind.delete(&mut engine).unwrap();
+    engine.reconcile();
     let pending_after_failure = engine.pending_deletions().any(|(d, _)| d == r)
         && engine
             .reconciler()
@@ -423,6 +424,7 @@ fn a_deletion_whose_sync_failed(kind: Kind) -> (SimStorage, Engine) {
         1,
     );
     kind.delete(&mut engine).unwrap();
+    engine.reconcile();
     (sim, engine)
 }
 
@@ -718,6 +720,7 @@ fn a_group_deletion_removes_its_files_redirty_leftover_too() {
     engine
         .delete_group(&stream(), &topic(), &Identifier::Numeric(GROUP))
         .unwrap();
+    engine.reconcile();
     // then neither name is left.
     assert_eq!(engine.pending_deletions().count(), 0);
     assert_eq!(sim.list_dir(&groups).unwrap(), Vec::<String>::new());

@@ -97,6 +97,7 @@ fn clean_deletion_of_each_kind() {
         let (sim, mut engine) = given();
         let from = sim.op_count();
         kind.delete(&mut engine).unwrap();
+        engine.reconcile();
         let _ = writeln!(out, "== delete {}", kind.resource().kind());
         out.push_str(&io_since(&sim, from));
         let _ = writeln!(out, "pending: {}", pending(&engine));
@@ -120,6 +121,7 @@ fn each_failed_directory_sync_then_the_retry() {
             );
             let from = sim.op_count();
             kind.delete(&mut engine).unwrap();
+            engine.reconcile();
             let _ = writeln!(
                 out,
                 "== delete {}: sync of {dir} fails once (Linux semantics)\n-- the call",
@@ -155,6 +157,7 @@ fn power_loss_while_pending_then_recovery_and_cleanup() {
             1,
         );
         kind.delete(&mut engine).unwrap();
+        engine.reconcile();
         let _ = writeln!(
             out,
             "== delete {}: sync of {dir} fails, then the power is cut",

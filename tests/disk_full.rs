@@ -240,6 +240,10 @@ fn enospc_at_each_purge_step_fails_cleanly_and_the_purge_reaches_applied() {
         // When: every matching operation fails with ENOSPC during the purge.
         enospc(step.matcher.clone(), &sim);
         let purged = engine.purge_topic(&stream(), &topic());
+        if purged.is_ok() {
+            // The cleanup pass the purge woke.
+            engine.reconcile();
+        }
         let p = engine.partition(key()).unwrap();
         if step.purge_fails {
             // Not acknowledged: nothing changed, the old history is served.
@@ -259,6 +263,7 @@ fn enospc_at_each_purge_step_fails_cleanly_and_the_purge_reaches_applied() {
             assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0", "m1", "m2"]);
             assert_eq!(stored_offset(&mut engine, Consumer::consumer(1)), Some(1));
             engine.purge_topic(&stream(), &topic()).unwrap();
+            engine.reconcile();
         } else {
             // Acknowledged at its commit point; the cleanup step failed, is
             // recorded with a clear reason, and is retried.
@@ -356,6 +361,7 @@ fn a_purge_on_a_disk_that_stays_full_is_refused_and_the_engine_waits_for_space()
     space_returns(&sim);
     assert_eq!(payloads_of(&all_messages(&mut engine)), ["m0", "m1", "m2"]);
     engine.purge_topic(&stream(), &topic()).unwrap();
+    engine.reconcile();
     assert!(
         engine
             .partition(key())

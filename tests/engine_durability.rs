@@ -573,6 +573,7 @@ pub(crate) fn failed_roll_then_dropped_names() -> (bool, Vec<String>) {
     engine
         .purge_partition(&stream(), &topic(), PARTITION)
         .unwrap();
+    engine.reconcile();
     assert_eq!(engine.reconciler().pending().len(), 1);
 
     // When: the first send of the new generation creates the segment's files,
@@ -738,6 +739,7 @@ fn a_recreated_group_never_inherits_a_deleted_groups_offset() {
     engine
         .delete_group(&stream(), &topic(), &"workers".into())
         .unwrap();
+    engine.reconcile();
     let g = engine
         .create_group(&stream(), &topic(), None, "newcomers")
         .unwrap();

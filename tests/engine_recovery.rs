@@ -156,6 +156,7 @@ fn ids_are_assigned_as_iggy_assigns_them_and_survive_a_restart() {
         engine.create_stream(None, name).unwrap();
     }
     engine.delete_stream(&"b".into()).unwrap();
+    engine.reconcile();
 
     // When: the server restarts and a stream, a topic with two partitions,
     // one more partition and a group are created.
@@ -194,6 +195,7 @@ fn a_reused_partition_id_never_adopts_a_deleted_partitions_messages() {
         1,
     );
     engine.delete_partitions(&stream(), &topic(), 1).unwrap();
+    engine.reconcile();
     let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
     assert!(
         sim.exists(&sim_paths().segments).unwrap(),
@@ -545,9 +547,13 @@ fn updates_and_deletes_persist(backend: Backend) {
     let t: Identifier = "events-v2".into();
     assert_eq!(engine.create_partitions(&s, &t, 2).unwrap(), [2, 3]);
     assert_eq!(engine.delete_partitions(&s, &t, 1).unwrap(), [3]);
+    engine.reconcile();
     engine.delete_group(&s, &t, &"workers".into()).unwrap();
+    engine.reconcile();
     engine.delete_topic(&s, &"gone".into()).unwrap();
+    engine.reconcile();
     engine.delete_stream(&"doomed".into()).unwrap();
+    engine.reconcile();
     let before = engine.metadata().clone();
     let data = backend.data_dir();
 
@@ -640,6 +646,7 @@ fn a_recreated_stream_never_serves_a_deleted_streams_leftover_files() {
         1,
     );
     engine.delete_stream(&stream()).unwrap();
+    engine.reconcile();
     assert!(sim.exists(&sim_paths().segments).unwrap());
     // The server hands out the freed id 0 again (as Iggy's does), and the new
     // topic is 0 too, so the new partition's directory is exactly where the
@@ -678,21 +685,25 @@ fn ids_are_the_lowest_free_ones_even_after_a_restart() {
     setup_partitions(&mut engine, buffered(), 3);
     engine.create_stream(None, "second").unwrap();
     engine.delete_stream(&"second".into()).unwrap();
+    engine.reconcile();
     engine
         .create_topic(&stream(), Some(7), "seventh", 1, buffered(), 0, 0, 1)
         .unwrap();
     engine.delete_topic(&stream(), &"seventh".into()).unwrap();
+    engine.reconcile();
     engine
         .create_group(&stream(), &topic(), Some(4), "fourth")
         .unwrap();
     engine
         .delete_group(&stream(), &topic(), &"fourth".into())
         .unwrap();
+    engine.reconcile();
     assert_eq!(
         engine.delete_partitions(&stream(), &topic(), 2).unwrap(),
         [2, 1],
         "the last partitions go"
     );
+    engine.reconcile();
     let before = engine.metadata().clone();
 
     // When: the engine restarts.

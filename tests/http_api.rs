@@ -757,3 +757,46 @@ async fn given_retention_by_expiry_and_by_size_when_time_passes_then_old_segment
     assert_eq!(metrics.status, 200);
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_hour_long_reconciler_period_when_a_topic_is_purged_then_its_cleanup_starts_at_once()
+ {
+    // Given a server whose reconciler would wait an hour between passes,
+    // with a topic holding messages,
+    let sim = SimStorage::new(SimConfig::default());
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let server = start_server_on(storage, Path::new("/data"), |c| {
+        c.reconciler.period = std::time::Duration::from_secs(3600);
+    })
+    .await;
+    let api = Api::login(&server).await;
+    api.create_stream_and_topic("orders", "events", 2).await;
+    assert_eq!(
+        api.send_to("orders", "events", &["a", "b"]).await.status,
+        201
+    );
+    let old_segments = || {
+        sim.durable_view()
+            .keys()
+            .filter(|p| p.contains("/segments/00000000000000000000-"))
+            .count()
+    };
+    // (the first period's pass runs at start-up; let it go by)
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+
+    // When the topic is purged (answered at its commit point),
+    assert_eq!(
+        api.delete("/streams/orders/topics/events/purge")
+            .await
+            .status,
+        204
+    );
+
+    // then the commit wakes the reconciler: the obligations drain long
+    // before any period would have run a pass, and the old segments are
+    // durably gone.
+    let seen = api.wait_until_no_obligation().await;
+    assert_eq!(seen.last().unwrap()["obligations"], json!([]));
+    assert_eq!(old_segments(), 0);
+    server.shutdown().await.unwrap();
+}

@@ -192,6 +192,7 @@ fn scenario(
         );
     }
     engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile();
     let state_after_failed_attempt = engine
         .partition(KEY)
         .unwrap()
@@ -420,6 +421,7 @@ fn purge_with_pending_segment_removals(sim: &SimStorage) -> (Engine, Obligation)
         1,
     );
     engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile();
     let before = engine.partition(KEY).unwrap().obligation().unwrap().clone();
     assert_ne!(before.state(), PurgeState::Applied);
     assert!(!before.removed().is_empty(), "{before:?}");
@@ -527,6 +529,7 @@ fn a_recovered_obligation_record_whose_sync_failed_is_made_durable_before_the_ne
         2,
     );
     engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile();
     drop(engine);
     sim.crash(Crash::Process);
     let mut engine = open(&sim, PurgeMode::Obligation);
@@ -598,6 +601,7 @@ fn a_topic_purge_cleans_its_partitions_concurrently_and_one_failure_stays_its_ow
 
     // When: the topic is purged (its pass cleans 4 partitions at a time).
     engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile();
 
     // Then: every partition but 7 is Applied after the purge's own pass...
     let state = |engine: &Engine, p: u32| {
@@ -683,6 +687,7 @@ fn an_unlink_that_took_effect_but_failed_then_a_failed_sync_never_lets_applied_c
         1,
     );
     engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile();
     engine.reconcile_until_idle(10);
 
     // Then: `Applied`, and no dead file is durable.
@@ -734,6 +739,7 @@ fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
         2,
     );
     engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile();
     let mut largest = 0;
     for _ in 0..20 {
         engine.reconcile_until_idle(1);
@@ -772,6 +778,7 @@ fn purge_left_dirs_synced_by_a_power_loss(sim: &SimStorage) {
         u32::MAX,
     );
     engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile();
     drop(engine);
     sim.crash(Crash::PowerLoss);
     sim.clear_faults();
@@ -890,6 +897,7 @@ fn a_version_1_obligation_file_still_loads_and_cleanup_finishes_in_version_2() {
     setup_partitions(&mut engine, TopicOptions::default(), 1);
     send(&mut engine, &["old-0"]);
     engine.purge_topic(&s(), &t()).unwrap();
+    engine.reconcile();
     make_everything_durable(&sim);
     drop(engine);
     let paths = sluice_server::layout::PartitionPaths::new(Path::new(DATA), KEY);
@@ -945,4 +953,46 @@ fn a_version_1_obligation_file_still_loads_and_cleanup_finishes_in_version_2() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// Issue 16, item 1: a purge answers once its commit point is durable. The
+/// call removes nothing (no caller, and no request queued behind it for the
+/// engine, waits for cleanup); the obligation it leaves is the reconciler's,
+/// whose next pass (the server's is woken by the commit) does the removals.
+#[test]
+fn a_purge_answers_at_its_commit_point_and_leaves_cleanup_to_the_reconciler() {
+    use sluice_testkit::engine as kit;
+    // Given a partition with messages and a stored offset, all durable,
+    let (sim, mut engine) = kit::sim_with(persisted());
+    kit::send(&mut engine, 0, 3);
+    kit::store_offset(&mut engine, Consumer::consumer(1), 1).unwrap();
+    make_everything_durable(&sim);
+
+    // when its topic is purged,
+    let from = sim.trace().len() as u64;
+    engine.purge_topic(&kit::stream(), &kit::topic()).unwrap();
+
+    // then the call unlinked nothing, the new (empty) history is served
+    // already, and the cleanup is pending in the reconciler,
+    let io = sluice_testkit::trace::io_since(&sim, from);
+    assert!(
+        !io.lines().any(|l| l.starts_with("remove_file p0")),
+        "the purge call did cleanup:\n{io}"
+    );
+    assert!(kit::all_messages(&mut engine).is_empty());
+    let p = engine.partition(kit::key()).unwrap();
+    assert_eq!(
+        p.obligation().map(|o| o.state()),
+        Some(PurgeState::Requested)
+    );
+    assert_eq!(engine.reconciler().pending().len(), 1);
+    // and the reconciler's pass removes the old files and applies it.
+    let from = sim.trace().len() as u64;
+    engine.reconcile();
+    let io = sluice_testkit::trace::io_since(&sim, from);
+    assert!(io.contains("remove_file p0 segments/"), "{io}");
+    assert!(io.contains("remove_file p0 consumers/1"), "{io}");
+    let p = engine.partition(kit::key()).unwrap();
+    assert_eq!(p.obligation().map(|o| o.state()), Some(PurgeState::Applied));
+    assert!(engine.reconciler().pending().is_empty());
 }

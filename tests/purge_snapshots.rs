@@ -95,6 +95,7 @@ fn clean_purge_of_one_partition() {
     engine
         .purge_partition(&stream(), &topic(), PARTITION)
         .unwrap();
+    engine.reconcile();
     let mut out = io_since(&sim, from);
     let _ = writeln!(
         out,
@@ -119,6 +120,7 @@ fn each_failed_directory_sync_then_retries() {
         engine
             .purge_partition(&stream(), &topic(), PARTITION)
             .unwrap();
+        engine.reconcile();
         let _ = writeln!(
             out,
             "== sync of {dir} fails once (Linux semantics)\n-- first attempt"
@@ -158,6 +160,7 @@ fn power_loss_at_each_persisted_obligation_state_then_recovery() {
         engine
             .purge_partition(&stream(), &topic(), PARTITION)
             .unwrap();
+        engine.reconcile();
         let before = durable_obligation(&sim, PARTITION);
         drop(engine);
         sim.crash(Crash::PowerLoss);
@@ -204,6 +207,7 @@ fn topic_purge_over_three_partitions_is_one_commit() {
     let (sim, mut engine) = given(SyncFailureSemantics::Linux, 3);
     let from = sim.op_count();
     engine.purge_topic(&stream(), &topic()).unwrap();
+    engine.reconcile();
     let trace = io_since(&sim, from);
     // The commit point: exactly one metadata rename, before any cleanup.
     let renames: Vec<&str> = trace

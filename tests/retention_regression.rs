@@ -357,6 +357,7 @@ fn a_purge_forgets_a_pending_retention_and_its_new_history_starts_at_mark_zero()
             .is_some()
     );
     engine.purge_topic(&stream(), &topic()).unwrap();
+    engine.reconcile();
     engine.reconcile_until_idle(10);
     send_payload(&mut engine, "fresh");
     let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
@@ -405,6 +406,7 @@ fn a_purge_confirms_the_removals_a_failed_retention_round_recorded() {
     engine.reconcile();
     // and a purge whose cleanup then finished.
     engine.purge_topic(&stream(), &topic()).unwrap();
+    engine.reconcile();
     engine.reconcile_until_idle(10);
     assert!(engine.reconciler().pending().is_empty());
     send_payload(&mut engine, "fresh");

@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use crate::auth::{Auth, AuthError, RootSource, setup_root};
 use crate::clock::SystemClock;
 use crate::config::ServerConfig;
-use crate::engine::{Engine, EngineConfig, RecoveryReport};
+use crate::engine::{Engine, EngineConfig, ReconcilerWaker, RecoveryReport};
 use crate::error::EngineError;
 use crate::http::metrics::Metrics;
 use crate::http::{AppState, Limits, ServerInfo, router};
@@ -197,6 +197,12 @@ pub async fn start(
         "recovery finished"
     );
 
+    // A purge or deletion answers at its commit point and wakes the
+    // reconciler, which starts the cleanup without waiting for its period.
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let mut engine = engine;
+    let waker = wake.clone();
+    engine.set_reconciler_waker(ReconcilerWaker::new(move || waker.notify_one()));
     let state = AppState {
         engine: Arc::new(Mutex::new(engine)),
         auth: Arc::new(Auth::new(
@@ -214,7 +220,7 @@ pub async fn start(
     };
     let (stop, stop_rx) = watch::channel(false);
 
-    let reconciler = tokio::spawn(run_reconciler(state.clone(), stop_rx.clone()));
+    let reconciler = tokio::spawn(run_reconciler(state.clone(), wake, stop_rx.clone()));
 
     let listener = TcpListener::bind(config.http.address)
         .await
@@ -284,14 +290,20 @@ pub async fn start(
     })
 }
 
-/// One reconciler pass per period until told to stop.
-async fn run_reconciler(state: AppState, mut stop: watch::Receiver<bool>) {
+/// One reconciler pass per period, and one as soon as a commit made an
+/// obligation pending (`wake`), until told to stop.
+async fn run_reconciler(
+    state: AppState,
+    wake: Arc<tokio::sync::Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut ticks = tokio::time::interval(state.limits.reconciler_period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = stop.wait_for(|stop| *stop) => break,
             _ = ticks.tick() => {}
+            _ = wake.notified() => {}
         }
         let pass = state
             .engine(|e| {

@@ -165,7 +165,7 @@ impl Engine {
         self.drop_partitions(|k| k.stream == s);
         self.balance.retain(|k, _| k.stream != s);
         self.assert_invariants("delete_stream");
-        self.reconcile();
+        self.obligation_committed();
         Ok(())
     }
 
@@ -336,7 +336,7 @@ impl Engine {
         self.drop_partitions(|k| k.topic_key() == key);
         self.balance.remove(&key);
         self.assert_invariants("delete_topic");
-        self.reconcile();
+        self.obligation_committed();
         Ok(())
     }
 
@@ -444,7 +444,7 @@ impl Engine {
             self.begin_deletion(ResourceKey::Partition(k));
         }
         self.assert_invariants("delete_partitions");
-        self.reconcile();
+        self.obligation_committed();
         Ok(ids)
     }
 
@@ -509,7 +509,7 @@ impl Engine {
             topic_of(m, key).groups.remove(&gid);
         })?;
         self.assert_invariants("delete_group");
-        self.reconcile();
+        self.obligation_committed();
         Ok(())
     }
 }

@@ -139,6 +139,27 @@ pub struct Engine {
     /// start-up from a page cache an earlier process may never have synced.
     /// Until a save succeeds again, the engine serves and changes nothing.
     metadata_in_doubt: Option<String>,
+    /// Told whenever a commit makes an obligation pending (a purge or a
+    /// deletion), so the server's reconciler starts its cleanup at once
+    /// instead of at its next period; the call itself answers at its commit
+    /// point and never waits for cleanup.
+    wake_reconciler: Option<ReconcilerWaker>,
+}
+
+/// What the engine calls to wake the reconciler (see `Engine::set_reconciler_waker`).
+#[derive(Clone)]
+pub struct ReconcilerWaker(Arc<dyn Fn() + Send + Sync>);
+
+impl ReconcilerWaker {
+    pub fn new(wake: impl Fn() + Send + Sync + 'static) -> Self {
+        ReconcilerWaker(Arc::new(wake))
+    }
+}
+
+impl std::fmt::Debug for ReconcilerWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReconcilerWaker")
+    }
 }
 
 /// A broken engine invariant: a bug in sluice, never a fault of the disk or
@@ -170,6 +191,20 @@ impl Engine {
 
     pub fn reconciler(&self) -> &Reconciler {
         &self.reconciler
+    }
+
+    /// Sets what a purge or deletion commit calls to have its cleanup
+    /// started (the server's reconciler task); without one, cleanup waits
+    /// for the caller's next `reconcile`.
+    pub fn set_reconciler_waker(&mut self, waker: ReconcilerWaker) {
+        self.wake_reconciler = Some(waker);
+    }
+
+    /// A commit made an obligation pending: its cleanup is the reconciler's.
+    pub(crate) fn obligation_committed(&self) {
+        if let Some(wake) = &self.wake_reconciler {
+            (wake.0)();
+        }
     }
 
     /// Every pending deletion and where its cleanup stands, in key order.

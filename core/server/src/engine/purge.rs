@@ -50,8 +50,8 @@ impl Engine {
 
     /// The commit point: one metadata write bumps the committed generation of
     /// every partition in `keys`. Once it returns `Ok`, the purge is
-    /// acknowledged; cleanup starts right away, and its failures are retried
-    /// by the reconciler, never returned.
+    /// acknowledged; the reconciler is woken to clean up, and cleanup's
+    /// failures are retried by it, never returned.
     fn purge(&mut self, keys: Vec<PartitionKey>) -> Result<()> {
         for key in &keys {
             if let Some(reason) = self.partition_at(*key)?.degraded_reason() {
@@ -90,7 +90,10 @@ impl Engine {
             tracing::info!(partition = %key, generation, "purge committed");
         }
         self.assert_invariants("purge commit");
-        self.reconcile();
+        // Answered at the commit point: cleanup is the reconciler's, and a
+        // caller never waits for it (nor does any other request wait behind
+        // it for the engine).
+        self.obligation_committed();
         Ok(())
     }
 

@@ -106,6 +106,7 @@ impl Engine {
             deletions: Default::default(),
             retention_index: Default::default(),
             metadata_in_doubt,
+            wake_reconciler: None,
             config,
         };
         let (report, orphan_groups) = engine.recover_partitions()?;

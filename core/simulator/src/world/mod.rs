@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sluice_server::clock::{Clock, ManualClock};
 use sluice_server::layout::{
@@ -34,7 +35,7 @@ use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file}
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::{
     Engine, EngineConfig, EngineError, Identifier, ObligationKey, Partitioning, PurgeMode,
-    RecoveryReport, Sent,
+    ReconcilerWaker, RecoveryReport, Sent,
 };
 use sluice_storage::{
     Crash, DurableStorage, Fault, OpKind, OpMatcher, SimConfig, SimStorage, SyncFailureSemantics,
@@ -142,6 +143,10 @@ pub struct World {
     /// Violations a step itself showed (a deleted resource accepting a
     /// write), until a check reports them.
     seen_in_steps: Vec<Violation>,
+    /// Set by the engine's reconciler waker when a purge or deletion commit
+    /// made an obligation pending; the world then runs the pass the server's
+    /// woken reconciler would (`run_woken_pass`), right after the call.
+    woken: Arc<AtomicBool>,
 }
 
 fn s() -> Identifier {
@@ -245,6 +250,7 @@ impl World {
             purge_mode,
             broken: None,
             seen_in_steps: Vec::new(),
+            woken: Arc::new(AtomicBool::new(false)),
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine()?;
@@ -287,6 +293,7 @@ impl World {
             purge_mode: self.purge_mode,
             broken: None,
             seen_in_steps: self.seen_in_steps.clone(),
+            woken: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -313,8 +320,13 @@ impl World {
         self.clock.advance(1_000_000);
         let mut config = EngineConfig::deterministic(DATA_DIR, self.seed);
         config.purge_mode = self.purge_mode;
-        let (engine, report) =
+        let (mut engine, report) =
             Engine::open(storage, self.clock.clone(), config).map_err(|e| e.to_string())?;
+        let woken = self.woken.clone();
+        woken.store(false, Ordering::Relaxed);
+        engine.set_reconciler_waker(ReconcilerWaker::new(move || {
+            woken.store(true, Ordering::Relaxed)
+        }));
         self.engine = Some(engine);
         self.note_invariants();
         Ok(report)
@@ -350,6 +362,7 @@ impl World {
     pub(crate) fn step(&mut self, step: &Step) -> bool {
         let before = self.low_water_marks();
         let ok = self.apply(step);
+        self.run_woken_pass();
         // A mark a live step raised was committed (written and synced, its
         // name durable: `Partition::commit_low_water` raises nothing
         // otherwise), or, under the naive retention, claimed: from now on
@@ -620,8 +633,15 @@ impl World {
         }
     }
 
-    /// Deletes `r` (see [`Step::Remove`]).
+    /// Deletes `r` (see [`Step::Remove`]), then runs the pass the deletion
+    /// woke.
     pub fn remove(&mut self, r: ResourceKey) -> Result<(), EngineError> {
+        let result = self.delete_resource(r);
+        self.run_woken_pass();
+        result
+    }
+
+    fn delete_resource(&mut self, r: ResourceKey) -> Result<(), EngineError> {
         let engine = self.call()?;
         match r {
             ResourceKey::Stream { stream } => {
@@ -783,11 +803,27 @@ impl World {
     }
 
     pub fn purge_partition(&mut self, partition: u32) -> Result<(), EngineError> {
-        self.call()?.purge_partition(&s(), &t(), partition)
+        let r = self.call()?.purge_partition(&s(), &t(), partition);
+        self.run_woken_pass();
+        r
     }
 
     pub fn purge_topic(&mut self) -> Result<(), EngineError> {
-        self.call()?.purge_topic(&s(), &t())
+        let r = self.call()?.purge_topic(&s(), &t());
+        self.run_woken_pass();
+        r
+    }
+
+    /// The reconciler pass the server runs when a commit wakes it (a purge
+    /// or deletion answers at its commit point; its cleanup is this pass's).
+    /// The server runs it on its reconciler task as soon as the engine is
+    /// free, so here it runs right after the call that woke it.
+    pub fn run_woken_pass(&mut self) {
+        if self.woken.swap(false, Ordering::Relaxed)
+            && let Some(engine) = self.engine.as_mut()
+        {
+            engine.reconcile();
+        }
     }
 
     /// Sets the world topic's retention (`update_topic`, the production
