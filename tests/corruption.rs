@@ -361,16 +361,19 @@ fn cases() -> Vec<Case> {
         Case {
             name: "obligation: newest slot damaged → previous state, cleanup reruns",
             target: Obligation,
-            // Applied is write 5, in slot 1.
-            damage: Flip(|_| vec![slot_payload(1, OBLIGATION_SLOT)]),
+            // The plan is write 1 (slot 1), Applied write 2 (slot 0): the
+            // clean attempt's only two writes (ADR 0003 §9).
+            damage: Flip(|_| vec![slot_payload(0, OBLIGATION_SLOT)]),
             expect: Serves(Served {
-                obligation_at_open: "dirs_synced",
+                obligation_at_open: "requested",
                 ..SERVED_INTACT
             }),
             disk: true,
         },
         Case {
-            name: "obligation: both slots damaged → partition degraded",
+            // The record holds progress, never a commit: unreadable, it is
+            // the committed generation's cleanup owed from a fresh listing.
+            name: "obligation: both slots damaged → rebuilt from the metadata, cleanup reruns",
             target: Obligation,
             damage: Flip(|_| {
                 vec![
@@ -378,15 +381,18 @@ fn cases() -> Vec<Case> {
                     slot_payload(1, OBLIGATION_SLOT),
                 ]
             }),
-            expect: Degraded(&["purge.obligation", "unreadable", "generation 1"]),
+            expect: Serves(Served {
+                obligation_at_open: "requested",
+                ..SERVED_INTACT
+            }),
             disk: true,
         },
         Case {
-            name: "obligation: newest slot cut short → previous state",
+            name: "obligation: older slot cut short → newest state",
             target: Obligation,
             damage: Truncate(|_| OBLIGATION_SLOT + 10),
             expect: Serves(Served {
-                obligation_at_open: "dirs_synced",
+                obligation_at_open: "applied",
                 ..SERVED_INTACT
             }),
             disk: false,

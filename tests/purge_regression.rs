@@ -16,7 +16,10 @@ use sluice_server::metadata::{Durability, PartitionKey, TopicOptions};
 use sluice_server::partition::Consumer;
 use sluice_server::partition::PollingStrategy;
 use sluice_server::partition::log::NewMessage;
-use sluice_server::partition::purge::{LoadedObligation, Obligation, PurgeState, decode_file};
+use sluice_server::partition::purge::{
+    DirKind, LoadedObligation, OBLIGATION_LAYOUT, Obligation, ObligationRecord, PurgeState,
+    decode_file,
+};
 use sluice_server::{Engine, EngineConfig, Identifier, Partitioning, PurgeMode};
 use sluice_storage::sim::NodeView;
 use sluice_storage::{
@@ -459,75 +462,22 @@ fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
     assert!(!sim.exists(&aside).unwrap());
 }
 
-/// Found by `sim run` (seed 30 at sim_teeth's harsh rates): a re-dirty of the
-/// obligation's name that stops between its two renames leaves the file
-/// under `purge.obligation.redirty`. The next obligation write must still go
-/// into that file: opening the name afresh would start a second file holding
-/// one slot, a torn write there would leave it with none, and recovery, which
-/// keeps the name over the leftover, would then find no readable obligation
-/// while a purge is committed (a degraded partition, or the recorded
-/// removals forgotten).
-#[test]
-fn an_obligation_write_after_a_re_dirty_stopped_between_its_renames_keeps_the_obligation() {
-    // Given: a purge whose cleanup removed the old files but could not sync
-    // `segments/` (its removals are recorded and pending), then a restart,
-    // after which the obligation's name must be re-dirtied before it counts.
-    let sim = linux_sim(17);
-    let (engine, before) = purge_with_pending_segment_removals(&sim);
-    drop(engine);
-    sim.crash(Crash::Process);
-    let mut engine = open(&sim, PurgeMode::Obligation);
-
-    // When: the reconciler's retry re-dirties the name, the rename back
-    // fails, every later obligation write tears, and the process dies.
-    sim.fail_when(
-        OpMatcher::kind(OpKind::Rename).path_ends_with("/purge.obligation.redirty"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
-    sim.fail_when(
-        OpMatcher::kind(OpKind::Write).path_ends_with("/purge.obligation"),
-        Fault::io(FaultMode::TornWrite),
-        1,
-        u32::MAX,
-    );
-    engine.reconcile();
-    drop(engine);
-    sim.crash(Crash::Process);
-    sim.clear_faults();
-    let engine = open(&sim, PurgeMode::Obligation);
-
-    // Then: the partition serves, and its obligation still names the
-    // removals it must make durable.
-    let p = engine.partition(KEY).unwrap();
-    assert_eq!(p.degraded_reason(), None);
-    let recovered = p.obligation().unwrap();
-    assert_eq!(recovered.generation(), before.generation());
-    assert_eq!(recovered.removed(), before.removed(), "{recovered:?}");
-}
-
 /// Recovery reads the obligation through the page cache, so the newest record
-/// it finds may be one whose sync failed in the process that wrote it. The
-/// slot holding the newest *durable* record is then the other one, where the
-/// next write goes: the recovered record must be made durable first, or a
-/// torn next write and a power loss leave no readable record at all.
+/// it finds may be one whose sync failed in the process that wrote it, and a
+/// clean attempt writes its records without syncing them at all (ADR 0003
+/// §9): torn writes the kernel writes back on its own and a power loss can
+/// leave no readable record. That loses progress, never the purge: the
+/// committed generation is in the metadata, and the cleanup reruns from a
+/// fresh listing, which after the power loss sees every dead file.
 #[test]
-fn a_recovered_obligation_record_whose_sync_failed_is_made_durable_before_the_next_write() {
-    // Given: a purge whose first obligation record is durable and whose next
-    // one never is (its sync fails, and so does the retry's), then a crash;
-    // recovery reads that unsynced record from the page cache.
+fn a_torn_obligation_file_after_a_power_loss_reruns_cleanup_from_the_metadata() {
+    // Given: a purge whose cleanup finished (its records unsynced), then a
+    // crash; recovery reads its records from the page cache.
     let sim = linux_sim(19);
     let mut engine = open(&sim, PurgeMode::Obligation);
     setup_partitions(&mut engine, TopicOptions::default(), 1);
     send(&mut engine, &["old-0", "old-1"]);
     make_everything_durable(&sim);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncFile).path_ends_with("/purge.obligation"),
-        Fault::io(FaultMode::Before),
-        1,
-        2,
-    );
     engine.purge_topic(&s(), &t()).unwrap();
     engine.reconcile();
     drop(engine);
@@ -554,15 +504,20 @@ fn a_recovered_obligation_record_whose_sync_failed_is_made_durable_before_the_ne
         .unwrap();
     sim.crash(Crash::PowerLoss);
 
-    // Then: the file still holds a record (the newest durable one or the one
-    // before it), not garbage nor nothing, and the partition serves.
-    let durable = sluice_testkit::engine::durable_file(&sim, &paths.obligation).unwrap();
-    match decode_file(&durable) {
-        LoadedObligation::Valid { obligation, .. } => assert_eq!(obligation.generation(), 1),
-        other => panic!("no readable obligation after a torn write: {other:?}"),
-    }
-    let engine = open(&sim, PurgeMode::Obligation);
+    // Then: the partition serves, and its cleanup reaches `Applied` with no
+    // dead file durable.
+    let mut engine = open(&sim, PurgeMode::Obligation);
     assert_eq!(engine.partition(KEY).unwrap().degraded_reason(), None);
+    engine.reconcile_until_idle(5);
+    assert!(
+        engine
+            .partition(KEY)
+            .unwrap()
+            .obligation()
+            .unwrap()
+            .is_applied()
+    );
+    assert_eq!(durable_dead_files(&sim), Vec::<String>::new());
 }
 
 /// Cleanup across partitions runs `concurrency` at a time: a topic purge over
@@ -759,8 +714,10 @@ fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
 }
 
 /// A durable two-message history with a persisted consumer offset, then a
-/// purge whose `DirsSynced` record became durable and whose `Applied` write
-/// never did (its sync fails, and so does the retry's), then a power loss.
+/// purge whose cleanup finished, and an obligation file whose newest durable
+/// record is `DirsSynced` (as sluice before issue 16 wrote it, synced, right
+/// before `Applied`; this version keeps `DirsSynced` in memory only, but
+/// still reads it), then a power loss.
 fn purge_left_dirs_synced_by_a_power_loss(sim: &SimStorage) {
     let mut engine = open(sim, PurgeMode::Obligation);
     setup_partitions(&mut engine, persisted(), 1);
@@ -769,19 +726,45 @@ fn purge_left_dirs_synced_by_a_power_loss(sim: &SimStorage) {
         .store_offset(&s(), &t(), 0, Consumer::consumer(1), 1)
         .unwrap();
     make_everything_durable(sim);
-    // Obligation syncs: Requested, the plan, FilesDeleted, DirsSynced, then
-    // Applied, which fails from here on.
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncFile).path_ends_with("/purge.obligation"),
-        Fault::io(FaultMode::Before),
-        4,
-        u32::MAX,
-    );
     engine.purge_topic(&s(), &t()).unwrap();
     engine.reconcile();
+    assert!(
+        engine
+            .partition(KEY)
+            .unwrap()
+            .obligation()
+            .unwrap()
+            .is_applied()
+    );
     drop(engine);
+    let mut ob = Obligation::request(1);
+    ob.requested_to_files_deleted();
+    ob.files_deleted_to_dirs_synced(
+        &[DirKind::Segments, DirKind::Consumers, DirKind::Groups]
+            .into_iter()
+            .collect(),
+    );
+    let seq = 3;
+    let paths = sluice_server::layout::PartitionPaths::new(Path::new(DATA), KEY);
+    let file = sim.open(&paths.obligation, OpenMode::ReadWrite).unwrap();
+    let bytes = OBLIGATION_LAYOUT
+        .encode(seq, &ObligationRecord::from(&ob))
+        .unwrap();
+    file.write_at(OBLIGATION_LAYOUT.slot_offset(seq), &bytes)
+        .unwrap();
+    drop(file);
+    make_everything_durable(sim);
     sim.crash(Crash::PowerLoss);
-    sim.clear_faults();
+}
+
+/// The obligation's state as the next process would read it after a
+/// process crash (the page cache).
+fn cached_obligation_state(sim: &SimStorage) -> Option<PurgeState> {
+    let paths = sluice_server::layout::PartitionPaths::new(Path::new(DATA), KEY);
+    match decode_file(&sim.read_file(&paths.obligation).ok()?) {
+        LoadedObligation::Valid { obligation, .. } => Some(obligation.state()),
+        _ => None,
+    }
 }
 
 fn durable_obligation_state(sim: &SimStorage) -> Option<PurgeState> {
@@ -826,7 +809,7 @@ fn an_obligation_found_dirs_synced_is_applied_without_another_round() {
     let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
     assert!(ob.is_applied(), "{ob:?}");
     assert_eq!(ob.attempts(), 0);
-    assert_eq!(durable_obligation_state(&sim), Some(PurgeState::Applied));
+    assert_eq!(cached_obligation_state(&sim), Some(PurgeState::Applied));
     assert_eq!(durable_dead_files(&sim), Vec::<String>::new());
     // And: after another power loss the new history starts from 0.
     drop(engine);
@@ -942,14 +925,16 @@ fn a_version_1_obligation_file_still_loads_and_cleanup_finishes_in_version_2() {
             .unwrap()
             .is_applied()
     );
-    let durable = sluice_testkit::engine::durable_file(&sim, &paths.obligation).unwrap();
-    match decode_file(&durable) {
+    // (as the next process would read it: `Applied` is written without a
+    // sync, ADR 0003 §9)
+    let cached = sim.read_file(&paths.obligation).unwrap();
+    match decode_file(&cached) {
         LoadedObligation::Valid {
             seq, obligation, ..
         } => {
             assert!(obligation.is_applied());
             let at = (seq % 2) as usize * (64 << 10);
-            assert_eq!(&durable[at + 4..at + 6], &2u16.to_le_bytes());
+            assert_eq!(&cached[at + 4..at + 6], &2u16.to_le_bytes());
         }
         other => panic!("{other:?}"),
     }

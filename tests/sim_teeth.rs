@@ -370,6 +370,10 @@ fn without_redoing_recorded_retention_a_check_fails() {
 /// with the re-check off: the partition either stops serving (the zeros read
 /// as a corrupt batch) or, once the zeros are carried below the acknowledged
 /// send and made durable with it, loses that send at the power loss.
+/// (`sim run` seed 260 no longer reaches the sequence since a purge issues
+/// fewer syncs, which moves every later fault of a harsh schedule; no seed
+/// of 1..=3000 at 300 steps or 1..=1500 at 600 steps does, so this reduced
+/// scenario is the mechanism's only catcher until one is found.)
 #[test]
 fn without_rechecking_an_evicted_tail_the_reduced_scenario_fails() {
     // Given: the mechanism off (this thread only). When: the scenario runs.
@@ -384,19 +388,4 @@ fn without_rechecking_an_evicted_tail_the_reduced_scenario_fails() {
         "recheck-evicted-tail off -> live poll: {live:?}, m4 kept after the power loss: {m4_kept}"
     );
     assert!(live.is_err() || !m4_kept);
-}
-
-/// The same mechanism through the simulator: `sim run` seed 260 at harsh
-/// rates, where it was found.
-#[test]
-fn without_rechecking_an_evicted_tail_a_check_fails() {
-    assert_caught(
-        Mechanism::RecheckEvictedTail,
-        &[Catcher::Runs {
-            first: 260,
-            last: 260,
-            steps: 300,
-            harsh: 2,
-        }],
-    );
 }

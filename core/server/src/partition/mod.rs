@@ -117,8 +117,6 @@ pub struct Partition {
     /// byte for byte, and synced before the other slot, which may hold the
     /// newest durable record, is overwritten.
     obligation_unsynced: Option<purge::RecoveredFrame>,
-    /// Whether the obligation file's name is known durable.
-    obligation_named: bool,
     root_names: DirTracker,
     /// Directories the latest cleanup attempt worked on (removed a file
     /// from or synced), for the per-directory figures operators see.
@@ -151,7 +149,6 @@ impl Partition {
             obligation_seq: 0,
             obligation_file: None,
             obligation_unsynced: None,
-            obligation_named: false,
             cleanup_worked_on: std::collections::BTreeSet::new(),
             low_water: retention::LowWaterFile::default(),
             retention: None,
@@ -343,16 +340,8 @@ impl Partition {
         partition.note_recovered_low_water();
         let (loaded, file) = purge::load(&partition)?;
         partition.obligation_file = file;
-        if loaded != purge::LoadedObligation::Missing {
-            // Found in the page cache: an earlier process's failed sync of the
-            // partition directory may have dropped the name, and a plain sync
-            // now would persist nothing. Redo it before the next obligation
-            // write counts it durable.
-            partition
-                .root_names
-                .note(purge::OBLIGATION_FILE, NameChange::Created);
-            partition.root_names.force_redirty();
-        }
+        // The obligation file's name is never made durable (ADR 0003 §9):
+        // a power loss that takes it leaves a disk a fresh listing sees whole.
         // Removals of a purged generation the mark's record still lists are
         // dead files whose removal no sync confirmed: the purge owes them.
         let stale = !log_report.stale_files.is_empty()
@@ -414,7 +403,6 @@ impl Partition {
         next.obligation_seq = self.obligation_seq;
         next.obligation_file = self.obligation_file.take();
         next.obligation_unsynced = self.obligation_unsynced.take();
-        next.obligation_named = self.obligation_named;
         // The mark's file is kept (its slot sequence goes on); the mark of the
         // new generation starts at 0, and the purge's cleanup removes every
         // file of the old one, so no retention is owed any more.

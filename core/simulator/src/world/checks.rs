@@ -15,35 +15,48 @@ use super::*;
 use crate::oracle::{Observed, Violation};
 
 impl World {
-    /// (d): done means removed. For a purge: if the disk says a purge is
-    /// Applied, no file it had to remove is durable. Judged on the durable
+    /// (d): done means removed. For a purge: if the obligation file says a
+    /// purge is Applied, no file it had to remove is durable. The file is
+    /// read both as the disk holds it and as the page cache does: `Applied`
+    /// is written without a sync (ADR 0003 §9), and the cached record is what
+    /// the next process reads after a process crash, so a cached `Applied`
+    /// over a durable dead file is the lie this property is about (nothing
+    /// would ever remove the file). The dead files are judged on the durable
     /// view alone: what the page cache shows under the same name does not
     /// matter, since a power loss now would bring back exactly the durable
     /// bytes (a dead record under a name the cache shows as current is ADR
     /// 0008's finding B, not a fresh write). For a deletion: see
     /// [`World::check_done_means_removed`].
     pub(crate) fn check_applied_means_removed(&self) -> Vec<Violation> {
-        let view = self.sim.durable_view();
+        let (view, cached) = (self.sim.durable_view(), self.sim.cached_view());
         let mut out = Vec::new();
         for k in self.live_keys() {
             let obligation = PartitionPaths::new(Path::new(DATA_DIR), k).obligation;
-            let Some(NodeView::File(bytes)) = view.get(&*obligation.to_string_lossy()) else {
+            let obligation = obligation.to_string_lossy();
+            let applied = [&view, &cached]
+                .iter()
+                .filter_map(|v| match v.get(&*obligation) {
+                    Some(NodeView::File(bytes)) => match decode_file(bytes) {
+                        LoadedObligation::Valid { obligation: ob, .. }
+                            if ob.state() == PurgeState::Applied =>
+                        {
+                            Some(ob.generation())
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .max();
+            let Some(generation) = applied else {
                 continue;
             };
-            let LoadedObligation::Valid { obligation: ob, .. } = decode_file(bytes) else {
-                continue;
-            };
-            if ob.state() != PurgeState::Applied {
-                continue;
-            }
-            let dead = ack::dead_files(&view, Path::new(DATA_DIR), k, ob.generation());
+            let dead = ack::dead_files(&view, Path::new(DATA_DIR), k, generation);
             if !dead.is_empty() {
                 out.push(violation(
                     'd',
                     &k.to_string(),
                     format!(
-                        "obligation Applied for generation {} while {dead:?} are durable",
-                        ob.generation()
+                        "obligation Applied for generation {generation} while {dead:?} are durable"
                     ),
                 ));
             }

@@ -7,10 +7,23 @@
 //! ever exposing or losing data.
 //!
 //! Invariants:
-//! - The obligation file holds two slots (slots.rs): a torn obligation write
-//!   leaves the previous state, never a later one, and never none. It is read
-//!   only through `decode_file` (record.rs, the one door from disk).
-//! - Each state is persisted (slot write + file sync) before the next step.
+//! - The obligation file holds two slots (slots.rs), read only through
+//!   `decode_file` (record.rs, the one door from disk).
+//! - The file records progress, never a commit: the purge's durable origin is
+//!   the committed generation in the metadata, so a missing, older or
+//!   unreadable record means "cleanup of the committed generation is owed
+//!   from a fresh listing", which is always safe (ADR 0003 §9). The one thing
+//!   only the record knows is which names were unlinked: a failed directory
+//!   sync may drop those removals while the page cache shows them done, and
+//!   then no listing can find them. So the plan (the names of a round) is
+//!   written and synced before its first unlink, and so is the record of a
+//!   failed attempt (a failed sync of it may evict its pages, which then read
+//!   as the disk holds them: the synced plan). Every other write (`Applied`,
+//!   a confirmed round) only shortens what a later attempt redoes, and is
+//!   not synced; nor is the file's name, since after a power loss a listing
+//!   sees every dead file the disk holds. A clean purge of one partition
+//!   costs six syncs: the metadata commit (2), the plan (1) and one per
+//!   directory that lost names (3).
 //! - Only files *proven* older than the obligation's generation are removed:
 //!   segments by their name, offset files by the generation in their newest
 //!   valid record. A file of the current generation (a fresh acknowledged
@@ -95,14 +108,15 @@ impl Partition {
                     return false;
                 }
             }
+            // The record holds progress, never a commit (a torn pair of
+            // unsynced writes after a power loss reads so): the committed
+            // generation's cleanup starts again from a fresh listing, which
+            // after a power loss sees every dead file the disk holds.
+            LoadedObligation::Invalid(reason) if g > 0 => {
+                tracing::warn!(path = %self.paths.obligation.display(), reason, generation = g, "unreadable purge obligation file; its cleanup starts again from a fresh listing");
+                Some(Obligation::request(g))
+            }
             LoadedObligation::Invalid(reason) => {
-                if g > 0 {
-                    self.mark_degraded(format!(
-                        "obligation file {} is unreadable ({reason}) while generation {g} was committed",
-                        self.paths.obligation.display()
-                    ));
-                    return false;
-                }
                 tracing::warn!(path = %self.paths.obligation.display(), reason, "unreadable obligation file with no purge committed; ignored");
                 None
             }
@@ -144,25 +158,36 @@ impl Partition {
         pending
     }
 
-    /// Creates the obligation for a just-committed purge (best effort: if the
-    /// write fails, recovery or the reconciler recreates it from the metadata).
+    /// Creates the obligation for a just-committed purge, in memory only:
+    /// the metadata commit is its durable origin (recovery makes `Requested`
+    /// from the committed generation whatever the file holds), and the names
+    /// a superseded obligation carried are in its own record already.
     pub(crate) fn begin_obligation(&mut self, generation: u64) {
         let ob = match self.obligation.take() {
             Some(prev) if !prev.is_applied() => prev.superseded_by(generation),
             _ => Obligation::request(generation),
         };
         self.obligation = Some(ob);
-        if let Err(e) = self.persist_obligation() {
-            tracing::warn!(partition = %self.key, error = %e, "could not persist a new purge obligation; the reconciler will");
-        }
     }
 
     pub fn obligation(&self) -> Option<&Obligation> {
         self.obligation.as_ref()
     }
 
-    /// Writes the in-memory obligation into the next slot and syncs it.
+    /// Writes the in-memory obligation into the next slot, for a process
+    /// that inherits this page cache (see the module comment).
+    fn record_obligation(&mut self) -> Result<()> {
+        self.write_obligation(false)
+    }
+
+    /// Writes the in-memory obligation into the next slot and syncs it: a
+    /// plan before its unlinks, or a failed attempt's record (the removals
+    /// a failed directory sync may have dropped are named only here).
     fn persist_obligation(&mut self) -> Result<()> {
+        self.write_obligation(true)
+    }
+
+    fn write_obligation(&mut self, durable: bool) -> Result<()> {
         let Some(ob) = self.obligation.as_ref() else {
             return Ok(());
         };
@@ -178,7 +203,7 @@ impl Partition {
         let Some(file) = self.obligation_file.as_deref() else {
             unreachable!("the obligation file was opened just above");
         };
-        if let Some(newest) = &self.obligation_unsynced {
+        if durable && let Some(newest) = &self.obligation_unsynced {
             // The record recovery read may exist only in the page cache (its
             // sync failed in the process that wrote it); then the other slot,
             // which the write below overwrites, holds the newest durable
@@ -206,12 +231,9 @@ impl Partition {
             // compile time to fit a slot.
             unreachable!("an obligation record always fits its slot: {e}");
         }
-        file.sync()?;
         self.obligation_seq = seq;
-        if !self.obligation_named {
-            self.root_names.note(OBLIGATION_FILE, NameChange::Created);
-            self.root_names.sync(self.storage.as_ref())?;
-            self.obligation_named = true;
+        if durable {
+            file.sync()?;
         }
         Ok(())
     }
@@ -295,7 +317,7 @@ impl Partition {
             // already, and nothing can make a name dead since (a new purge
             // supersedes the obligation). Another round would prove nothing new.
             self.ob_mut().dirs_synced_to_applied();
-            return self.persist_obligation();
+            return self.record_obligation();
         }
         // Files of a generation below the obligation's are dead.
         let cutoff = self.ob().generation();
@@ -325,7 +347,7 @@ impl Partition {
                 let dirs = self.ob().removed().dirs();
                 self.sync_dirs(&dirs)?;
                 self.ob_mut().round_confirmed(&dirs);
-                self.persist_obligation()?;
+                self.record_obligation()?;
             }
             // Plan first, persist, then remove: a crash between two removals
             // leaves every removed name recorded.
@@ -357,10 +379,12 @@ impl Partition {
             let dirs = round.dirs();
             self.sync_dirs(&dirs)?;
             self.ob_mut().round_confirmed(&dirs);
-            self.persist_obligation()?;
+            self.record_obligation()?;
         }
+        // `FilesDeleted` and `DirsSynced` are not written: a record found
+        // with the plan (`Requested` and its names) makes the next attempt
+        // redo them, which is all either would have saved.
         self.ob_mut().requested_to_files_deleted();
-        self.persist_obligation()?;
         // Sync all three directories, each counting only for itself. Not only
         // those this attempt removed names from: a dead file may also have been
         // unlinked by an earlier buffered offset delete whose directory sync
@@ -374,9 +398,8 @@ impl Partition {
         }
         self.forget_dead_retention_removals()?;
         self.ob_mut().files_deleted_to_dirs_synced(&confirmed);
-        self.persist_obligation()?;
         self.ob_mut().dirs_synced_to_applied();
-        self.persist_obligation()
+        self.record_obligation()
     }
 
     /// The obligation an attempt works on.
