@@ -1,0 +1,581 @@
+//! Scenario 1b, a topic purge as a client of the real server sees it (issue
+//! 16): how long the purge call takes to answer, how long until its cleanup
+//! is done, and what the cleanup does to sends and polls of another topic.
+//!
+//! Invariants:
+//! - The server is `sluice server`'s own (`server::start`, in this process,
+//!   on loopback, on the disk, through the Iggy HTTP API), with the bench's
+//!   reconciler settings. Its reconciler task runs passes on the blocking
+//!   pool through the same engine lock as every request, as in production,
+//!   so whatever the engine does under that lock (today the commit, the
+//!   obligations and the first cleanup pass inside the purge call; perhaps
+//!   later only the commit, with cleanup off the lock) is what is measured.
+//!   Nothing here assumes either.
+//! - The data set has the purge scenario's shape (`purge::fill_topic`): a
+//!   topic of `live_purge_partitions` partitions, and a buffered
+//!   one-partition topic `other` holding `PREFILL_BATCHES` batches. It is
+//!   built with syncs skipped, flushed, then served with every sync on.
+//! - One send loop and one poll loop (one request in flight each, batches
+//!   of `BATCH` × 1 KiB on `other`) and a status poller (every
+//!   `STATUS_EVERY`) run without a break from before the first window to
+//!   after the last, so the no-purge window and the purge window differ
+//!   only by the purge. A request counts in the no-purge window if it lies
+//!   wholly inside it, in the purge window if it overlaps it (from the
+//!   purge call to the first status, asked after the call answered, that
+//!   shows no purge pending).
+//! - References, all measured in this run: the p99s of the no-purge window;
+//!   for the purge call, the median of `COMMITS` topic updates over the
+//!   same HTTP path under the same load, each costing one metadata commit
+//!   (encode, write, sync, rename, directory sync of the same metadata) and
+//!   nothing else, with a bare replace of a file of the metadata's size
+//!   printed next to it; for the wall time, the raw syncs the cleanup
+//!   issued (counted by `CountingStorage` under the server).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+use sluice_server::config::{ReconcilerSettings, ServerConfig};
+use sluice_server::http::auth::RootSource;
+use sluice_server::partition::log::NewMessage;
+use sluice_server::server::{self, RunningServer, ServeOptions};
+use sluice_server::{Identifier, Partitioning};
+use sluice_storage::{DurableStorage, OpenMode};
+use tokio::sync::watch;
+
+use super::counting::{CountingStorage, Counts};
+use super::purge::{self, BIG, STREAM};
+use super::{BenchError, Ctx, Figure, Result, Target, flush_fs, quantile, reference};
+
+/// The topic sent to and polled while the other one is purged.
+const OTHER: &str = "other";
+/// Messages per send and per poll.
+const BATCH: u64 = 10;
+const MESSAGE_BYTES: usize = 1024;
+/// Batches `other` holds before the load starts (polls cycle over them).
+const PREFILL_BATCHES: u64 = 100;
+/// Topic updates (metadata commits) timed for the purge call's reference.
+const COMMITS: usize = 15;
+/// How often the status poller asks whether a purge is pending.
+const STATUS_EVERY: Duration = Duration::from_millis(20);
+/// Before the first window: connections opened, loops running.
+const WARM_UP: Duration = Duration::from_millis(300);
+/// Between the commit window and the purge: the last commit's wake settles.
+const GAP: Duration = Duration::from_millis(100);
+/// At most this many raw syncs are timed for the wall time's reference; a
+/// larger count is scaled from their mean (said in the reference).
+const RAW_SYNC_SAMPLE: u64 = 2000;
+/// A purge not done after this long fails the run.
+const PURGE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+fn http(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Http(e.to_string())
+}
+
+async fn call(req: reqwest::RequestBuilder) -> Result<Value> {
+    let r = req.send().await.map_err(http)?;
+    let status = r.status();
+    let text = r.text().await.map_err(http)?;
+    if !status.is_success() {
+        return Err(BenchError::Http(format!("{status}: {text}")));
+    }
+    Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// One request of a load loop: when it was sent, when its answer was read.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    start: Instant,
+    end: Instant,
+}
+
+impl Sample {
+    fn ms(self) -> f64 {
+        (self.end - self.start).as_secs_f64() * 1e3
+    }
+    fn within(self, from: Instant, to: Instant) -> bool {
+        self.start >= from && self.end <= to
+    }
+    fn overlaps(self, from: Instant, to: Instant) -> bool {
+        self.start < to && self.end > from
+    }
+}
+
+/// Latencies (ms) of the samples `keep` selects.
+fn latencies(samples: &[Sample], keep: impl Fn(Sample) -> bool) -> Vec<f64> {
+    samples
+        .iter()
+        .copied()
+        .filter(|s| keep(*s))
+        .map(Sample::ms)
+        .collect()
+}
+
+/// What one run against the server measured.
+struct Measured {
+    sends: Vec<Sample>,
+    polls: Vec<Sample>,
+    status_polls: usize,
+    baseline: (Instant, Instant),
+    purge: (Instant, Instant),
+    call_s: f64,
+    commit_ms: Vec<f64>,
+    baseline_syncs: Counts,
+    purge_syncs: Counts,
+}
+
+pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
+    let partitions = ctx.sizes.live_purge_partitions;
+    let wanted = ctx.sizes.offsets_per_kind;
+    let per = offsets_that_fit(partitions, wanted);
+    if per < wanted {
+        ctx.note(format!(
+            "purge under load: {per} consumer and {per} group offsets per partition instead of {wanted} (open files limit)"
+        ));
+    }
+    let base = ctx.dir("purge-live")?;
+    let data = base.join("data");
+    let started = Instant::now();
+    build(ctx, &data, partitions, per)?;
+    tracing::info!(
+        took_s = started.elapsed().as_secs_f64(),
+        partitions,
+        per,
+        "purge-under-load data set built"
+    );
+
+    let storage = CountingStorage::new(ctx.disk.clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(http)?;
+    let baseline = Duration::from_millis(ctx.sizes.live_baseline_ms);
+    let m = runtime.block_on(measure(
+        data.clone(),
+        storage,
+        ctx.reconciler.clone(),
+        baseline,
+    ))?;
+    drop(runtime);
+
+    // References on the disk alone, after the server stopped.
+    let metadata_bytes = std::fs::metadata(data.join("metadata"))
+        .map_err(|e| BenchError::io("metadata size", e))?
+        .len();
+    let mut raw_commit_ms = raw_replaces(
+        ctx.disk.as_ref(),
+        &ctx.dir("purge-live-commit-ref")?,
+        usize::try_from(metadata_bytes).map_err(|e| BenchError::io("metadata size", e))?,
+    )?;
+    let raw_commit = quantile(&mut raw_commit_ms, 0.5);
+    let total_syncs = m.purge_syncs.file_syncs + m.purge_syncs.dir_syncs;
+    let (raw_s, sampled) = sampled_raw_syncs(
+        ctx.disk.as_ref(),
+        &ctx.dir("purge-live-sync-ref")?,
+        m.purge_syncs,
+    )?;
+    // The purged data set is no longer needed: free its space now.
+    std::fs::remove_dir_all(&base).map_err(|e| BenchError::io(base.display().to_string(), e))?;
+
+    let (b0, b1) = m.baseline;
+    let (p0, p1) = m.purge;
+    let wall = (p1 - p0).as_secs_f64();
+    let mut base_send = latencies(&m.sends, |s| s.within(b0, b1));
+    let mut base_poll = latencies(&m.polls, |s| s.within(b0, b1));
+    let mut purge_send = latencies(&m.sends, |s| s.overlaps(p0, p1));
+    let mut purge_poll = latencies(&m.polls, |s| s.overlaps(p0, p1));
+    let mut commit_ms = m.commit_ms.clone();
+    let commit = quantile(&mut commit_ms, 0.5);
+    let (commit_min, commit_max) = (
+        commit_ms.first().copied().unwrap_or(0.0),
+        commit_ms.last().copied().unwrap_or(0.0),
+    );
+    let window = format!(
+        "the purge window is {wall:.3} s (call to the first status, asked after the call answered, showing none pending; status asked every {} ms in both windows), the no-purge window {:.1} s",
+        STATUS_EVERY.as_millis(),
+        (b1 - b0).as_secs_f64()
+    );
+    let mut figures = vec![
+        Figure::new(
+            "purge.call_latency_s",
+            format!("purge call (HTTP DELETE) of a {partitions}-partition topic, under load"),
+            m.call_s,
+            "s",
+            commit / 1e3,
+            "1 metadata commit: topic update over HTTP",
+        )
+        .target(Target::AtMost(2.0))
+        .detail(format!(
+            "reference: median of {COMMITS} `PUT /streams/{STREAM}/topics/{OTHER}` under the same send/poll load (min {commit_min:.3}, max {commit_max:.3} ms), each one metadata commit of the same {metadata_bytes} B metadata and nothing else; a bare replace of a {metadata_bytes} B file (write, fsync, rename, dir fsync) takes {raw_commit:.3} ms here (median of {COMMITS})"
+        )),
+    ];
+    for (key, what, during, before) in [
+        (
+            "purge.other_topic_send_p99_ms",
+            "send",
+            &mut purge_send,
+            &mut base_send,
+        ),
+        (
+            "purge.other_topic_poll_p99_ms",
+            "poll",
+            &mut purge_poll,
+            &mut base_poll,
+        ),
+    ] {
+        let (n_during, n_before) = (during.len(), before.len());
+        let p99 = quantile(during, 0.99);
+        let p50 = quantile(during, 0.5);
+        let max = during.last().copied().unwrap_or(0.0);
+        let ref_p99 = quantile(before, 0.99);
+        let ref_p50 = quantile(before, 0.5);
+        let ref_max = before.last().copied().unwrap_or(0.0);
+        figures.push(
+            Figure::new(
+                key,
+                format!("{what} p99 to another topic while the purge cleans"),
+                p99,
+                "ms",
+                ref_p99,
+                format!("the same {what} p99, no purge running"),
+            )
+            .target(Target::AtMost(1.2))
+            .detail(format!(
+                "{n_during} {what}s overlapping the purge vs {n_before} with none (batches of {BATCH} x {MESSAGE_BYTES} B, buffered one-partition topic, HTTP, 1 in flight); p50 {p50:.3} vs {ref_p50:.3} ms, max {max:.3} vs {ref_max:.3} ms; {window}"
+            )),
+        );
+    }
+    let sample_note = if sampled < total_syncs {
+        format!(" ({sampled} timed, scaled)")
+    } else {
+        String::new()
+    };
+    figures.push(
+        Figure::new(
+            "purge.server_topic_wall_s",
+            format!("purge a {partitions}-partition topic on the server, call to none pending"),
+            wall,
+            "s",
+            raw_s,
+            format!(
+                "{} file + {} dir raw syncs{sample_note}, one thread",
+                m.purge_syncs.file_syncs, m.purge_syncs.dir_syncs
+            ),
+        )
+        .target(Target::AtMost(1.5))
+        .detail(format!(
+            "the real server's reconciler (period {} ms, concurrency {}), under the send/poll load; the call answered after {:.3} s; {:.0} µs per raw sync; the load and the status poller issued {} syncs in the no-purge window; {} status answers in all",
+            ctx.reconciler.period.as_millis(),
+            ctx.reconciler.concurrency,
+            m.call_s,
+            raw_s * 1e6 / total_syncs.max(1) as f64,
+            m.baseline_syncs.file_syncs + m.baseline_syncs.dir_syncs,
+            m.status_polls
+        )),
+    );
+    ctx.note(format!(
+        "purge under load: `sluice server` in this process on {partitions} + 1 partitions ({per} consumer and {per} group offsets each); purge.call_latency_s's reference is one metadata commit as the same client sees it (a topic update), purge.other_topic_*_p99_ms's the same loop's p99 with no purge running, purge.server_topic_wall_s's the raw syncs the cleanup issued"
+    ));
+    Ok(figures)
+}
+
+/// Offsets per kind (at most `wanted`) whose open files fit the open files
+/// limit with `partitions` partitions served (raised first where allowed).
+fn offsets_that_fit(partitions: u32, wanted: u32) -> u32 {
+    let p = u64::from(partitions) + 1;
+    let want = p * (2 * u64::from(wanted) + super::FDS_PER_PARTITION) + super::FDS_SPARE;
+    let limit = super::raise_open_files_limit(want);
+    let fit = limit.saturating_sub(super::FDS_SPARE + p * super::FDS_PER_PARTITION) / (2 * p);
+    u32::try_from(fit.clamp(1, u64::from(wanted.max(1)))).unwrap_or(1)
+}
+
+/// The data set: `BIG` as the purge scenario builds it, and `OTHER`.
+fn build(ctx: &Ctx, data: &Path, partitions: u32, per: u32) -> Result<()> {
+    let storage = CountingStorage::new(ctx.disk.clone());
+    storage.set_skip_syncs(true);
+    let mut engine = purge::open(ctx, &storage, data)?;
+    engine.create_stream(None, STREAM)?;
+    purge::fill_topic(&mut engine, BIG, partitions, per)?;
+    purge::fill_topic(&mut engine, OTHER, 1, 0)?;
+    let (stream, topic) = (Identifier::from(STREAM), Identifier::from(OTHER));
+    for b in 0..PREFILL_BATCHES {
+        let batch = (0..BATCH)
+            .map(|i| NewMessage::new(vec![(b + i) as u8; MESSAGE_BYTES]))
+            .collect();
+        engine.send(&stream, &topic, &Partitioning::PartitionId(0), batch)?;
+    }
+    drop(engine);
+    flush_fs(data)
+}
+
+/// Starts the server on `data`, measures, stops it.
+async fn measure(
+    data: PathBuf,
+    storage: CountingStorage,
+    reconciler: ReconcilerSettings,
+    baseline: Duration,
+) -> Result<Measured> {
+    let mut config = ServerConfig {
+        data_dir: data,
+        ..ServerConfig::default()
+    };
+    config.http.address = ([127, 0, 0, 1], 0).into();
+    config.tcp.address = ([127, 0, 0, 1], 0).into();
+    config.reconciler = reconciler;
+    let server = server::start(
+        Arc::new(storage.clone()),
+        ServeOptions {
+            config,
+            root: RootSource::DefaultIggy,
+            seed: 6,
+        },
+    )
+    .await
+    .map_err(http)?;
+    let measured = drive(&server, &storage, baseline).await;
+    let stopped = server.shutdown().await.map_err(http);
+    let measured = measured?;
+    stopped?;
+    Ok(measured)
+}
+
+async fn drive(
+    server: &RunningServer,
+    storage: &CountingStorage,
+    baseline: Duration,
+) -> Result<Measured> {
+    let base = format!("http://{}", server.local_addr);
+    let client = reqwest::Client::new();
+    let token = crate::login::login_default_root(&client, &base)
+        .await
+        .map_err(http)?;
+    let topic_url = format!("{base}/streams/{STREAM}/topics/{OTHER}");
+    let messages_url = format!("{topic_url}/messages");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (status_tx, mut status_rx) = watch::channel(None::<(Instant, u64)>);
+    let sender = tokio::spawn(send_loop(
+        client.clone(),
+        messages_url.clone(),
+        token.clone(),
+        stop.clone(),
+    ));
+    let poller = tokio::spawn(poll_loop(
+        client.clone(),
+        messages_url,
+        token.clone(),
+        stop.clone(),
+    ));
+    let status = tokio::spawn(status_loop(
+        client.clone(),
+        format!("{base}/status/obligations?kind=purge"),
+        token.clone(),
+        stop.clone(),
+        status_tx,
+    ));
+    let windows = async {
+        tokio::time::sleep(WARM_UP).await;
+        // No purge: the load alone.
+        let syncs = storage.counts();
+        let b0 = Instant::now();
+        tokio::time::sleep(baseline).await;
+        let b1 = Instant::now();
+        let baseline_syncs = storage.counts().since(syncs);
+        // One metadata commit at a time (their window's samples are unused).
+        let mut commit_ms = Vec::with_capacity(COMMITS);
+        for _ in 0..COMMITS {
+            let t0 = Instant::now();
+            call(
+                client
+                    .put(&topic_url)
+                    .bearer_auth(&token)
+                    .json(&json!({ "name": OTHER })),
+            )
+            .await?;
+            commit_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        tokio::time::sleep(GAP).await;
+        // The purge, until the server says none is pending.
+        let syncs = storage.counts();
+        let p0 = Instant::now();
+        call(
+            client
+                .delete(format!("{base}/streams/{STREAM}/topics/{BIG}/purge"))
+                .bearer_auth(&token),
+        )
+        .await?;
+        let answered = Instant::now();
+        let done = tokio::time::timeout(
+            PURGE_TIMEOUT,
+            status_rx
+                .wait_for(|s| s.is_some_and(|(asked, pending)| asked >= answered && pending == 0)),
+        )
+        .await;
+        let p1 = Instant::now();
+        match done {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Err(BenchError::Http("the status poller stopped".into())),
+            Err(_) => {
+                return Err(BenchError::Http(format!(
+                    "the purge was still pending after {} s",
+                    PURGE_TIMEOUT.as_secs()
+                )));
+            }
+        }
+        let purge_syncs = storage.counts().since(syncs);
+        Ok::<_, BenchError>((
+            (b0, b1),
+            (p0, p1),
+            (answered - p0).as_secs_f64(),
+            commit_ms,
+            baseline_syncs,
+            purge_syncs,
+        ))
+    }
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let sends = sender.await.map_err(http);
+    let polls = poller.await.map_err(http);
+    let status_polls = status.await.map_err(http);
+    let (baseline, purge, call_s, commit_ms, baseline_syncs, purge_syncs) = windows?;
+    Ok(Measured {
+        sends: sends??,
+        polls: polls??,
+        status_polls: status_polls??,
+        baseline,
+        purge,
+        call_s,
+        commit_ms,
+        baseline_syncs,
+        purge_syncs,
+    })
+}
+
+/// Sends batches to `OTHER` until told to stop, one request in flight.
+async fn send_loop(
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    stop: Arc<AtomicBool>,
+) -> Result<Vec<Sample>> {
+    let messages: Vec<Value> = (0..BATCH)
+        .map(|i| json!({ "payload": STANDARD.encode(vec![i as u8; MESSAGE_BYTES]) }))
+        .collect();
+    let body = serde_json::to_vec(&json!({
+        "partitioning": { "kind": "balanced", "value": "" },
+        "messages": messages,
+    }))
+    .map_err(http)?;
+    let mut out = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let start = Instant::now();
+        call(
+            client
+                .post(&url)
+                .bearer_auth(&token)
+                .header("content-type", "application/json")
+                .body(body.clone()),
+        )
+        .await?;
+        out.push(Sample {
+            start,
+            end: Instant::now(),
+        });
+    }
+    Ok(out)
+}
+
+/// Polls `OTHER` by offset over its prefilled batches until told to stop.
+async fn poll_loop(
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    stop: Arc<AtomicBool>,
+) -> Result<Vec<Sample>> {
+    let mut out = Vec::new();
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let offset = (i % PREFILL_BATCHES) * BATCH;
+        i += 1;
+        let start = Instant::now();
+        let v = call(
+            client
+                .get(format!(
+                    "{url}?consumer_id=1&partition_id=0&kind=offset&value={offset}&count={BATCH}"
+                ))
+                .bearer_auth(&token),
+        )
+        .await?;
+        let end = Instant::now();
+        if v["messages"].as_array().is_none_or(|a| a.is_empty()) {
+            return Err(BenchError::Http(format!(
+                "poll at {offset} of {OTHER} returned nothing"
+            )));
+        }
+        out.push(Sample { start, end });
+    }
+    Ok(out)
+}
+
+/// Asks every `STATUS_EVERY` how many purges are pending; publishes when
+/// each question was asked and the answer. Returns how many it asked.
+async fn status_loop(
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    stop: Arc<AtomicBool>,
+    tx: watch::Sender<Option<(Instant, u64)>>,
+) -> Result<usize> {
+    let mut ticks = tokio::time::interval(STATUS_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut asked = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        ticks.tick().await;
+        let at = Instant::now();
+        let v = call(client.get(&url).bearer_auth(&token)).await?;
+        let pending = v["summary"]["pending"]
+            .as_u64()
+            .ok_or_else(|| BenchError::Http(format!("no summary.pending in {v}")))?;
+        asked += 1;
+        tx.send_replace(Some((at, pending)));
+    }
+    Ok(asked)
+}
+
+/// Times `COMMITS` bare replaces of a `bytes`-byte file as the metadata
+/// store does one (fresh temporary file, write, sync, rename over the
+/// target, directory sync); returns each in ms.
+fn raw_replaces(disk: &dyn DurableStorage, dir: &Path, bytes: usize) -> Result<Vec<f64>> {
+    let buf = vec![0x6du8; bytes.max(1)];
+    let (tmp, target) = (dir.join("metadata.tmp"), dir.join("metadata"));
+    let mut out = Vec::with_capacity(COMMITS);
+    for _ in 0..COMMITS {
+        let t0 = Instant::now();
+        let file = disk.open(&tmp, OpenMode::CreateNew)?;
+        file.write_at(0, &buf)?;
+        file.sync()?;
+        drop(file);
+        disk.rename(&tmp, &target)?;
+        disk.sync_dir(dir)?;
+        out.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(out)
+}
+
+/// Raw syncs in the proportion `counts` has, at most `RAW_SYNC_SAMPLE` of
+/// them timed; returns the time scaled to every sync in `counts`, and how
+/// many were timed.
+fn sampled_raw_syncs(disk: &dyn DurableStorage, dir: &Path, counts: Counts) -> Result<(f64, u64)> {
+    let total = counts.file_syncs + counts.dir_syncs;
+    if total == 0 {
+        return Ok((0.0, 0));
+    }
+    let sample = total.min(RAW_SYNC_SAMPLE);
+    let files = counts.file_syncs * sample / total;
+    let dirs = sample - files;
+    let took = reference::raw_syncs(disk, dir, files, dirs, 512)?;
+    Ok((took.as_secs_f64() * total as f64 / sample as f64, sample))
+}
