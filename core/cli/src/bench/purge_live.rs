@@ -117,6 +117,7 @@ fn latencies(samples: &[Sample], keep: impl Fn(Sample) -> bool) -> Vec<f64> {
 
 /// What one run against the server measured.
 struct Measured {
+    started_s: f64,
     sends: Vec<Sample>,
     polls: Vec<Sample>,
     status_polls: usize,
@@ -124,6 +125,8 @@ struct Measured {
     purge: (Instant, Instant),
     call_s: f64,
     commit_ms: Vec<f64>,
+    raw_commit_ms: Vec<f64>,
+    metadata_bytes: u64,
     baseline_syncs: Counts,
     purge_syncs: Counts,
 }
@@ -141,8 +144,9 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
     let data = base.join("data");
     let started = Instant::now();
     build(ctx, &data, partitions, per)?;
+    let built_s = started.elapsed().as_secs_f64();
     tracing::info!(
-        took_s = started.elapsed().as_secs_f64(),
+        took_s = built_s,
         partitions,
         per,
         "purge-under-load data set built"
@@ -154,32 +158,36 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
         .build()
         .map_err(http)?;
     let baseline = Duration::from_millis(ctx.sizes.live_baseline_ms);
+    let served = Instant::now();
     let m = runtime.block_on(measure(
         data.clone(),
         storage,
+        ctx.disk.clone(),
         ctx.reconciler.clone(),
         baseline,
+        ctx.dir("purge-live-commit-ref")?,
     ))?;
     drop(runtime);
+    let served_s = served.elapsed().as_secs_f64();
 
-    // References on the disk alone, after the server stopped.
-    let metadata_bytes = std::fs::metadata(data.join("metadata"))
-        .map_err(|e| BenchError::io("metadata size", e))?
-        .len();
-    let mut raw_commit_ms = raw_replaces(
-        ctx.disk.as_ref(),
-        &ctx.dir("purge-live-commit-ref")?,
-        usize::try_from(metadata_bytes).map_err(|e| BenchError::io("metadata size", e))?,
-    )?;
-    let raw_commit = quantile(&mut raw_commit_ms, 0.5);
+    // The wall time's reference on the disk alone, after the server stopped.
+    let refs = Instant::now();
     let total_syncs = m.purge_syncs.file_syncs + m.purge_syncs.dir_syncs;
     let (raw_s, sampled) = sampled_raw_syncs(
         ctx.disk.as_ref(),
         &ctx.dir("purge-live-sync-ref")?,
         m.purge_syncs,
     )?;
+    let refs_s = refs.elapsed().as_secs_f64();
     // The purged data set is no longer needed: free its space now.
+    let removing = Instant::now();
     std::fs::remove_dir_all(&base).map_err(|e| BenchError::io(base.display().to_string(), e))?;
+    ctx.note(format!(
+        "purge under load took: {built_s:.1} s building the data set, {:.1} s starting the server (recovery), {:.1} s serving the windows, {refs_s:.1} s of raw syncs, {:.1} s removing its files",
+        m.started_s,
+        served_s - m.started_s,
+        removing.elapsed().as_secs_f64()
+    ));
 
     let (b0, b1) = m.baseline;
     let (p0, p1) = m.purge;
@@ -190,6 +198,9 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
     let mut purge_poll = latencies(&m.polls, |s| s.overlaps(p0, p1));
     let mut commit_ms = m.commit_ms.clone();
     let commit = quantile(&mut commit_ms, 0.5);
+    let mut raw_commit_ms = m.raw_commit_ms.clone();
+    let raw_commit = quantile(&mut raw_commit_ms, 0.5);
+    let metadata_bytes = m.metadata_bytes;
     let (commit_min, commit_max) = (
         commit_ms.first().copied().unwrap_or(0.0),
         commit_ms.last().copied().unwrap_or(0.0),
@@ -210,7 +221,7 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
         )
         .target(Target::AtMost(2.0))
         .detail(format!(
-            "reference: median of {COMMITS} `PUT /streams/{STREAM}/topics/{OTHER}` under the same send/poll load (min {commit_min:.3}, max {commit_max:.3} ms), each one metadata commit of the same {metadata_bytes} B metadata and nothing else; a bare replace of a {metadata_bytes} B file (write, fsync, rename, dir fsync) takes {raw_commit:.3} ms here (median of {COMMITS})"
+            "reference: median of {COMMITS} `PUT /streams/{STREAM}/topics/{OTHER}` under the same send/poll load (min {commit_min:.3}, max {commit_max:.3} ms), each one metadata commit of the same {metadata_bytes} B metadata and nothing else; a bare replace of a {metadata_bytes} B file (write, fsync, rename, dir fsync), timed after each of them: median {raw_commit:.3} ms"
         )),
     ];
     for (key, what, during, before) in [
@@ -316,9 +327,13 @@ fn build(ctx: &Ctx, data: &Path, partitions: u32, per: u32) -> Result<()> {
 async fn measure(
     data: PathBuf,
     storage: CountingStorage,
+    disk: Arc<dyn DurableStorage>,
     reconciler: ReconcilerSettings,
     baseline: Duration,
+    ref_dir: PathBuf,
 ) -> Result<Measured> {
+    let started = Instant::now();
+    let metadata = data.join("metadata");
     let mut config = ServerConfig {
         data_dir: data,
         ..ServerConfig::default()
@@ -336,18 +351,41 @@ async fn measure(
     )
     .await
     .map_err(http)?;
-    let measured = drive(&server, &storage, baseline).await;
+    let started_s = started.elapsed().as_secs_f64();
+    let measured = drive(&server, &storage, baseline, Reference {
+        disk,
+        dir: ref_dir,
+        metadata,
+    })
+    .await;
     let stopped = server.shutdown().await.map_err(http);
     let measured = measured?;
     stopped?;
-    Ok(measured)
+    Ok(Measured {
+        started_s,
+        ..measured
+    })
+}
+
+/// Where and on what the bare metadata replaces run, and the file whose
+/// size they copy.
+struct Reference {
+    disk: Arc<dyn DurableStorage>,
+    dir: PathBuf,
+    metadata: PathBuf,
 }
 
 async fn drive(
     server: &RunningServer,
     storage: &CountingStorage,
     baseline: Duration,
+    reference: Reference,
 ) -> Result<Measured> {
+    let Reference {
+        disk,
+        dir: ref_dir,
+        metadata,
+    } = reference;
     let base = format!("http://{}", server.local_addr);
     let client = reqwest::Client::new();
     let token = crate::login::login_default_root(&client, &base)
@@ -384,8 +422,11 @@ async fn drive(
         tokio::time::sleep(baseline).await;
         let b1 = Instant::now();
         let baseline_syncs = storage.counts().since(syncs);
-        // One metadata commit at a time (their window's samples are unused).
+        // One metadata commit at a time, each followed by a bare replace of
+        // a file of the metadata's size (this window's samples are unused).
         let mut commit_ms = Vec::with_capacity(COMMITS);
+        let mut raw_commit_ms = Vec::with_capacity(COMMITS);
+        let mut metadata_bytes = 0;
         for _ in 0..COMMITS {
             let t0 = Instant::now();
             call(
@@ -396,6 +437,16 @@ async fn drive(
             )
             .await?;
             commit_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            metadata_bytes = std::fs::metadata(&metadata)
+                .map_err(|e| BenchError::io(metadata.display().to_string(), e))?
+                .len();
+            let (disk, dir) = (disk.clone(), ref_dir.clone());
+            let bytes = usize::try_from(metadata_bytes).map_err(|e| BenchError::io("metadata size", e))?;
+            raw_commit_ms.push(
+                tokio::task::spawn_blocking(move || raw_replace(disk.as_ref(), &dir, bytes))
+                    .await
+                    .map_err(http)??,
+            );
         }
         tokio::time::sleep(GAP).await;
         // The purge, until the server says none is pending.
@@ -431,6 +482,8 @@ async fn drive(
             (p0, p1),
             (answered - p0).as_secs_f64(),
             commit_ms,
+            raw_commit_ms,
+            metadata_bytes,
             baseline_syncs,
             purge_syncs,
         ))
@@ -440,8 +493,18 @@ async fn drive(
     let sends = sender.await.map_err(http);
     let polls = poller.await.map_err(http);
     let status_polls = status.await.map_err(http);
-    let (baseline, purge, call_s, commit_ms, baseline_syncs, purge_syncs) = windows?;
+    let (
+        baseline,
+        purge,
+        call_s,
+        commit_ms,
+        raw_commit_ms,
+        metadata_bytes,
+        baseline_syncs,
+        purge_syncs,
+    ) = windows?;
     Ok(Measured {
+        started_s: 0.0,
         sends: sends??,
         polls: polls??,
         status_polls: status_polls??,
@@ -449,6 +512,8 @@ async fn drive(
         purge,
         call_s,
         commit_ms,
+        raw_commit_ms,
+        metadata_bytes,
         baseline_syncs,
         purge_syncs,
     })
@@ -545,24 +610,20 @@ async fn status_loop(
     Ok(asked)
 }
 
-/// Times `COMMITS` bare replaces of a `bytes`-byte file as the metadata
-/// store does one (fresh temporary file, write, sync, rename over the
-/// target, directory sync); returns each in ms.
-fn raw_replaces(disk: &dyn DurableStorage, dir: &Path, bytes: usize) -> Result<Vec<f64>> {
+/// Times one bare replace of a `bytes`-byte file as the metadata store does
+/// one (fresh temporary file, write, sync, rename over the target,
+/// directory sync); returns it in ms.
+fn raw_replace(disk: &dyn DurableStorage, dir: &Path, bytes: usize) -> Result<f64> {
     let buf = vec![0x6du8; bytes.max(1)];
     let (tmp, target) = (dir.join("metadata.tmp"), dir.join("metadata"));
-    let mut out = Vec::with_capacity(COMMITS);
-    for _ in 0..COMMITS {
-        let t0 = Instant::now();
-        let file = disk.open(&tmp, OpenMode::CreateNew)?;
-        file.write_at(0, &buf)?;
-        file.sync()?;
-        drop(file);
-        disk.rename(&tmp, &target)?;
-        disk.sync_dir(dir)?;
-        out.push(t0.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(out)
+    let t0 = Instant::now();
+    let file = disk.open(&tmp, OpenMode::CreateNew)?;
+    file.write_at(0, &buf)?;
+    file.sync()?;
+    drop(file);
+    disk.rename(&tmp, &target)?;
+    disk.sync_dir(dir)?;
+    Ok(t0.elapsed().as_secs_f64() * 1e3)
 }
 
 /// Raw syncs in the proportion `counts` has, at most `RAW_SYNC_SAMPLE` of
