@@ -352,13 +352,19 @@ async fn measure(
     .await
     .map_err(http)?;
     let started_s = started.elapsed().as_secs_f64();
+    tracing::info!(took_s = started_s, "purge under load: server started");
     let measured = drive(&server, &storage, baseline, Reference {
         disk,
         dir: ref_dir,
         metadata,
     })
     .await;
+    let stopping = Instant::now();
     let stopped = server.shutdown().await.map_err(http);
+    tracing::info!(
+        took_s = stopping.elapsed().as_secs_f64(),
+        "purge under load: server stopped"
+    );
     let measured = measured?;
     stopped?;
     Ok(Measured {
@@ -477,6 +483,12 @@ async fn drive(
             }
         }
         let purge_syncs = storage.counts().since(syncs);
+        tracing::info!(
+            baseline_s = (b1 - b0).as_secs_f64(),
+            commits_s = (p0 - b1).as_secs_f64(),
+            purge_s = (p1 - p0).as_secs_f64(),
+            "purge under load: windows done"
+        );
         Ok::<_, BenchError>((
             (b0, b1),
             (p0, p1),
@@ -490,9 +502,14 @@ async fn drive(
     }
     .await;
     stop.store(true, Ordering::Relaxed);
+    let stopping = Instant::now();
     let sends = sender.await.map_err(http);
     let polls = poller.await.map_err(http);
     let status_polls = status.await.map_err(http);
+    tracing::info!(
+        took_s = stopping.elapsed().as_secs_f64(),
+        "purge under load: load stopped"
+    );
     let (
         baseline,
         purge,
