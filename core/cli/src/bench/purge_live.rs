@@ -414,18 +414,19 @@ async fn drive(
     let topic_url = format!("{base}/streams/{STREAM}/topics/{OTHER}");
     let messages_url = format!("{topic_url}/messages");
     let stop = Arc::new(AtomicBool::new(false));
+    let (until_tx, until) = watch::channel(None::<Instant>);
     let (status_tx, mut status_rx) = watch::channel(None::<(Instant, u64)>);
     let sender = tokio::spawn(send_loop(
         client.clone(),
         messages_url.clone(),
         token.clone(),
-        stop.clone(),
+        until.clone(),
     ));
     let poller = tokio::spawn(poll_loop(
         client.clone(),
         messages_url,
         token.clone(),
-        stop.clone(),
+        until,
     ));
     let status = tokio::spawn(status_loop(
         client.clone(),
@@ -516,10 +517,13 @@ async fn drive(
         ))
     }
     .await;
-    stop.store(true, Ordering::Relaxed);
+    // The loops still send every request that came due before now (those a
+    // stall held back are the point), then stop.
+    until_tx.send_replace(Some(Instant::now()));
     let stopping = Instant::now();
     let sends = sender.await.map_err(http);
     let polls = poller.await.map_err(http);
+    stop.store(true, Ordering::Relaxed);
     let status_polls = status.await.map_err(http);
     tracing::info!(
         took_s = stopping.elapsed().as_secs_f64(),
@@ -551,12 +555,13 @@ async fn drive(
     })
 }
 
-/// Sends batches to `OTHER`, one due every `EVERY`, until told to stop.
+/// Sends batches to `OTHER`, one due every `EVERY`, until a request would
+/// be due at `until` or later.
 async fn send_loop(
     client: reqwest::Client,
     url: String,
     token: String,
-    stop: Arc<AtomicBool>,
+    until: watch::Receiver<Option<Instant>>,
 ) -> Result<Vec<Sample>> {
     let messages: Vec<Value> = (0..BATCH)
         .map(|i| json!({ "payload": STANDARD.encode(vec![i as u8; MESSAGE_BYTES]) }))
@@ -569,8 +574,12 @@ async fn send_loop(
     let mut ticks = paced();
     let mut out = Vec::new();
     let mut last_end = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let start = held_since(ticks.tick().await.into_std(), last_end);
+    loop {
+        let due = ticks.tick().await.into_std();
+        if until.borrow().is_some_and(|end| due >= end) {
+            break;
+        }
+        let start = held_since(due, last_end);
         call(
             client
                 .post(&url)
@@ -589,19 +598,23 @@ async fn send_loop(
 }
 
 /// Polls `OTHER` by offset over its prefilled batches, one due every
-/// `EVERY`, until told to stop.
+/// `EVERY`, until a request would be due at `until` or later.
 async fn poll_loop(
     client: reqwest::Client,
     url: String,
     token: String,
-    stop: Arc<AtomicBool>,
+    until: watch::Receiver<Option<Instant>>,
 ) -> Result<Vec<Sample>> {
     let mut ticks = paced();
     let mut out = Vec::new();
     let mut i = 0u64;
     let mut last_end = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let start = held_since(ticks.tick().await.into_std(), last_end);
+    loop {
+        let due = ticks.tick().await.into_std();
+        if until.borrow().is_some_and(|end| due >= end) {
+            break;
+        }
+        let start = held_since(due, last_end);
         let offset = (i % PREFILL_BATCHES) * BATCH;
         i += 1;
         let v = call(
