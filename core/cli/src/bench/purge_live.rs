@@ -133,7 +133,8 @@ struct Measured {
     started_s: f64,
     sends: Vec<Sample>,
     polls: Vec<Sample>,
-    status_polls: usize,
+    /// Each status question, and how many purges its answer had pending.
+    status: Vec<(Sample, u64)>,
     baseline: (Instant, Instant),
     purge: (Instant, Instant),
     call_s: f64,
@@ -271,6 +272,15 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
             )),
         );
     }
+    let mut status_ms: Vec<f64> = m
+        .status
+        .iter()
+        .filter(|(_, pending)| *pending > 0)
+        .map(|(s, _)| s.ms())
+        .collect();
+    let status_n = status_ms.len();
+    let status_p50 = quantile(&mut status_ms, 0.5);
+    let status_max = status_ms.last().copied().unwrap_or(0.0);
     let sample_note = if sampled < total_syncs {
         format!(" ({sampled} timed, scaled)")
     } else {
@@ -290,13 +300,12 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<Figure>> {
         )
         .target(Target::AtMost(1.5))
         .detail(format!(
-            "the real server's reconciler (period {} ms, concurrency {}), under the send/poll load; the call answered after {:.3} s; {:.0} µs per raw sync; the load and the status poller issued {} syncs in the no-purge window; {} status answers in all",
+            "the real server's reconciler (period {} ms, concurrency {}), under the send/poll load; the call answered after {:.3} s; {:.0} µs per raw sync; the load and the status poller issued {} syncs in the no-purge window; status answers with a purge pending: {status_n}, p50 {status_p50:.3} ms, max {status_max:.3} ms (each one engine call listing the pending obligations)",
             ctx.reconciler.period.as_millis(),
             ctx.reconciler.concurrency,
             m.call_s,
             raw_s * 1e6 / total_syncs.max(1) as f64,
             m.baseline_syncs.file_syncs + m.baseline_syncs.dir_syncs,
-            m.status_polls
         )),
     );
     ctx.note(format!(
@@ -543,7 +552,7 @@ async fn drive(
         started_s: 0.0,
         sends: sends??,
         polls: polls??,
-        status_polls: status_polls??,
+        status: status_polls??,
         baseline,
         purge,
         call_s,
@@ -654,17 +663,17 @@ fn paced() -> tokio::time::Interval {
 }
 
 /// Asks every `STATUS_EVERY` how many purges are pending; publishes when
-/// each question was asked and the answer. Returns how many it asked.
+/// each question was asked and the answer. Returns every question.
 async fn status_loop(
     client: reqwest::Client,
     url: String,
     token: String,
     stop: Arc<AtomicBool>,
     tx: watch::Sender<Option<(Instant, u64)>>,
-) -> Result<usize> {
+) -> Result<Vec<(Sample, u64)>> {
     let mut ticks = tokio::time::interval(STATUS_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut asked = 0usize;
+    let mut asked = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         ticks.tick().await;
         let at = Instant::now();
@@ -672,7 +681,13 @@ async fn status_loop(
         let pending = v["summary"]["pending"]
             .as_u64()
             .ok_or_else(|| BenchError::Http(format!("no summary.pending in {v}")))?;
-        asked += 1;
+        asked.push((
+            Sample {
+                start: at,
+                end: Instant::now(),
+            },
+            pending,
+        ));
         tx.send_replace(Some((at, pending)));
     }
     Ok(asked)
