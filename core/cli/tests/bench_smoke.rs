@@ -65,6 +65,7 @@ fn bench_tiny_prints_every_figure_with_reference_and_ratio() {
         report["cleanup_concurrency"]
     );
     assert!(report["sizes"]["purge_partitions"].is_number());
+    assert!(report["sizes"]["live_purge_partitions"].is_number());
     let breakdown = report["purge_sync_breakdown"]
         .as_array()
         .expect("breakdown");
