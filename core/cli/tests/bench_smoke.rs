@@ -13,6 +13,10 @@ const KEYS: &[&str] = &[
     "purge.topic_wall_s",
     "purge.topic_server_paced_s",
     "purge.topic_vs_raw_unlinks_s",
+    "purge.call_latency_s",
+    "purge.other_topic_send_p99_ms",
+    "purge.other_topic_poll_p99_ms",
+    "purge.server_topic_wall_s",
     "recovery.startup_s",
     "recovery.peak_memory_mib",
     "reconciler.idle_pass_small_us",
@@ -61,6 +65,7 @@ fn bench_tiny_prints_every_figure_with_reference_and_ratio() {
         report["cleanup_concurrency"]
     );
     assert!(report["sizes"]["purge_partitions"].is_number());
+    assert!(report["sizes"]["live_purge_partitions"].is_number());
     let breakdown = report["purge_sync_breakdown"]
         .as_array()
         .expect("breakdown");

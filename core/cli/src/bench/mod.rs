@@ -25,6 +25,7 @@ mod http;
 mod messages;
 mod offsets;
 mod purge;
+mod purge_live;
 mod reconciler;
 mod recovery;
 mod reference;
@@ -94,6 +95,10 @@ pub type Result<T> = std::result::Result<T, BenchError>;
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Sizes {
     pub purge_partitions: u32,
+    /// The topic purged on the real server under load (`purge_live.rs`).
+    pub live_purge_partitions: u32,
+    /// The no-purge window of that scenario.
+    pub live_baseline_ms: u64,
     pub offsets_per_kind: u32,
     pub reconciler_partitions: u32,
     pub buffered_stores: u64,
@@ -109,6 +114,8 @@ impl Sizes {
         if tiny {
             Sizes {
                 purge_partitions: 3,
+                live_purge_partitions: 10,
+                live_baseline_ms: 200,
                 offsets_per_kind: 5,
                 reconciler_partitions: 20,
                 buffered_stores: 100,
@@ -124,6 +131,8 @@ impl Sizes {
             // cleans (64), so back-to-back passes are measured too.
             Sizes {
                 purge_partitions: 100,
+                live_purge_partitions: 1000,
+                live_baseline_ms: 2000,
                 offsets_per_kind: 20,
                 reconciler_partitions: 3000,
                 buffered_stores: 50_000,
@@ -136,6 +145,8 @@ impl Sizes {
         } else {
             Sizes {
                 purge_partitions: 1000,
+                live_purge_partitions: 1000,
+                live_baseline_ms: 3000,
                 offsets_per_kind: 100,
                 reconciler_partitions: 100_000,
                 buffered_stores: 200_000,
@@ -233,6 +244,10 @@ pub const FIGURE_KEYS: &[&str] = &[
     "purge.topic_wall_s",
     "purge.topic_server_paced_s",
     "purge.topic_vs_raw_unlinks_s",
+    "purge.call_latency_s",
+    "purge.other_topic_send_p99_ms",
+    "purge.other_topic_poll_p99_ms",
+    "purge.server_topic_wall_s",
     "recovery.startup_s",
     "recovery.peak_memory_mib",
     "reconciler.idle_pass_small_us",
@@ -428,6 +443,9 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
     figures.extend(purge_figs);
     phase("purge + recovery", t0);
     let t0 = std::time::Instant::now();
+    figures.extend(purge_live::run(&mut ctx)?);
+    phase("purge under load", t0);
+    let t0 = std::time::Instant::now();
     figures.extend(reconciler::run(&mut ctx)?);
     phase("reconciler", t0);
     let t0 = std::time::Instant::now();
@@ -614,10 +632,12 @@ fn print_table(r: &Report) {
         r.cleanup_concurrency, r.reconciler_period_ms
     );
     println!(
-        "sizes: purge topic {} partitions x ({} consumer + {} group offsets + 1 segment); reconciler {} partitions; offset stores {} buffered, {} persisted; messages {} x {} B in batches of {}; HTTP {} batches",
+        "sizes: purge topic {} partitions x ({} consumer + {} group offsets + 1 segment); purge under load {} partitions, {} ms without; reconciler {} partitions; offset stores {} buffered, {} persisted; messages {} x {} B in batches of {}; HTTP {} batches",
         s.purge_partitions,
         s.offsets_per_kind,
         s.offsets_per_kind,
+        s.live_purge_partitions,
+        s.live_baseline_ms,
         s.reconciler_partitions,
         s.buffered_stores,
         s.persisted_stores,

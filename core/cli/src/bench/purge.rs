@@ -56,39 +56,47 @@ pub fn build_data_set(ctx: &Ctx, data: &Path) -> Result<()> {
     let storage = CountingStorage::new(ctx.disk.clone());
     storage.set_skip_syncs(true);
     let mut engine = open(ctx, &storage, data)?;
-    let stream = Identifier::from(STREAM);
     engine.create_stream(None, STREAM)?;
     let per = ctx.sizes.offsets_per_kind;
     for (topic, partitions) in [(BIG, ctx.sizes.purge_partitions), (ONE, 1)] {
-        engine.create_topic(
-            &stream,
-            None,
-            topic,
-            partitions,
-            TopicOptions::default(),
-            0,
-            0,
-            1,
-        )?;
-        let t = Identifier::from(topic);
-        for g in 1..=per {
-            engine.create_group(&stream, &t, Some(g), &format!("group-{g}"))?;
-        }
-        for p in 0..partitions {
-            engine.send(
-                &stream,
-                &t,
-                &Partitioning::PartitionId(p),
-                vec![NewMessage::new(vec![7u8; 1024])],
-            )?;
-            for id in 1..=per {
-                engine.store_offset(&stream, &t, p, Consumer::consumer(id), 0)?;
-                engine.store_offset(&stream, &t, p, Consumer::group(id), 0)?;
-            }
-        }
+        fill_topic(&mut engine, topic, partitions, per)?;
     }
     drop(engine);
     flush_fs(data)
+}
+
+/// Creates `topic` in `STREAM` with `partitions` partitions, each holding
+/// one 1 KiB message and `per` consumer and `per` group offsets (the issue's
+/// purge data set shape).
+pub fn fill_topic(engine: &mut Engine, topic: &str, partitions: u32, per: u32) -> Result<()> {
+    let stream = Identifier::from(STREAM);
+    engine.create_topic(
+        &stream,
+        None,
+        topic,
+        partitions,
+        TopicOptions::default(),
+        0,
+        0,
+        1,
+    )?;
+    let t = Identifier::from(topic);
+    for g in 1..=per {
+        engine.create_group(&stream, &t, Some(g), &format!("group-{g}"))?;
+    }
+    for p in 0..partitions {
+        engine.send(
+            &stream,
+            &t,
+            &Partitioning::PartitionId(p),
+            vec![NewMessage::new(vec![7u8; 1024])],
+        )?;
+        for id in 1..=per {
+            engine.store_offset(&stream, &t, p, Consumer::consumer(id), 0)?;
+            engine.store_offset(&stream, &t, p, Consumer::group(id), 0)?;
+        }
+    }
+    Ok(())
 }
 
 pub fn run(ctx: &mut Ctx) -> Result<(Vec<Figure>, Vec<SyncClass>)> {
