@@ -48,6 +48,12 @@ pub(crate) const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
 /// A connection that sends nothing for this long is closed (the SDK pings
 /// every 5 s by default).
 pub(crate) const DEFAULT_TCP_IDLE_TIMEOUT_SECS: u64 = 300;
+/// Files open at once (ADR 0018): below the common soft limit of 1,024 with
+/// a quarter of it left for connections, the data directory, the binary's
+/// own files and the standard streams.
+pub const DEFAULT_MAX_OPEN_FILES: usize = 768;
+/// The largest bound accepted: Linux's default `fs.nr_open`.
+const MAX_OPEN_FILES_LIMIT: u64 = 1 << 20;
 
 /// The whole server configuration, after every layer was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +64,14 @@ pub struct ServerConfig {
     pub reconciler: ReconcilerSettings,
     pub auth: AuthConfig,
     pub retention: RetentionSettings,
+    pub files: FileSettings,
+}
+
+/// The bounded pool of open files (ADR 0018).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSettings {
+    /// At most this many data files open at once (`[files] max_open`).
+    pub max_open: usize,
 }
 
 /// Retention defaults (ADR 0016).
@@ -136,6 +150,9 @@ impl Default for ServerConfig {
             retention: RetentionSettings {
                 message_expiry: None,
             },
+            files: FileSettings {
+                max_open: DEFAULT_MAX_OPEN_FILES,
+            },
         }
     }
 }
@@ -172,6 +189,14 @@ struct FileConfig {
     auth: FileAuth,
     #[serde(default)]
     retention: FileRetention,
+    #[serde(default)]
+    files: FileFiles,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFiles {
+    max_open: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -237,6 +262,7 @@ pub(crate) const ENV_KEYS: &[(&str, &str)] = &[
         "SLUICE_RETENTION_MESSAGE_EXPIRY_SECS",
         "retention.message_expiry_secs",
     ),
+    ("SLUICE_FILES_MAX_OPEN", "files.max_open"),
     ("SLUICE_AUTH_TOKEN_EXPIRY_SECS", "auth.token_expiry_secs"),
     (
         "SLUICE_AUTH_FAILED_LOGIN_DELAY_MS",
@@ -361,6 +387,7 @@ impl ServerConfig {
                 "retention.message_expiry_secs",
                 file.retention.message_expiry_secs,
             ),
+            ("files.max_open", file.files.max_open),
             ("auth.token_expiry_secs", file.auth.token_expiry_secs),
             (
                 "auth.failed_login_delay_ms",
@@ -451,6 +478,14 @@ impl ServerConfig {
                 // 0: never. Bounded so that microseconds fit a u64.
                 let secs = v.number(0, MAX_MESSAGE_EXPIRY_SECS)?;
                 self.retention.message_expiry = (secs > 0).then(|| Duration::from_secs(secs));
+            }
+            "files.max_open" => {
+                // At least MIN_POOL_BOUND (one call's file and one more);
+                // bounded by MAX_OPEN_FILES_LIMIT, so it fits usize.
+                self.files.max_open = usize::try_from(
+                    v.number(sluice_storage::MIN_POOL_BOUND as u64, MAX_OPEN_FILES_LIMIT)?,
+                )
+                .map_err(|_| v.invalid("too large for this platform"))?;
             }
             "auth.token_expiry_secs" => {
                 self.auth.token_expiry = Duration::from_secs(v.number(1, MAX_TOKEN_EXPIRY_SECS)?);
@@ -619,5 +654,34 @@ mod tests {
         .unwrap();
         assert_eq!(from_env.retention.message_expiry, None);
         assert_eq!(ServerConfig::default().retention.message_expiry, None);
+    }
+
+    #[test]
+    fn given_a_file_bound_when_layered_then_env_overrides_file_and_too_small_is_refused() {
+        let sim = SimStorage::default();
+        write(&sim, "/sluice.toml", "[files]\nmax_open = 64\n");
+        let path = Path::new("/sluice.toml");
+        let from_file =
+            ServerConfig::load(&sim, Some(path), &env_of(&[]), &FlagOverrides::default()).unwrap();
+        assert_eq!(from_file.files.max_open, 64);
+        let from_env = ServerConfig::load(
+            &sim,
+            Some(path),
+            &env_of(&[("SLUICE_FILES_MAX_OPEN", "100")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(from_env.files.max_open, 100);
+        assert_eq!(
+            ServerConfig::default().files.max_open,
+            DEFAULT_MAX_OPEN_FILES
+        );
+        let too_small = ServerConfig::load(
+            &sim,
+            None,
+            &env_of(&[("SLUICE_FILES_MAX_OPEN", "1")]),
+            &FlagOverrides::default(),
+        );
+        assert!(matches!(too_small, Err(ConfigError::Invalid { .. })));
     }
 }

@@ -16,6 +16,7 @@
 
 mod disk;
 mod error;
+mod pool;
 pub mod sim;
 
 use std::fmt::Debug;
@@ -23,6 +24,7 @@ use std::path::Path;
 
 pub use disk::{DiskStorage, NOOP_DIR_SYNC_ENV, test_faults_compiled};
 pub use error::{ErrorKind, OpKind, Result, StorageError};
+pub use pool::{MIN_POOL_BOUND, PoolStats, PooledFile, PooledStorage};
 pub use sim::{
     Crash, Fault, FaultMode, FaultPlan, InjectedError, OpMatcher, SimConfig, SimStorage,
     SyncFailureSemantics, TraceEntry,
