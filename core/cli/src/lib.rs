@@ -179,17 +179,15 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(?config, root_source = ?root, "configuration");
     let seed = u64::from(std::process::id()) ^ SystemClock.now_micros();
     let open_file_limit = limits::raise_open_files();
+    let max_open_files = config.files.max_open as u64;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         let server = server::start(storage, ServeOptions { config, root, seed }).await?;
-        let r = &server.recovery;
-        // One descriptor per loaded offset file, two per partition's segment.
-        limits::warn_if_close(
-            open_file_limit,
-            r.consumer_offsets + r.group_offsets + 2 * r.partitions,
-        );
+        // Data files stay within `[files] max_open` (ADR 0018): warn when
+        // that bound leaves too little of the limit for connections.
+        limits::warn_if_close(open_file_limit, max_open_files);
         if let Some(password) = &server.generated_password {
             // Shown once, on stdout, never logged: only its hash is stored.
             println!(

@@ -21,6 +21,7 @@
 //!   overrides the latter, and the value used is printed.
 
 mod counting;
+mod descriptors;
 mod http;
 mod messages;
 mod offsets;
@@ -246,6 +247,10 @@ pub const FIGURE_KEYS: &[&str] = &[
     "http.send_p50_ms",
     "http.send_p99_ms",
     "http.poll_msgs_per_s",
+    "descriptors.open_built",
+    "descriptors.open_recovered",
+    "descriptors.eviction_buffered_per_s",
+    "descriptors.eviction_persisted_per_s",
 ];
 
 /// What the whole run hands to the printer.
@@ -292,6 +297,7 @@ fn server_reconciler(args: &BenchArgs) -> ReconcilerSettings {
 pub fn engine_config(data: &Path, seed: u64, reconciler: &ReconcilerSettings) -> EngineConfig {
     let mut config = EngineConfig::new(data.to_path_buf(), seed);
     config.reconciler.concurrency = reconciler.concurrency;
+    config.max_open_files = Some(ServerConfig::default().files.max_open);
     config
 }
 
@@ -440,6 +446,9 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
     let t0 = std::time::Instant::now();
     figures.extend(http::run(&mut ctx, &inproc)?);
     phase("http", t0);
+    let t0 = std::time::Instant::now();
+    figures.extend(descriptors::run(&mut ctx)?);
+    phase("descriptors", t0);
     for key in FIGURE_KEYS {
         if !figures.iter().any(|f| f.key == *key) {
             return Err(BenchError::io("report", format!("figure {key} missing")));
