@@ -300,7 +300,11 @@ fn run(options: TopicOptions, bounded: bool, crash: Crash) -> (SimStorage, Vec<S
     let mut seen = vec![served(&mut engine)];
     engine.sync_all().unwrap();
     if bounded {
-        assert_eq!(sim.unsynced_last_closes(), 0, "the pool closed a dirty file");
+        assert_eq!(
+            sim.unsynced_last_closes(),
+            0,
+            "the pool closed a dirty file"
+        );
         let stats = engine.file_pool_stats().unwrap();
         assert!(stats.evictions > 0, "{stats:?}");
         assert!(stats.open <= BOUND as u64, "{stats:?}");

@@ -100,7 +100,8 @@ struct ServerArgs {
     /// max_poll_count; [tcp] enabled, address, max_frame_bytes,
     /// max_connections, idle_timeout_secs; [reconciler] period_ms; [retention]
     /// message_expiry_secs (the expiry of topics created with Iggy's server default;
-    /// 0, the default: never); [auth] token_expiry_secs, failed_login_delay_ms).
+    /// 0, the default: never); [auth] token_expiry_secs, failed_login_delay_ms;
+    /// [files] max_open (data files open at once, default 768)).
     #[arg(long, value_name = "FILE", env = "SLUICE_CONFIG")]
     config: Option<PathBuf>,
     /// Data directory (created if missing) [default: local_data].

@@ -364,7 +364,9 @@ impl PooledStorage {
 fn lock(state: &Mutex<PoolState>) -> MutexGuard<'_, PoolState> {
     // Every mutation of the state completes before the lock is released or a
     // call that could panic is made; a poisoned lock is still consistent.
-    state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl DurableStorage for PooledStorage {

@@ -32,7 +32,8 @@ const CONSUMERS: u32 = 4;
 
 /// Descriptors this process has open now.
 fn open_descriptors() -> Result<u64> {
-    let entries = std::fs::read_dir("/proc/self/fd").map_err(|e| BenchError::io("/proc/self/fd", e))?;
+    let entries =
+        std::fs::read_dir("/proc/self/fd").map_err(|e| BenchError::io("/proc/self/fd", e))?;
     Ok(entries.count() as u64)
 }
 

@@ -47,8 +47,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sluice_storage::{DurableStorage, PoolStats, PooledStorage};
 use sluice_storage::sim::SimRng;
+use sluice_storage::{DurableStorage, PoolStats, PooledStorage};
 
 use crate::clock::Clock;
 use crate::metadata::{Metadata, MetadataStore, PartitionKey};

@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use sluice_storage::{DurableStorage, PooledStorage};
 use sluice_storage::sim::SimRng;
+use sluice_storage::{DurableStorage, PooledStorage};
 
 use super::{Engine, EngineConfig, PurgeMode};
 use crate::clock::Clock;
