@@ -58,6 +58,9 @@ pub struct BenchArgs {
     /// Tiny sizes for the smoke test (figures are meaningless).
     #[arg(long, hide = true)]
     tiny: bool,
+    /// Run only the descriptors scenario (issue 16 item 4), at this size.
+    #[arg(long, hide = true)]
+    only_descriptors: bool,
     /// Internal: recover the engine on DIR and print time and peak memory.
     #[arg(long, hide = true, value_name = "DIR")]
     internal_recover: Option<PathBuf>,
@@ -429,6 +432,15 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         tracing::info!(phase = name, took_s = s, "bench phase done");
         phases.push((name.to_string(), s));
     };
+    if args.only_descriptors {
+        let t0 = std::time::Instant::now();
+        figures.extend(descriptors::run(&mut ctx)?);
+        phase("descriptors", t0);
+        return Ok((
+            report(args, &ctx, tmp.path(), file_system, open_files_limit, &reconciler, figures, Vec::new(), phases, started),
+            tmp,
+        ));
+    }
     let t0 = std::time::Instant::now();
     let (purge_figs, breakdown) = purge::run(&mut ctx)?;
     figures.extend(purge_figs);
@@ -454,12 +466,40 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
             return Err(BenchError::io("report", format!("figure {key} missing")));
         }
     }
-    let directory = tmp.path().display().to_string();
-    let report = Report {
+    let report = report(
+        args,
+        &ctx,
+        tmp.path(),
+        file_system,
+        open_files_limit,
+        &reconciler,
+        figures,
+        breakdown,
+        phases,
+        started,
+    );
+    Ok((report, tmp))
+}
+
+/// The report of a run.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    args: &BenchArgs,
+    ctx: &Ctx,
+    dir: &Path,
+    file_system: String,
+    open_files_limit: u64,
+    reconciler: &ReconcilerSettings,
+    figures: Vec<Figure>,
+    breakdown: Vec<purge::SyncClass>,
+    phases: Vec<(String, f64)>,
+    started: std::time::Instant,
+) -> Report {
+    Report {
         sluice_bench: 1,
         quick: args.quick,
         tiny: args.tiny,
-        directory,
+        directory: dir.display().to_string(),
         machine: Machine {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             file_system,
@@ -467,14 +507,13 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         },
         cleanup_concurrency: reconciler.concurrency,
         reconciler_period_ms: u64::try_from(reconciler.period.as_millis()).unwrap_or(u64::MAX),
-        sizes,
+        sizes: ctx.sizes,
         figures,
         purge_sync_breakdown: breakdown,
-        notes: ctx.notes,
+        notes: ctx.notes.clone(),
         phases_s: phases,
         total_s: started.elapsed().as_secs_f64(),
-    };
-    Ok((report, tmp))
+    }
 }
 
 /// Descriptors a partition holds besides its offset files (segment log and
