@@ -437,7 +437,18 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         figures.extend(descriptors::run(&mut ctx)?);
         phase("descriptors", t0);
         return Ok((
-            report(args, &ctx, tmp.path(), file_system, open_files_limit, &reconciler, figures, Vec::new(), phases, started),
+            report(
+                args,
+                &ctx,
+                tmp.path(),
+                file_system,
+                open_files_limit,
+                &reconciler,
+                figures,
+                Vec::new(),
+                phases,
+                started,
+            ),
             tmp,
         ));
     }
