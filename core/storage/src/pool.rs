@@ -31,8 +31,9 @@
 //!   whatever the call does. Afterwards a handle whose name is replaced
 //!   (renamed over) or removed, or whose rename failed (moved or not, the
 //!   pool cannot tell), is *pinned*: never evicted, it keeps its file as a
-//!   plain descriptor would. A handle that could not be opened again, or
-//!   one under a removed directory whose descriptor was closed, is cut off:
+//!   plain descriptor would. A closed handle (one that could not be opened
+//!   again first) follows a successful rename by path; after a removal, a
+//!   failed rename or the removal of a directory above it, it is cut off:
 //!   its calls fail with `NotFound` rather than reach another file. A
 //!   reopen never creates: it opens an existing name read-write (or
 //!   read-only).
@@ -252,8 +253,9 @@ impl PooledStorage {
     /// Opens again every evicted handle at `path`, before a rename or
     /// removal that may make the name lead elsewhere: an open descriptor
     /// follows its file whatever the call does. A handle that cannot be
-    /// opened is cut off (its calls fail) rather than left to reopen by a
-    /// name that may soon lead to another file.
+    /// opened stays closed: a successful rename moves it, and a removal or
+    /// a failed rename cuts it off (its calls fail) rather than leave it to
+    /// reopen by a name that may lead to another file.
     fn reopen_at(&self, path: &Path) {
         let mut st = self.lock();
         let Some(ids) = st.by_path.get(path).cloned() else {
@@ -279,11 +281,10 @@ impl PooledStorage {
                     }
                     st.touch(id);
                 }
-                Err(_) => {
-                    if let Some(slot) = st.slots.get_mut(&id) {
-                        slot.gone = true;
-                    }
-                }
+                // Left closed: if the call succeeds the pool knows where the
+                // file went (a rename moves it, a removal cuts it off); only
+                // an uncertain outcome cuts it off (`unname`).
+                Err(_) => {}
             }
         }
     }

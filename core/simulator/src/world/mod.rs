@@ -111,6 +111,9 @@ pub struct Shape {
     pub messages: Durability,
     pub offsets: Durability,
     pub segment_size: u64,
+    /// The engine's bounded file pool (ADR 0018); `None`: one descriptor
+    /// per file, as every schedule before the pool ran.
+    pub max_open_files: Option<usize>,
 }
 
 /// Where in a partition's directory tree `World::fail_in` strikes.
@@ -313,6 +316,7 @@ impl World {
         self.clock.advance(1_000_000);
         let mut config = EngineConfig::deterministic(DATA_DIR, self.seed);
         config.purge_mode = self.purge_mode;
+        config.max_open_files = self.shape.max_open_files;
         let (engine, report) =
             Engine::open(storage, self.clock.clone(), config).map_err(|e| e.to_string())?;
         self.engine = Some(engine);
