@@ -356,3 +356,66 @@ fn given_a_bound_when_persisted_stores_are_acknowledged_then_a_power_loss_keeps_
         assert!(sim.peak_open_handles() <= BOUND as u64);
     }
 }
+
+#[test]
+fn given_a_buffered_segment_whose_sync_fails_when_the_pool_evicts_it_then_polls_never_read_the_evicted_pages()
+ {
+    // Every failed sync evicts the pages it could not write (ADR 0002 §2.4):
+    // they read back as zeros, and a poll that trusted them would fail with
+    // `CorruptFile` (`sluice sim run --max-open-files 2`, seeds 4 and 20).
+    let sim = harsh_sim();
+    sim.set_eviction_after_failed_sync(1_000_000);
+    let mut engine = open_engine(&sim, true, START_MICROS);
+    setup_partitions(&mut engine, buffered(), PARTITIONS);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_ends_with(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    for p in 0..PARTITIONS {
+        engine
+            .send(
+                &stream(),
+                &topic(),
+                &Partitioning::PartitionId(p),
+                batch(0, 3),
+            )
+            .unwrap();
+    }
+    let stats = engine.file_pool_stats().unwrap();
+    assert_eq!(stats.eviction_sync_failures, 1, "{stats:?}");
+    let mut cut = 0;
+    for p in 0..PARTITIONS {
+        // The segment whose sync failed treats it as its own failed sync:
+        // its unsure tail, now zeros, is cut; every other one is whole.
+        let polled = engine
+            .poll(
+                &stream(),
+                &topic(),
+                p,
+                Consumer::consumer(1),
+                PollingStrategy::Offset(0),
+                u64::MAX,
+                false,
+            )
+            .unwrap();
+        match offsets_of(&polled.messages).as_slice() {
+            [0, 1, 2] => {}
+            [] => cut += 1,
+            other => panic!("partition {p} serves {other:?}"),
+        }
+    }
+    assert_eq!(cut, 1);
+    // The next send goes on after the cut offsets, never reusing them.
+    for p in 0..PARTITIONS {
+        engine
+            .send(
+                &stream(),
+                &topic(),
+                &Partitioning::PartitionId(p),
+                batch(3, 1),
+            )
+            .unwrap();
+    }
+}

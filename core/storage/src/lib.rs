@@ -69,6 +69,15 @@ pub trait DurableFile: Send + Sync + Debug {
     /// [`DurableStorage::sync_dir`].
     fn sync(&self) -> Result<()>;
 
+    /// A failed sync a layer below made on this handle's behalf and not yet
+    /// reported (the file pool syncs a file before it closes it, ADR 0018):
+    /// taken once, by whichever comes first, this or the next `sync`, which
+    /// then returns it. The owner treats it as its own failed sync. A plain
+    /// handle has none.
+    fn take_deferred_error(&self) -> Option<StorageError> {
+        None
+    }
+
     /// `true` if the file has no bytes.
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)

@@ -622,4 +622,11 @@ impl DurableFile for PooledFile {
     fn sync(&self) -> Result<()> {
         self.with(OpKind::SyncFile, Effect::Sync, |f| f.sync())
     }
+
+    fn take_deferred_error(&self) -> Option<StorageError> {
+        let mut st = self.pool.lock();
+        st.slots
+            .get_mut(&self.id)
+            .and_then(|slot| slot.pending.take())
+    }
 }

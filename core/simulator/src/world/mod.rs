@@ -702,15 +702,31 @@ impl World {
         count: u64,
     ) -> Result<Vec<(u64, String)>, EngineError> {
         let (s, t) = ids_of(k.stream, k.topic);
-        let polled = self.call()?.poll(
-            &s,
-            &t,
-            k.partition,
-            consumer,
-            PollingStrategy::Next,
-            count,
-            false,
-        )?;
+        // With a file pool (ADR 0018) a poll may reopen a file, and the
+        // fault plan may fail that `open`: the poll fails and serves nothing,
+        // the next one opens again. The observer asks again a few times
+        // rather than report an injected fault as a violation.
+        let mut attempts = if self.shape.max_open_files.is_some() {
+            8
+        } else {
+            1
+        };
+        let polled = loop {
+            attempts -= 1;
+            match self.call()?.poll(
+                &s,
+                &t,
+                k.partition,
+                consumer,
+                PollingStrategy::Next,
+                count,
+                false,
+            ) {
+                Err(EngineError::Storage(e))
+                    if attempts > 0 && e.op == sluice_storage::OpKind::Open => {}
+                other => break other?,
+            }
+        };
         Ok(polled
             .messages
             .into_iter()
