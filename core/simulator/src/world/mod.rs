@@ -145,6 +145,8 @@ pub struct World {
     /// Violations a step itself showed (a deleted resource accepting a
     /// write), until a check reports them.
     seen_in_steps: Vec<Violation>,
+    /// The open engine's file pool's failed eviction syncs the oracle knows of.
+    pool_sync_failures: u64,
 }
 
 fn s() -> Identifier {
@@ -248,6 +250,7 @@ impl World {
             purge_mode,
             broken: None,
             seen_in_steps: Vec::new(),
+            pool_sync_failures: 0,
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine()?;
@@ -290,6 +293,7 @@ impl World {
             purge_mode: self.purge_mode,
             broken: None,
             seen_in_steps: self.seen_in_steps.clone(),
+            pool_sync_failures: 0,
         }
     }
 
@@ -320,6 +324,8 @@ impl World {
         let (engine, report) =
             Engine::open(storage, self.clock.clone(), config).map_err(|e| e.to_string())?;
         self.engine = Some(engine);
+        self.pool_sync_failures = 0;
+        self.note_pool_sync_failures();
         self.note_invariants();
         Ok(report)
     }
@@ -354,6 +360,7 @@ impl World {
     pub(crate) fn step(&mut self, step: &Step) -> bool {
         let before = self.low_water_marks();
         let ok = self.apply(step);
+        self.note_pool_sync_failures();
         // A mark a live step raised was committed (written and synced, its
         // name durable: `Partition::commit_low_water` raises nothing
         // otherwise), or, under the naive retention, claimed: from now on
@@ -366,6 +373,21 @@ impl World {
         }
         self.note_invariants();
         ok
+    }
+
+    /// Tells the oracle of a failed sync the file pool made since it last
+    /// looked (ADR 0018): buffered writes may be gone, as after a failed
+    /// background writeback.
+    fn note_pool_sync_failures(&mut self) {
+        let failures = self
+            .engine
+            .as_ref()
+            .and_then(Engine::file_pool_stats)
+            .map_or(0, |s| s.eviction_sync_failures);
+        if failures > self.pool_sync_failures {
+            self.pool_sync_failures = failures;
+            self.oracle.writeback_failed();
+        }
     }
 
     /// Each live partition's low-water mark, as the engine holds it (no I/O).
@@ -724,7 +746,10 @@ impl World {
             ) {
                 Err(EngineError::Storage(e))
                     if attempts > 0 && e.op == sluice_storage::OpKind::Open => {}
-                other => break other?,
+                other => {
+                    self.note_pool_sync_failures();
+                    break other?;
+                }
             }
         };
         Ok(polled
