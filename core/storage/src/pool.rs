@@ -271,20 +271,17 @@ impl PooledStorage {
             }
             let mode = st.slots.get(&id).map_or(OpenMode::Read, |s| s.reopen);
             self.make_room(&mut st);
-            match self.inner.open(path, mode) {
-                Ok(file) => {
-                    st.open += 1;
-                    self.counters.open.fetch_add(1, Ordering::Relaxed);
-                    self.counters.reopens.fetch_add(1, Ordering::Relaxed);
-                    if let Some(slot) = st.slots.get_mut(&id) {
-                        slot.file = Some(Arc::from(file));
-                    }
-                    st.touch(id);
+            // Left closed if it cannot be opened: if the call succeeds the
+            // pool knows where the file went (a rename moves it, a removal
+            // cuts it off); only an uncertain outcome cuts it off (`unname`).
+            if let Ok(file) = self.inner.open(path, mode) {
+                st.open += 1;
+                self.counters.open.fetch_add(1, Ordering::Relaxed);
+                self.counters.reopens.fetch_add(1, Ordering::Relaxed);
+                if let Some(slot) = st.slots.get_mut(&id) {
+                    slot.file = Some(Arc::from(file));
                 }
-                // Left closed: if the call succeeds the pool knows where the
-                // file went (a rename moves it, a removal cuts it off); only
-                // an uncertain outcome cuts it off (`unname`).
-                Err(_) => {}
+                st.touch(id);
             }
         }
     }
