@@ -18,6 +18,7 @@ mod disk_full;
 mod engine_durability;
 mod engine_polling;
 mod engine_recovery;
+mod file_pool;
 mod fuzz_decoders;
 mod fuzz_http;
 mod http_api;

@@ -724,6 +724,7 @@ impl Harness {
                 SegmentSize::Large => TopicOptions::default().segment_size,
                 SegmentSize::Tiny => SMALL_SEGMENT,
             },
+            max_open_files: None,
         };
         let mut world = World::new(case.semantics, shape, WORLD_SEED)?;
         let (expiry, cap) = match case.retention {

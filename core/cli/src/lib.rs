@@ -100,7 +100,8 @@ struct ServerArgs {
     /// max_poll_count; [tcp] enabled, address, max_frame_bytes,
     /// max_connections, idle_timeout_secs; [reconciler] period_ms; [retention]
     /// message_expiry_secs (the expiry of topics created with Iggy's server default;
-    /// 0, the default: never); [auth] token_expiry_secs, failed_login_delay_ms).
+    /// 0, the default: never); [auth] token_expiry_secs, failed_login_delay_ms;
+    /// [files] max_open (data files open at once; 0, the default: no pool)).
     #[arg(long, value_name = "FILE", env = "SLUICE_CONFIG")]
     config: Option<PathBuf>,
     /// Data directory (created if missing) [default: local_data].
@@ -179,17 +180,17 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(?config, root_source = ?root, "configuration");
     let seed = u64::from(std::process::id()) ^ SystemClock.now_micros();
     let open_file_limit = limits::raise_open_files();
+    let max_open_files = config.files.max_open.map(|n| n as u64);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         let server = server::start(storage, ServeOptions { config, root, seed }).await?;
-        let r = &server.recovery;
-        // One descriptor per loaded offset file, two per partition's segment.
-        limits::warn_if_close(
-            open_file_limit,
-            r.consumer_offsets + r.group_offsets + 2 * r.partitions,
-        );
+        // Data files stay within `[files] max_open` (ADR 0018): warn when
+        // that bound leaves too little of the limit for connections.
+        if let Some(bound) = max_open_files {
+            limits::warn_if_close(open_file_limit, bound);
+        }
         if let Some(password) = &server.generated_password {
             // Shown once, on stdout, never logged: only its hash is stored.
             println!(

@@ -1,12 +1,10 @@
 //! The open-file limit `sluice server` runs under.
 //!
-//! sluice holds a descriptor open for every offset file it has loaded and for
-//! both files of every segment, for the life of the process (positioned reads
-//! and writes without an `open` per request). A soft limit of 1,024, common as
-//! a default, is then reached by a few hundred partitions with a few
-//! consumers each, and every later store or roll fails with EMFILE. So the
-//! server raises its soft limit to the hard one at start (as Go programs do),
-//! and warns when what recovery opened comes close to it.
+//! sluice's data files go through a bounded pool (`[files] max_open`, ADR
+//! 0018), so they never need more descriptors than that bound; connections
+//! need their own. The server still raises its soft limit to the hard one at
+//! start (as Go programs do), for the connections, and warns when the
+//! configured bound takes most of the limit.
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
@@ -43,14 +41,14 @@ pub fn raise_open_files() -> Option<u64> {
     }
 }
 
-/// Warns when the descriptors recovery opened use most of `limit`.
-pub fn warn_if_close(limit: Option<u64>, open_after_recovery: u64) {
+/// Warns when the data files' bound (`[files] max_open`) is most of `limit`.
+pub fn warn_if_close(limit: Option<u64>, max_open_files: u64) {
     let Some(limit) = limit else { return };
-    if open_after_recovery as f64 >= WARN_SHARE * limit as f64 {
+    if max_open_files as f64 >= WARN_SHARE * limit as f64 {
         tracing::warn!(
-            open_files = open_after_recovery,
+            max_open_files,
             limit,
-            "recovery opened most of the open-file limit; raise it (ulimit -n / LimitNOFILE) before stores or new segments fail with EMFILE"
+            "[files] max_open is most of the open-file limit; lower it or raise the limit (ulimit -n / LimitNOFILE), or connections may fail with EMFILE"
         );
     }
 }

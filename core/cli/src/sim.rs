@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
-use sluice_sim::run::{Rates, run};
+use sluice_sim::run::{Rates, run_bounded};
 use sluice_sim::workload::Workload;
 
 #[derive(clap::Subcommand, Debug)]
@@ -61,6 +61,10 @@ pub enum SimCommand {
         /// so it is the same for every value.
         #[arg(long, default_value_t = 1)]
         jobs: usize,
+        /// Run the engine with a bounded file pool of this many descriptors
+        /// (ADR 0018); the default runs it unbounded, as every seed before the pool.
+        #[arg(long, value_name = "N")]
+        max_open_files: Option<usize>,
     },
 }
 
@@ -70,6 +74,7 @@ fn run_seeds(
     b: u64,
     steps: u32,
     jobs: usize,
+    max_open_files: Option<usize>,
 ) -> Vec<(u64, Result<sluice_sim::run::RunReport, String>)> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,13 +91,15 @@ fn run_seeds(
                     // An assertion that stops a seed (a broken invariant: a
                     // bug, not a fault) is reported with its seed like any
                     // other failure, and the other seeds go on.
-                    let r = std::panic::catch_unwind(|| run(s, steps, Rates::default()))
-                        .unwrap_or_else(|panic| {
-                            Err(format!(
-                                "stopped by an assertion: {}",
-                                panic_text(panic.as_ref())
-                            ))
-                        });
+                    let r = std::panic::catch_unwind(|| {
+                        run_bounded(s, steps, Rates::default(), max_open_files)
+                    })
+                    .unwrap_or_else(|panic| {
+                        Err(format!(
+                            "stopped by an assertion: {}",
+                            panic_text(panic.as_ref())
+                        ))
+                    });
                     done.lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .push((s, r));
@@ -229,6 +236,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
             steps,
             json,
             jobs,
+            max_open_files,
         } => {
             let (a, b) = match (seed, seeds) {
                 (Some(s), _) => (s, s.saturating_add(1)),
@@ -245,7 +253,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                 }
             };
             let mut failed = Vec::new();
-            for (s, result) in run_seeds(a, b, steps, jobs) {
+            for (s, result) in run_seeds(a, b, steps, jobs, max_open_files) {
                 match result {
                     Ok(r) => {
                         if json {
@@ -292,7 +300,12 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                 println!("{} seeds, {} failed", b - a, failed.len());
             }
             for s in &failed {
-                println!("reproduce: sluice sim run --seed {s} --steps {steps}");
+                match max_open_files {
+                    Some(n) => println!(
+                        "reproduce: sluice sim run --seed {s} --steps {steps} --max-open-files {n}"
+                    ),
+                    None => println!("reproduce: sluice sim run --seed {s} --steps {steps}"),
+                }
             }
             if failed.is_empty() {
                 ExitCode::SUCCESS

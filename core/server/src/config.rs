@@ -48,6 +48,14 @@ pub(crate) const DEFAULT_TCP_MAX_CONNECTIONS: usize = 1024;
 /// A connection that sends nothing for this long is closed (the SDK pings
 /// every 5 s by default).
 pub(crate) const DEFAULT_TCP_IDLE_TIMEOUT_SECS: u64 = 300;
+/// The bound the README suggests for `[files] max_open` (ADR 0018): below the
+/// common soft limit of 1,024 with a quarter of it left for connections, the
+/// data directory, the binary's own files and the standard streams. Not the
+/// default: the pool is opt-in until the bounded simulator runs are clean
+/// (ADR 0018, "Open findings").
+pub const SUGGESTED_MAX_OPEN_FILES: usize = 768;
+/// The largest bound accepted: Linux's default `fs.nr_open`.
+const MAX_OPEN_FILES_LIMIT: u64 = 1 << 20;
 
 /// The whole server configuration, after every layer was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +66,16 @@ pub struct ServerConfig {
     pub reconciler: ReconcilerSettings,
     pub auth: AuthConfig,
     pub retention: RetentionSettings,
+    pub files: FileSettings,
+}
+
+/// The bounded pool of open files (ADR 0018).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSettings {
+    /// At most this many data files open at once (`[files] max_open`);
+    /// `None` (the default, `max_open = 0`): no pool, one descriptor per
+    /// data file for the life of the process.
+    pub max_open: Option<usize>,
 }
 
 /// Retention defaults (ADR 0016).
@@ -136,6 +154,7 @@ impl Default for ServerConfig {
             retention: RetentionSettings {
                 message_expiry: None,
             },
+            files: FileSettings { max_open: None },
         }
     }
 }
@@ -172,6 +191,14 @@ struct FileConfig {
     auth: FileAuth,
     #[serde(default)]
     retention: FileRetention,
+    #[serde(default)]
+    files: FileFiles,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFiles {
+    max_open: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -237,6 +264,7 @@ pub(crate) const ENV_KEYS: &[(&str, &str)] = &[
         "SLUICE_RETENTION_MESSAGE_EXPIRY_SECS",
         "retention.message_expiry_secs",
     ),
+    ("SLUICE_FILES_MAX_OPEN", "files.max_open"),
     ("SLUICE_AUTH_TOKEN_EXPIRY_SECS", "auth.token_expiry_secs"),
     (
         "SLUICE_AUTH_FAILED_LOGIN_DELAY_MS",
@@ -361,6 +389,7 @@ impl ServerConfig {
                 "retention.message_expiry_secs",
                 file.retention.message_expiry_secs,
             ),
+            ("files.max_open", file.files.max_open),
             ("auth.token_expiry_secs", file.auth.token_expiry_secs),
             (
                 "auth.failed_login_delay_ms",
@@ -451,6 +480,24 @@ impl ServerConfig {
                 // 0: never. Bounded so that microseconds fit a u64.
                 let secs = v.number(0, MAX_MESSAGE_EXPIRY_SECS)?;
                 self.retention.message_expiry = (secs > 0).then(|| Duration::from_secs(secs));
+            }
+            "files.max_open" => {
+                // 0: no pool. Else at least MIN_POOL_BOUND (one call's file
+                // and one more); bounded by MAX_OPEN_FILES_LIMIT, so it fits
+                // usize.
+                let n = v.number(0, MAX_OPEN_FILES_LIMIT)?;
+                self.files.max_open = match n {
+                    0 => None,
+                    n if n < sluice_storage::MIN_POOL_BOUND as u64 => {
+                        return Err(v.invalid(format!(
+                            "0 (no pool) or at least {}",
+                            sluice_storage::MIN_POOL_BOUND
+                        )));
+                    }
+                    n => Some(
+                        usize::try_from(n).map_err(|_| v.invalid("too large for this platform"))?,
+                    ),
+                };
             }
             "auth.token_expiry_secs" => {
                 self.auth.token_expiry = Duration::from_secs(v.number(1, MAX_TOKEN_EXPIRY_SECS)?);
@@ -619,5 +666,39 @@ mod tests {
         .unwrap();
         assert_eq!(from_env.retention.message_expiry, None);
         assert_eq!(ServerConfig::default().retention.message_expiry, None);
+    }
+
+    #[test]
+    fn given_a_file_bound_when_layered_then_env_overrides_file_and_too_small_is_refused() {
+        let sim = SimStorage::default();
+        write(&sim, "/sluice.toml", "[files]\nmax_open = 64\n");
+        let path = Path::new("/sluice.toml");
+        let from_file =
+            ServerConfig::load(&sim, Some(path), &env_of(&[]), &FlagOverrides::default()).unwrap();
+        assert_eq!(from_file.files.max_open, Some(64));
+        let from_env = ServerConfig::load(
+            &sim,
+            Some(path),
+            &env_of(&[("SLUICE_FILES_MAX_OPEN", "100")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(from_env.files.max_open, Some(100));
+        assert_eq!(ServerConfig::default().files.max_open, None);
+        let off = ServerConfig::load(
+            &sim,
+            Some(path),
+            &env_of(&[("SLUICE_FILES_MAX_OPEN", "0")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(off.files.max_open, None);
+        let too_small = ServerConfig::load(
+            &sim,
+            None,
+            &env_of(&[("SLUICE_FILES_MAX_OPEN", "1")]),
+            &FlagOverrides::default(),
+        );
+        assert!(matches!(too_small, Err(ConfigError::Invalid { .. })));
     }
 }

@@ -167,6 +167,7 @@ pub async fn start(
     let config = options.config;
     let mut engine_config = EngineConfig::new(config.data_dir.clone(), options.seed);
     engine_config.reconciler.concurrency = config.reconciler.concurrency;
+    engine_config.max_open_files = config.files.max_open;
     engine_config.default_message_expiry_us = config
         .retention
         .message_expiry

@@ -529,6 +529,19 @@ impl Oracle {
         }
     }
 
+    /// A sync the engine's file pool made before closing a file failed
+    /// (ADR 0018), which file's is not known here: as a background
+    /// writeback error would, it may have lost any unsynced write, so
+    /// buffered state may roll back as after a power loss (`persisted` state
+    /// is synced before it is acknowledged, and stays judged as before).
+    pub(crate) fn writeback_failed(&mut self) {
+        for p in self.partitions.values_mut() {
+            p.lossy_messages = true;
+            p.lossy_offsets = true;
+            p.power_lost = true;
+        }
+    }
+
     /// A crash happened.
     pub(crate) fn crashed(&mut self, power_loss: bool) {
         for p in self.partitions.values_mut() {

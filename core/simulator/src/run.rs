@@ -113,6 +113,19 @@ const CLEANUP_PASSES: u32 = 20;
 
 /// Runs one seed.
 pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
+    run_bounded(seed, steps, rates, None)
+}
+
+/// Runs one seed with the engine's files through a pool of at most
+/// `max_open_files` descriptors (ADR 0018; `None`: unbounded, as `run`).
+/// The schedule draws the same choices; the trace differs by the pool's
+/// reopens and eviction syncs.
+pub fn run_bounded(
+    seed: u64,
+    steps: u32,
+    rates: Rates,
+    max_open_files: Option<usize>,
+) -> Result<RunReport, String> {
     let mut rng = SimRng::new(seed);
     let policy = if rng.coin() {
         Durability::Persisted
@@ -136,6 +149,7 @@ pub fn run(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
         messages: policy,
         offsets: offsets_policy,
         segment_size: 512,
+        max_open_files,
     };
     let mut world = World::new(semantics, shape, seed)?;
     // A second topic and a second stream, for the catalog steps to delete

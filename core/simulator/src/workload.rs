@@ -121,6 +121,7 @@ impl Workload {
             messages: policy,
             offsets: policy,
             segment_size,
+            max_open_files: None,
         }
     }
 

@@ -16,6 +16,7 @@
 
 mod disk;
 mod error;
+mod pool;
 pub mod sim;
 
 use std::fmt::Debug;
@@ -23,6 +24,7 @@ use std::path::Path;
 
 pub use disk::{DiskStorage, NOOP_DIR_SYNC_ENV, test_faults_compiled};
 pub use error::{ErrorKind, OpKind, Result, StorageError};
+pub use pool::{MIN_POOL_BOUND, PoolStats, PooledFile, PooledStorage};
 pub use sim::{
     Crash, Fault, FaultMode, FaultPlan, InjectedError, OpMatcher, SimConfig, SimStorage,
     SyncFailureSemantics, TraceEntry,
@@ -66,6 +68,15 @@ pub trait DurableFile: Send + Sync + Debug {
     /// Makes this file's bytes and length durable. Not its name: see
     /// [`DurableStorage::sync_dir`].
     fn sync(&self) -> Result<()>;
+
+    /// A failed sync a layer below made on this handle's behalf and not yet
+    /// reported (the file pool syncs a file before it closes it, ADR 0018):
+    /// taken once, by whichever comes first, this or the next `sync`, which
+    /// then returns it. The owner treats it as its own failed sync. A plain
+    /// handle has none.
+    fn take_deferred_error(&self) -> Option<StorageError> {
+        None
+    }
 
     /// `true` if the file has no bytes.
     fn is_empty(&self) -> Result<bool> {

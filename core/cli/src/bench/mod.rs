@@ -21,6 +21,7 @@
 //!   overrides the latter, and the value used is printed.
 
 mod counting;
+mod descriptors;
 mod http;
 mod messages;
 mod offsets;
@@ -58,6 +59,9 @@ pub struct BenchArgs {
     /// Tiny sizes for the smoke test (figures are meaningless).
     #[arg(long, hide = true)]
     tiny: bool,
+    /// Run only the descriptors scenario (issue 16 item 4), at this size.
+    #[arg(long, hide = true)]
+    only_descriptors: bool,
     /// Internal: recover the engine on DIR and print time and peak memory.
     #[arg(long, hide = true, value_name = "DIR")]
     internal_recover: Option<PathBuf>,
@@ -261,6 +265,10 @@ pub const FIGURE_KEYS: &[&str] = &[
     "http.send_p50_ms",
     "http.send_p99_ms",
     "http.poll_msgs_per_s",
+    "descriptors.open_built",
+    "descriptors.open_recovered",
+    "descriptors.eviction_buffered_per_s",
+    "descriptors.eviction_persisted_per_s",
 ];
 
 /// What the whole run hands to the printer.
@@ -307,6 +315,7 @@ fn server_reconciler(args: &BenchArgs) -> ReconcilerSettings {
 pub fn engine_config(data: &Path, seed: u64, reconciler: &ReconcilerSettings) -> EngineConfig {
     let mut config = EngineConfig::new(data.to_path_buf(), seed);
     config.reconciler.concurrency = reconciler.concurrency;
+    config.max_open_files = ServerConfig::default().files.max_open;
     config
 }
 
@@ -438,6 +447,26 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         tracing::info!(phase = name, took_s = s, "bench phase done");
         phases.push((name.to_string(), s));
     };
+    if args.only_descriptors {
+        let t0 = std::time::Instant::now();
+        figures.extend(descriptors::run(&mut ctx)?);
+        phase("descriptors", t0);
+        return Ok((
+            report(
+                args,
+                &ctx,
+                tmp.path(),
+                file_system,
+                open_files_limit,
+                &reconciler,
+                figures,
+                Vec::new(),
+                phases,
+                started,
+            ),
+            tmp,
+        ));
+    }
     let t0 = std::time::Instant::now();
     let (purge_figs, breakdown) = purge::run(&mut ctx)?;
     figures.extend(purge_figs);
@@ -458,17 +487,48 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
     let t0 = std::time::Instant::now();
     figures.extend(http::run(&mut ctx, &inproc)?);
     phase("http", t0);
+    let t0 = std::time::Instant::now();
+    figures.extend(descriptors::run(&mut ctx)?);
+    phase("descriptors", t0);
     for key in FIGURE_KEYS {
         if !figures.iter().any(|f| f.key == *key) {
             return Err(BenchError::io("report", format!("figure {key} missing")));
         }
     }
-    let directory = tmp.path().display().to_string();
-    let report = Report {
+    let report = report(
+        args,
+        &ctx,
+        tmp.path(),
+        file_system,
+        open_files_limit,
+        &reconciler,
+        figures,
+        breakdown,
+        phases,
+        started,
+    );
+    Ok((report, tmp))
+}
+
+/// The report of a run.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    args: &BenchArgs,
+    ctx: &Ctx,
+    dir: &Path,
+    file_system: String,
+    open_files_limit: u64,
+    reconciler: &ReconcilerSettings,
+    figures: Vec<Figure>,
+    breakdown: Vec<purge::SyncClass>,
+    phases: Vec<(String, f64)>,
+    started: std::time::Instant,
+) -> Report {
+    Report {
         sluice_bench: 1,
         quick: args.quick,
         tiny: args.tiny,
-        directory,
+        directory: dir.display().to_string(),
         machine: Machine {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             file_system,
@@ -476,14 +536,13 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         },
         cleanup_concurrency: reconciler.concurrency,
         reconciler_period_ms: u64::try_from(reconciler.period.as_millis()).unwrap_or(u64::MAX),
-        sizes,
+        sizes: ctx.sizes,
         figures,
         purge_sync_breakdown: breakdown,
-        notes: ctx.notes,
+        notes: ctx.notes.clone(),
         phases_s: phases,
         total_s: started.elapsed().as_secs_f64(),
-    };
-    Ok((report, tmp))
+    }
 }
 
 /// Descriptors a partition holds besides its offset files (segment log and

@@ -46,7 +46,23 @@ pub struct SyncClass {
 
 /// An engine on `data` configured as `sluice server` configures it.
 pub fn open(ctx: &Ctx, storage: &CountingStorage, data: &Path) -> Result<Engine> {
-    let config = engine_config(data, 6, &ctx.reconciler);
+    open_bounded(
+        ctx,
+        storage,
+        data,
+        engine_config(data, 6, &ctx.reconciler).max_open_files,
+    )
+}
+
+/// As `open`, with the file pool bounded at `max_open_files` (ADR 0018).
+pub fn open_bounded(
+    ctx: &Ctx,
+    storage: &CountingStorage,
+    data: &Path,
+    max_open_files: Option<usize>,
+) -> Result<Engine> {
+    let mut config = engine_config(data, 6, &ctx.reconciler);
+    config.max_open_files = max_open_files;
     let (engine, _) = Engine::open(Arc::new(storage.clone()), Arc::new(SystemClock), config)?;
     Ok(engine)
 }

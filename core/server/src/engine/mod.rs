@@ -47,8 +47,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sluice_storage::DurableStorage;
 use sluice_storage::sim::SimRng;
+use sluice_storage::{DurableStorage, PoolStats, PooledStorage};
 
 use crate::clock::Clock;
 use crate::metadata::{Metadata, MetadataStore, PartitionKey};
@@ -77,6 +77,12 @@ pub struct EngineConfig {
     /// The `message_expiry` (µs, 0 = never) a topic created with Iggy's
     /// "server default" gets (`[retention] message_expiry_secs`).
     pub default_message_expiry_us: u64,
+    /// At most this many files open at once (ADR 0018): every file goes
+    /// through a [`sluice_storage::PooledStorage`] of this bound. `None`
+    /// keeps one descriptor per file for as long as it is used (the
+    /// behaviour before the pool; the simulator's worlds keep it so their
+    /// seeds keep their meaning).
+    pub max_open_files: Option<usize>,
 }
 
 /// How purges clean up. Only `Obligation` exists in a normal build.
@@ -105,6 +111,7 @@ impl EngineConfig {
             },
             purge_mode: PurgeMode::default(),
             default_message_expiry_us: 0,
+            max_open_files: None,
         }
     }
 
@@ -122,6 +129,8 @@ impl EngineConfig {
 #[derive(Debug)]
 pub struct Engine {
     storage: Arc<dyn DurableStorage>,
+    /// The pool every file goes through, when `max_open_files` is set.
+    pool: Option<PooledStorage>,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
     store: MetadataStore,
@@ -171,6 +180,17 @@ pub struct InvariantViolation(pub(crate) String);
 impl Engine {
     pub fn storage(&self) -> &Arc<dyn DurableStorage> {
         &self.storage
+    }
+
+    /// The file pool's counters (`None` without a bound).
+    pub fn file_pool_stats(&self) -> Option<PoolStats> {
+        self.pool.as_ref().map(PooledStorage::stats)
+    }
+
+    /// A handle on the file pool's counters that outlives a borrow of the
+    /// engine (for `/metrics`, read without the engine's lock).
+    pub fn file_pool(&self) -> Option<PooledStorage> {
+        self.pool.clone()
     }
 
     pub fn data_dir(&self) -> &Path {

@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use sluice_storage::DurableStorage;
 use sluice_storage::sim::SimRng;
+use sluice_storage::{DurableStorage, PooledStorage};
 
 use super::{Engine, EngineConfig, PurgeMode};
 use crate::clock::Clock;
@@ -52,6 +52,15 @@ impl Engine {
         clock: Arc<dyn Clock>,
         config: EngineConfig,
     ) -> Result<(Engine, RecoveryReport)> {
+        // Every file goes through the pool from here on, recovery's too: a
+        // recovery of more files than the bound must not need more descriptors.
+        let pool = config
+            .max_open_files
+            .map(|bound| PooledStorage::new(storage.clone(), bound));
+        let storage: Arc<dyn DurableStorage> = match &pool {
+            Some(pool) => Arc::new(pool.clone()),
+            None => storage,
+        };
         // The data directory's name (and its parents') durable before anything
         // is committed inside it, redone after an earlier open's failed sync.
         crate::datadir::open(storage.as_ref(), &config.data_dir)?;
@@ -97,6 +106,7 @@ impl Engine {
         let mut engine = Engine {
             ids: SimRng::new(config.seed),
             storage,
+            pool,
             clock,
             store,
             meta,

@@ -17,6 +17,14 @@
 //! - `sluice_reconciler_passes_total`, `sluice_reconciler_pass_duration_seconds`
 //!   (histogram of the periodic passes).
 //! - `sluice_http_requests_total{route, method, status}`.
+//! - The bounded pool of open files (ADR 0018): `sluice_open_files` (data
+//!   files open now), `sluice_open_files_limit` (the configured bound),
+//!   `sluice_open_files_pinned` (open files the pool may not close: their
+//!   name was replaced or removed), `sluice_file_evictions_total` (files
+//!   closed to make room), `sluice_file_eviction_syncs_total` and
+//!   `sluice_file_eviction_sync_failures_total` (closed with unsynced writes,
+//!   synced first; a failure is reported to the file's next sync),
+//!   `sluice_file_reopens_total`.
 //!
 //! Invariants:
 //! - Engine figures are read in one engine call per scrape, then encoded, so a
@@ -88,6 +96,8 @@ struct EngineView {
     passes: u64,
     /// Pending obligations per `kind/state`.
     obligations: BTreeMap<String, u64>,
+    /// The file pool's counters, when the engine has one.
+    files: Option<sluice_storage::PoolStats>,
 }
 
 #[derive(Debug)]
@@ -232,6 +242,50 @@ impl Collector for EngineCollector {
             "Records of purged generations ignored by recovery at start-up",
             self.stale_records_at_recovery,
         )?;
+        if let Some(files) = view.files {
+            gauge(
+                &mut encoder,
+                "sluice_open_files",
+                "Data files open now (the bounded file pool)",
+                files.open,
+            )?;
+            gauge(
+                &mut encoder,
+                "sluice_open_files_limit",
+                "The most data files open at once ([files] max_open)",
+                files.bound,
+            )?;
+            gauge(
+                &mut encoder,
+                "sluice_open_files_pinned",
+                "Open data files the pool may not close (renamed over or removed while open)",
+                files.pinned,
+            )?;
+            counter(
+                &mut encoder,
+                "sluice_file_evictions",
+                "Data files closed to stay within the bound",
+                files.evictions,
+            )?;
+            counter(
+                &mut encoder,
+                "sluice_file_eviction_syncs",
+                "Evicted files that had unsynced writes and were synced before closing",
+                files.eviction_syncs,
+            )?;
+            counter(
+                &mut encoder,
+                "sluice_file_eviction_sync_failures",
+                "Syncs before an eviction that failed (reported to the file's next sync)",
+                files.eviction_sync_failures,
+            )?;
+            counter(
+                &mut encoder,
+                "sluice_file_reopens",
+                "Evicted data files opened again",
+                files.reopens,
+            )?;
+        }
         Ok(())
     }
 }
@@ -318,11 +372,12 @@ pub(crate) async fn track(State(state): State<AppState>, req: Request, next: Nex
 
 /// `GET /metrics`.
 pub(crate) async fn scrape(State(state): State<AppState>) -> ApiResult<Response> {
-    let (status, obligations) = state
+    let (status, obligations, files) = state
         .engine(|e| {
             Ok((
                 snapshot(e, &Filter::default(), None, 0)?,
                 super::obligations::snapshot(e, None),
+                e.file_pool_stats(),
             ))
         })
         .await?;
@@ -344,6 +399,7 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> ApiResult<Response>
             failures_by_site: r.failures_by_site.clone(),
             passes: r.passes,
             obligations: obligations.summary.by_state,
+            files,
         };
     }
     let text = state

@@ -537,6 +537,7 @@ impl Partition {
         auto_commit: bool,
     ) -> Result<Polled> {
         self.check_serving()?;
+        self.log.settle_deferred();
         let start = match strategy {
             PollingStrategy::Offset(o) => Some(o),
             PollingStrategy::Timestamp(t) => self.log.offset_for_timestamp(t)?,

@@ -112,6 +112,9 @@ pub struct Shape {
     pub messages: Durability,
     pub offsets: Durability,
     pub segment_size: u64,
+    /// The engine's bounded file pool (ADR 0018); `None`: one descriptor
+    /// per file, as every schedule before the pool ran.
+    pub max_open_files: Option<usize>,
 }
 
 /// Where in a partition's directory tree `World::fail_in` strikes.
@@ -147,6 +150,8 @@ pub struct World {
     /// made an obligation pending; the world then runs the pass the server's
     /// woken reconciler would (`run_woken_pass`), right after the call.
     woken: Arc<AtomicBool>,
+    /// The open engine's file pool's failed eviction syncs the oracle knows of.
+    pool_sync_failures: u64,
 }
 
 fn s() -> Identifier {
@@ -251,6 +256,7 @@ impl World {
             broken: None,
             seen_in_steps: Vec::new(),
             woken: Arc::new(AtomicBool::new(false)),
+            pool_sync_failures: 0,
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine()?;
@@ -294,6 +300,7 @@ impl World {
             broken: None,
             seen_in_steps: self.seen_in_steps.clone(),
             woken: Arc::new(AtomicBool::new(false)),
+            pool_sync_failures: 0,
         }
     }
 
@@ -320,6 +327,7 @@ impl World {
         self.clock.advance(1_000_000);
         let mut config = EngineConfig::deterministic(DATA_DIR, self.seed);
         config.purge_mode = self.purge_mode;
+        config.max_open_files = self.shape.max_open_files;
         let (mut engine, report) =
             Engine::open(storage, self.clock.clone(), config).map_err(|e| e.to_string())?;
         let woken = self.woken.clone();
@@ -328,6 +336,8 @@ impl World {
             woken.store(true, Ordering::Relaxed)
         }));
         self.engine = Some(engine);
+        self.pool_sync_failures = 0;
+        self.note_pool_sync_failures();
         self.note_invariants();
         Ok(report)
     }
@@ -363,6 +373,7 @@ impl World {
         let before = self.low_water_marks();
         let ok = self.apply(step);
         self.run_woken_pass();
+        self.note_pool_sync_failures();
         // A mark a live step raised was committed (written and synced, its
         // name durable: `Partition::commit_low_water` raises nothing
         // otherwise), or, under the naive retention, claimed: from now on
@@ -375,6 +386,21 @@ impl World {
         }
         self.note_invariants();
         ok
+    }
+
+    /// Tells the oracle of a failed sync the file pool made since it last
+    /// looked (ADR 0018): buffered writes may be gone, as after a failed
+    /// background writeback.
+    fn note_pool_sync_failures(&mut self) {
+        let failures = self
+            .engine
+            .as_ref()
+            .and_then(Engine::file_pool_stats)
+            .map_or(0, |s| s.eviction_sync_failures);
+        if failures > self.pool_sync_failures {
+            self.pool_sync_failures = failures;
+            self.oracle.writeback_failed();
+        }
     }
 
     /// Each live partition's low-water mark, as the engine holds it (no I/O).
@@ -718,15 +744,34 @@ impl World {
         count: u64,
     ) -> Result<Vec<(u64, String)>, EngineError> {
         let (s, t) = ids_of(k.stream, k.topic);
-        let polled = self.call()?.poll(
-            &s,
-            &t,
-            k.partition,
-            consumer,
-            PollingStrategy::Next,
-            count,
-            false,
-        )?;
+        // With a file pool (ADR 0018) a poll may reopen a file, and the
+        // fault plan may fail that `open`: the poll fails and serves nothing,
+        // the next one opens again. The observer asks again a few times
+        // rather than report an injected fault as a violation.
+        let mut attempts = if self.shape.max_open_files.is_some() {
+            8
+        } else {
+            1
+        };
+        let polled = loop {
+            attempts -= 1;
+            match self.call()?.poll(
+                &s,
+                &t,
+                k.partition,
+                consumer,
+                PollingStrategy::Next,
+                count,
+                false,
+            ) {
+                Err(EngineError::Storage(e))
+                    if attempts > 0 && e.op == sluice_storage::OpKind::Open => {}
+                other => {
+                    self.note_pool_sync_failures();
+                    break other?;
+                }
+            }
+        };
         Ok(polled
             .messages
             .into_iter()

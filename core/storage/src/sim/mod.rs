@@ -12,6 +12,14 @@
 //!   would be in a new process.
 //! - See [`fs`] for the cached/durable rules and [`SyncFailureSemantics`] for
 //!   what a failed sync does.
+//! - The simulator counts the handles open in the current epoch (per inode
+//!   and in total, with a high-water mark): a handle counts from its
+//!   successful `open` until it is dropped, and a crash closes them all (the
+//!   process that held them is gone). Closing is not a storage call and is
+//!   not traced. With [`SimStorage::set_lose_unsynced_on_last_close`], the
+//!   last close of a file with unsynced changes models a writeback error
+//!   that no later descriptor is told of (ADR 0002 §2.4, amended for the
+//!   file pool, ADR 0018): under Linux semantics its dirty state is dropped.
 
 mod fault;
 mod fs;
@@ -126,6 +134,15 @@ struct SimState {
     /// semantics also evicts the pages it failed to write back (see
     /// [`SimStorage::set_eviction_after_failed_sync`]).
     evict_ppm: u32,
+    /// Handles of the current epoch open per inode, and in total.
+    handles: BTreeMap<Ino, u64>,
+    open_handles: u64,
+    /// The most handles open at once since the last reset.
+    peak_open_handles: u64,
+    /// Last closes of a file that still had unsynced changes.
+    unsynced_last_closes: u64,
+    /// Whether such a close loses the changes (see `set_lose_unsynced_on_last_close`).
+    lose_unsynced_on_last_close: bool,
 }
 
 /// The simulator. Cloning shares the same file system (like two handles on one
@@ -243,6 +260,11 @@ impl SimStorage {
                 rng: SimRng::new(config.seed),
                 halt_after: None,
                 evict_ppm: 0,
+                handles: BTreeMap::new(),
+                open_handles: 0,
+                peak_open_handles: 0,
+                unsynced_last_closes: 0,
+                lose_unsynced_on_last_close: false,
             })),
         }
     }
@@ -277,6 +299,12 @@ impl SimStorage {
                 rng: st.rng.clone(),
                 halt_after: st.halt_after,
                 evict_ppm: st.evict_ppm,
+                // Handles opened on `self` are not valid on the copy.
+                handles: BTreeMap::new(),
+                open_handles: 0,
+                peak_open_handles: 0,
+                unsynced_last_closes: 0,
+                lose_unsynced_on_last_close: st.lose_unsynced_on_last_close,
             })),
         }
     }
@@ -290,6 +318,43 @@ impl SimStorage {
     /// cache (the pages were not evicted yet). ADR 0002 §2.3.
     pub fn set_eviction_after_failed_sync(&self, ppm: u32) {
         self.lock().evict_ppm = ppm;
+    }
+
+    /// Models a writeback error nobody hears of: when the last open handle
+    /// of a file that still has unsynced changes is closed, under Linux
+    /// semantics those changes are dropped (the kernel's later writeback
+    /// failed and marked the pages clean), so a descriptor opened afterwards
+    /// syncs "successfully" without persisting them. On Linux an error is
+    /// reported to the descriptions open when it happens (errseq); whether a
+    /// later `open` sees it depends on the kernel version and on whether
+    /// anyone else saw it first, so the model takes the worst case. Reads
+    /// still return the written bytes (the pages stay cached). Off by
+    /// default, which keeps every earlier seed's meaning. ADR 0002 §2.4.
+    pub fn set_lose_unsynced_on_last_close(&self, on: bool) {
+        self.lock().lose_unsynced_on_last_close = on;
+    }
+
+    /// Handles open now (opened in the current epoch and not dropped).
+    pub fn open_handles(&self) -> u64 {
+        self.lock().open_handles
+    }
+
+    /// The most handles open at once since the simulator was made or
+    /// [`SimStorage::reset_peak_open_handles`] was called.
+    pub fn peak_open_handles(&self) -> u64 {
+        self.lock().peak_open_handles
+    }
+
+    /// Starts the high-water mark again from the handles open now.
+    pub fn reset_peak_open_handles(&self) {
+        let mut st = self.lock();
+        st.peak_open_handles = st.open_handles;
+    }
+
+    /// How many times the last handle of a file with unsynced changes was
+    /// closed (counted whether or not those changes are then lost).
+    pub fn unsynced_last_closes(&self) -> u64 {
+        self.lock().unsynced_last_closes
     }
 
     /// Sets (or removes) the simulated disk size.
@@ -335,6 +400,9 @@ impl SimStorage {
         let mut st = self.lock();
         st.epoch += 1;
         st.halt_after = None;
+        // The process that held the handles is gone: so are its descriptors.
+        st.handles.clear();
+        st.open_handles = 0;
         match crash {
             Crash::Process => st.fs.collect_garbage(false),
             Crash::PowerLoss => st.fs.power_loss(None),
@@ -508,6 +576,41 @@ impl SimFile {
     }
 }
 
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let mut st = self.sim.lock();
+        if st.epoch != self.epoch {
+            // Closed already, by the crash that ended its epoch.
+            return;
+        }
+        st.open_handles = st.open_handles.saturating_sub(1);
+        let last = match st.handles.get_mut(&self.ino) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                st.handles.remove(&self.ino);
+                true
+            }
+            None => false,
+        };
+        if !last {
+            return;
+        }
+        let linux = st.linux();
+        let lose = st.lose_unsynced_on_last_close;
+        if let Ok(file) = st.fs.file_mut(self.ino)
+            && file.is_dirty()
+        {
+            if lose && linux {
+                file.drop_dirty();
+            }
+            st.unsynced_last_closes += 1;
+        }
+    }
+}
+
 impl DurableFile for SimFile {
     fn path(&self) -> &Path {
         &self.path
@@ -613,6 +716,16 @@ impl DurableStorage for SimStorage {
             };
             Ok((ino, st.epoch, display(parts)))
         })?;
+        {
+            // Counted only once a handle is returned (a creating `open`
+            // failing after its effect leaves the name but no handle).
+            let mut st = self.lock();
+            if st.epoch == epoch {
+                *st.handles.entry(ino).or_insert(0) += 1;
+                st.open_handles += 1;
+                st.peak_open_handles = st.peak_open_handles.max(st.open_handles);
+            }
+        }
         Ok(Box::new(SimFile {
             sim: self.clone(),
             ino,

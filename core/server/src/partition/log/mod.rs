@@ -371,7 +371,16 @@ impl Log {
     /// Appends one batch. `sync` makes it durable before returning (and, when
     /// it rolled, see `take_roll_attempt`, the caller must also sync the
     /// directory).
+    /// Handles the syncs the file pool made for these segments and saw
+    /// fail (ADR 0018), before a read or an append relies on their bytes.
+    pub(crate) fn settle_deferred(&mut self) {
+        for segment in &mut self.segments {
+            segment.settle_deferred();
+        }
+    }
+
     pub(crate) fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {
+        self.settle_deferred();
         let count = messages.len() as u64;
         let base_offset = self.next_offset;
         let timestamp = messages.first().map_or(0, |m| m.timestamp);

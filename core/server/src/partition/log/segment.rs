@@ -428,14 +428,34 @@ impl Segment {
                 Ok(())
             }
             Err(e) => {
-                self.carried_to = self.durable_to;
-                // The failed writeback may also have evicted the pages it
-                // could not write: they now read back as the disk holds them.
-                if let Err(check) = self.recheck_unsure(self.durable_to) {
-                    tracing::warn!(path = %self.log_path.display(), error = %check, "segment tail not rechecked after a failed sync");
-                }
+                self.after_failed_sync();
                 Err(e.into())
             }
+        }
+    }
+
+    /// What a failed sync of the log leaves: nothing above `durable_to` is
+    /// carried any more, and what the failed writeback evicted reads back as
+    /// the disk holds it, so the unsure tail is rechecked (and cut).
+    fn after_failed_sync(&mut self) {
+        self.carried_to = self.durable_to;
+        if let Err(check) = self.recheck_unsure(self.durable_to) {
+            tracing::warn!(path = %self.log_path.display(), error = %check, "segment tail not rechecked after a failed sync");
+        }
+    }
+
+    /// Handles a sync the file pool made for this segment and saw fail (ADR
+    /// 0018) as this segment's own failed sync, before anything reads or
+    /// appends: the failed writeback may have evicted the unsure tail's
+    /// pages, and a poll would read zeros where batches were. The index is a
+    /// cache rebuilt by recovery: its failure needs nothing.
+    pub(crate) fn settle_deferred(&mut self) {
+        if let Some(e) = self.idx.take_deferred_error() {
+            tracing::warn!(path = %self.idx_path.display(), error = %e, "index sync failed when the file pool closed it; recovery will validate it");
+        }
+        if let Some(e) = self.log.take_deferred_error() {
+            tracing::warn!(path = %self.log_path.display(), error = %e, "log sync failed when the file pool closed it; its unsure tail is rechecked");
+            self.after_failed_sync();
         }
     }
 

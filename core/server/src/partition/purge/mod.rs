@@ -194,7 +194,10 @@ impl Partition {
         let record = ObligationRecord::from(ob);
         if self.obligation_file.is_none() {
             // Only here while no handle was ever opened: the name was never
-            // noted, so no re-dirty can have moved the file aside.
+            // noted, so no re-dirty can have moved the file aside. (A kept
+            // handle is kept for that reason; under a file pool, ADR 0018,
+            // its descriptor may be closed, and the pool, which sees the
+            // re-dirty's renames, reopens the file wherever it is.)
             let file = self
                 .storage
                 .open(&self.paths.obligation, OpenMode::CreateOrOpen)?;

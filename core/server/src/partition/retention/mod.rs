@@ -60,6 +60,8 @@ pub(crate) struct LowWaterFile {
     seq: u64,
     /// Opened once per process (by recovery or the first write) and kept:
     /// a re-dirty of the name moves the file aside between two renames.
+    /// Under a file pool (ADR 0018) the descriptor may be closed between
+    /// calls; the pool sees both renames and reopens the file where it is.
     file: Option<Box<dyn DurableFile>>,
     /// The newest record recovery read, while it is not known to be on disk.
     unsynced: Option<LowWaterRecord>,
