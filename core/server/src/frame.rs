@@ -20,8 +20,8 @@
 //! - The codec (bincode) sits only behind this module: swapping it changes
 //!   the version number, not the framing (docs/adr/0005-record-framing-and-codec.md).
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 pub const HEADER_LEN: usize = 20;
 
@@ -156,12 +156,12 @@ pub fn decode_header(magic: Magic, bytes: &[u8], max_payload: usize) -> Result<H
     })
 }
 
-/// Checks a payload against its header and decodes it.
-pub fn decode_payload<T: DeserializeOwned>(
+/// Checks a payload against its header: present, its checksum, the version.
+fn check_payload<'a>(
     header: &Header,
     expected_version: u16,
-    payload: &[u8],
-) -> Result<T, FrameError> {
+    payload: &'a [u8],
+) -> Result<&'a [u8], FrameError> {
     if payload.len() < header.payload_len {
         return Err(FrameError::Truncated {
             need: header.frame_len(),
@@ -178,15 +178,50 @@ pub fn decode_payload<T: DeserializeOwned>(
             expected: expected_version,
         });
     }
-    let (value, used) = bincode::serde::decode_from_slice(payload, config())
-        .map_err(|e| FrameError::Decode(e.to_string()))?;
-    if used != payload.len() {
+    Ok(payload)
+}
+
+fn whole<T>(
+    decoded: Result<(T, usize), bincode::error::DecodeError>,
+    len: usize,
+) -> Result<T, FrameError> {
+    let (value, used) = decoded.map_err(|e| FrameError::Decode(e.to_string()))?;
+    if used != len {
         return Err(FrameError::Decode(format!(
             "{} trailing bytes after the record",
-            payload.len() - used
+            len - used
         )));
     }
     Ok(value)
+}
+
+/// Checks a payload against its header and decodes it.
+pub fn decode_payload<T: DeserializeOwned>(
+    header: &Header,
+    expected_version: u16,
+    payload: &[u8],
+) -> Result<T, FrameError> {
+    let payload = check_payload(header, expected_version, payload)?;
+    whole(
+        bincode::serde::decode_from_slice(payload, config()),
+        payload.len(),
+    )
+}
+
+/// As `decode_payload`, for a type that borrows from the payload (byte
+/// slices are handed out in place, not copied). The same checks, in the
+/// same order, and the same codec: only where the decoded bytes live
+/// differs.
+pub fn decode_payload_borrowed<'a, T: Deserialize<'a>>(
+    header: &Header,
+    expected_version: u16,
+    payload: &'a [u8],
+) -> Result<T, FrameError> {
+    let payload = check_payload(header, expected_version, payload)?;
+    whole(
+        bincode::serde::borrow_decode_from_slice(payload, config()),
+        payload.len(),
+    )
 }
 
 /// Decodes one whole record at the start of `bytes`; returns it and its length.

@@ -22,6 +22,7 @@
 
 mod counting;
 mod http;
+mod log_recovery;
 mod messages;
 mod offsets;
 mod purge;
@@ -246,6 +247,8 @@ pub const FIGURE_KEYS: &[&str] = &[
     "http.send_p50_ms",
     "http.send_p99_ms",
     "http.poll_msgs_per_s",
+    "log_recovery.large_vs_small_s",
+    "log_recovery.bytes_read",
 ];
 
 /// What the whole run hands to the printer.
@@ -440,6 +443,9 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
     let t0 = std::time::Instant::now();
     figures.extend(http::run(&mut ctx, &inproc)?);
     phase("http", t0);
+    let t0 = std::time::Instant::now();
+    figures.extend(log_recovery::run(&mut ctx)?);
+    phase("log recovery", t0);
     for key in FIGURE_KEYS {
         if !figures.iter().any(|f| f.key == *key) {
             return Err(BenchError::io("report", format!("figure {key} missing")));

@@ -1,15 +1,25 @@
 //! Messages and the batch record they are stored in.
 //!
 //! Byte fields (payloads, header values) go through serde's byte-slice path
-//! (`raw_bytes`): bincode then copies them whole instead of encoding and
-//! decoding one `u8` element at a time. Its encoding of a byte slice (a
-//! varint length, then the bytes) is the same as of a `Vec<u8>` sequence
-//! (the same length, then one byte per element), so the format on disk does
-//! not change (`tests/fuzz_decoders.rs` and the recovery tests read batches
-//! written either way).
-
+//! (`raw_bytes`, `payload_bytes`): bincode then copies them whole instead of
+//! encoding and decoding one `u8` element at a time. Its encoding of a byte
+//! slice (a varint length, then the bytes) is the same as of a `Vec<u8>`
+//! sequence (the same length, then one byte per element), so the format on
+//! disk does not change (`tests/fuzz_decoders.rs` and the recovery tests
+//! read batches written either way).
+//!
+//! Invariants:
+//! - A served `Message`'s payload is a `Bytes` view into the one buffer its
+//!   batch was read into (`BatchView` borrows the payloads out of the
+//!   checked frame, `Log::read` turns each borrow into a view of that
+//!   buffer): a poll costs one allocation and one read per batch, not one
+//!   per message, and every byte it serves passed the batch's CRC32C.
+//! - `BatchView` decodes exactly the bytes `BatchRecord` encodes (same
+//!   fields, same order, same codec): it is a second way to read version 1,
+//!   not a new format.
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// A user header value: Iggy's header kind code and raw bytes.
@@ -31,8 +41,8 @@ pub struct Message {
     pub id: u128,
     pub checksum: u32,
     pub headers: Option<Headers>,
-    #[serde(with = "raw_bytes")]
-    pub payload: Vec<u8>,
+    #[serde(with = "payload_bytes")]
+    pub payload: Bytes,
 }
 
 /// A message as sent: `id == 0` asks the server to assign one.
@@ -62,6 +72,57 @@ pub struct BatchRecord {
     pub messages: Vec<Message>,
 }
 
+/// A stored message as it sits in its batch's bytes: the payload borrowed,
+/// not copied (see the module invariants).
+#[derive(Debug, Deserialize)]
+pub(crate) struct MessageView<'a> {
+    pub(crate) offset: u64,
+    pub(crate) timestamp: u64,
+    pub(crate) id: u128,
+    pub(crate) checksum: u32,
+    pub(crate) headers: Option<Headers>,
+    #[serde(borrow)]
+    pub(crate) payload: &'a [u8],
+}
+
+/// A `BatchRecord` decoded in place from its checked payload.
+#[derive(Debug, Deserialize)]
+pub(crate) struct BatchView<'a> {
+    pub(crate) generation: u64,
+    pub(crate) base_offset: u64,
+    #[serde(borrow)]
+    pub(crate) messages: Vec<MessageView<'a>>,
+}
+
+impl MessageView<'_> {
+    /// The served message: its payload a view of `buffer`, which holds the
+    /// bytes this view borrows from (`Bytes::slice_ref` finds the range; a
+    /// payload outside `buffer` would be a bug, so it is copied instead of
+    /// panicking).
+    pub(crate) fn to_message(&self, buffer: &Bytes) -> Message {
+        let inside = {
+            let start = buffer.as_ptr() as usize;
+            let p = self.payload.as_ptr() as usize;
+            p >= start && p + self.payload.len() <= start + buffer.len()
+        };
+        let payload = if self.payload.is_empty() {
+            Bytes::new()
+        } else if inside {
+            buffer.slice_ref(self.payload)
+        } else {
+            Bytes::copy_from_slice(self.payload)
+        };
+        Message {
+            offset: self.offset,
+            timestamp: self.timestamp,
+            id: self.id,
+            checksum: self.checksum,
+            headers: self.headers.clone(),
+            payload,
+        }
+    }
+}
+
 pub(crate) const BATCH_VERSION: u16 = 1;
 /// Bound on one batch's payload; larger sends are refused before writing.
 pub const MAX_BATCH_BYTES: usize = 32 << 20;
@@ -76,6 +137,21 @@ pub struct IndexEntry {
 
 pub(crate) const INDEX_VERSION: u16 = 1;
 pub(crate) const MAX_INDEX_ENTRY: usize = 64;
+
+/// `Bytes` through serde's byte path, as `raw_bytes` for `Vec<u8>`: the
+/// decoded buffer becomes the `Bytes` without a copy.
+mod payload_bytes {
+    use bytes::Bytes;
+    use serde::{Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(bytes: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(bytes)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        super::raw_bytes::deserialize(d).map(Bytes::from)
+    }
+}
 
 /// `Vec<u8>` through serde's byte path (see the module comment).
 mod raw_bytes {
@@ -159,7 +235,7 @@ mod tests {
                     value: vec![0, 200, 255],
                 },
             )])),
-            payload: payload.clone(),
+            payload: Bytes::from(payload.clone()),
         };
         let old = OldMessage {
             offset: 7,

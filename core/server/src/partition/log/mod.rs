@@ -31,12 +31,12 @@ mod segment;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use message::BATCH_VERSION;
+use message::{BATCH_VERSION, BatchView};
 pub use message::{
     BatchRecord, HeaderValue, Headers, IndexEntry, MAX_BATCH_BYTES, Message, NewMessage,
 };
 pub use segment::ScanIssue;
-use segment::{Segment, read_batch};
+use segment::{Segment, read_batch_with};
 use sluice_storage::DurableStorage;
 
 use crate::error::{EngineError, Result};
@@ -436,6 +436,8 @@ impl Log {
     }
 
     /// Up to `count` messages starting at `offset` (or at the first stored one after it).
+    /// Each batch is read into one buffer and checked once; the messages
+    /// served from it are views of that buffer (no copy per message).
     pub fn read(&self, offset: u64, count: u64) -> Result<Vec<Message>> {
         // By the committed mark, never by what happens to be loaded.
         let offset = offset.max(self.low_water);
@@ -443,18 +445,20 @@ impl Log {
         if count == 0 {
             return Ok(out);
         }
+        let want = usize::try_from(count).unwrap_or(usize::MAX);
         let first = self.segments.partition_point(|s| s.next_offset <= offset);
         for seg in &self.segments[first..] {
             let mut pos = seg.position_for(offset);
             while pos < seg.size {
-                let (batch, len) = self.batch_at(seg, pos)?;
-                for m in batch.messages {
-                    if m.offset >= offset {
-                        out.push(m);
-                        if out.len() as u64 == count {
-                            return Ok(out);
+                let len = self.batch_at(seg, pos, |buffer, view| {
+                    for m in &view.messages {
+                        if m.offset >= offset && out.len() < want {
+                            out.push(m.to_message(buffer));
                         }
                     }
+                })?;
+                if out.len() == want {
+                    return Ok(out);
                 }
                 pos += len;
             }
@@ -467,9 +471,16 @@ impl Log {
         for seg in &self.segments {
             let mut pos = seg.position_for_timestamp(ts);
             while pos < seg.size {
-                let (batch, len) = self.batch_at(seg, pos)?;
-                if let Some(m) = batch.messages.iter().find(|m| m.timestamp >= ts) {
-                    return Ok(Some(m.offset));
+                let mut found = None;
+                let len = self.batch_at(seg, pos, |_, view| {
+                    found = view
+                        .messages
+                        .iter()
+                        .find(|m| m.timestamp >= ts)
+                        .map(|m| m.offset);
+                })?;
+                if found.is_some() {
+                    return Ok(found);
                 }
                 pos += len;
             }
@@ -477,12 +488,22 @@ impl Log {
         Ok(None)
     }
 
-    fn batch_at(&self, seg: &Segment, pos: u64) -> Result<(BatchRecord, u64)> {
-        read_batch(seg.file(), pos, seg.size)?.map_err(|e| EngineError::CorruptFile {
-            path: seg.log_path.clone(),
-            offset: pos,
-            reason: e.to_string(),
-        })
+    /// Reads the batch at `pos` of `seg` and hands it to `f` (see
+    /// `read_batch_with`); returns its frame length. A batch below `size`
+    /// that does not check out is `CorruptFile`, naming path and position.
+    fn batch_at(
+        &self,
+        seg: &Segment,
+        pos: u64,
+        f: impl FnOnce(&bytes::Bytes, BatchView<'_>),
+    ) -> Result<u64> {
+        read_batch_with(seg.file(), pos, seg.size, f)?
+            .map(|((), len)| len)
+            .map_err(|e| EngineError::CorruptFile {
+                path: seg.log_path.clone(),
+                offset: pos,
+                reason: e.to_string(),
+            })
     }
 }
 

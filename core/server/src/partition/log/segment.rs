@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 
 use sluice_storage::{DurableFile, DurableStorage, OpenMode};
 
+use bytes::Bytes;
+
 use super::message::{
-    BATCH_VERSION, BatchRecord, INDEX_VERSION, IndexEntry, MAX_BATCH_BYTES, MAX_INDEX_ENTRY,
+    BATCH_VERSION, BatchView, INDEX_VERSION, IndexEntry, MAX_BATCH_BYTES, MAX_INDEX_ENTRY,
 };
 use crate::error::{EngineError, Result};
 use crate::frame::{self, FrameError, HEADER_LEN, Magic};
@@ -71,12 +73,28 @@ pub enum ScanIssue {
     },
 }
 
-/// Reads and validates the batch framed at `position`.
-pub(crate) fn read_batch(
+/// What recovery and its checks need of one valid batch (its messages are
+/// looked at in place, never copied out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchSummary {
+    pub(crate) generation: u64,
+    pub(crate) base_offset: u64,
+    pub(crate) count: u64,
+    /// The first message's timestamp (0 for an empty batch).
+    pub(crate) first_timestamp: u64,
+    pub(crate) newest_timestamp: u64,
+}
+
+/// Reads the batch framed at `position` into one buffer, checks it (header,
+/// length, payload CRC32C, version, a whole decode) and hands `f` the buffer
+/// and the batch decoded in place; returns `f`'s result and the frame's
+/// length. `Ok(Err(_))` is a batch that does not check out.
+pub(crate) fn read_batch_with<R>(
     file: &dyn DurableFile,
     position: u64,
     limit: u64,
-) -> Result<Result<(BatchRecord, u64), FrameError>> {
+    f: impl FnOnce(&Bytes, BatchView<'_>) -> R,
+) -> Result<Result<(R, u64), FrameError>> {
     let avail = limit.saturating_sub(position);
     let mut head = [0u8; HEADER_LEN];
     let want = (HEADER_LEN as u64).min(avail) as usize;
@@ -94,10 +112,26 @@ pub(crate) fn read_batch(
     let mut payload = vec![0u8; header.payload_len];
     let n = file.read_at(position + HEADER_LEN as u64, &mut payload)?;
     payload.truncate(n);
+    let buffer = Bytes::from(payload);
     Ok(
-        frame::decode_payload::<BatchRecord>(&header, BATCH_VERSION, &payload)
-            .map(|b| (b, header.frame_len() as u64)),
+        frame::decode_payload_borrowed::<BatchView<'_>>(&header, BATCH_VERSION, &buffer)
+            .map(|view| (f(&buffer, view), header.frame_len() as u64)),
     )
+}
+
+/// Reads and validates the batch framed at `position`.
+pub(crate) fn read_batch(
+    file: &dyn DurableFile,
+    position: u64,
+    limit: u64,
+) -> Result<Result<(BatchSummary, u64), FrameError>> {
+    read_batch_with(file, position, limit, |_, view| BatchSummary {
+        generation: view.generation,
+        base_offset: view.base_offset,
+        count: view.messages.len() as u64,
+        first_timestamp: view.messages.first().map_or(0, |m| m.timestamp),
+        newest_timestamp: view.messages.iter().map(|m| m.timestamp).max().unwrap_or(0),
+    })
 }
 
 impl Segment {
@@ -246,12 +280,11 @@ impl Segment {
                 Ok((batch, len))
                     if batch.generation == self.generation
                         && batch.base_offset == expected
-                        && !batch.messages.is_empty() =>
+                        && batch.count > 0 =>
                 {
-                    let count = batch.messages.len() as u64;
-                    let ts = batch.messages.first().map_or(0, |m| m.timestamp);
-                    let newest = batch.messages.iter().map(|m| m.timestamp).max();
-                    self.newest_timestamp = self.newest_timestamp.max(newest.unwrap_or(0));
+                    let count = batch.count;
+                    let ts = batch.first_timestamp;
+                    self.newest_timestamp = self.newest_timestamp.max(batch.newest_timestamp);
                     if skip_index_at != Some(pos) {
                         self.maybe_index(batch.base_offset, pos, ts, len)?;
                     } else {
@@ -469,9 +502,9 @@ impl Segment {
                 Ok((batch, len))
                     if batch.generation == self.generation
                         && batch.base_offset == expected
-                        && !batch.messages.is_empty() =>
+                        && batch.count > 0 =>
                 {
-                    expected += batch.messages.len() as u64;
+                    expected += batch.count;
                     pos += len;
                 }
                 other if pos < self.durable_to => {
