@@ -94,6 +94,10 @@ pub struct TraceEntry {
     pub target: Option<String>,
     pub fault: Option<FaultMode>,
     pub error: Option<ErrorKind>,
+    /// Bytes a read returned (0 for every other call). Not part of the
+    /// rendered trace (`Display`, `trace_hash`): it lets a test bound what
+    /// recovery reads without changing any recorded trace.
+    pub bytes: u64,
 }
 
 impl fmt::Display for TraceEntry {
@@ -193,6 +197,7 @@ impl SimState {
             target,
             fault: fault.map(|f| f.mode),
             error: None,
+            bytes: 0,
         });
         let plan = match fault {
             Some(f) => Plan::Fail(f),
@@ -525,6 +530,9 @@ impl DurableFile for SimFile {
                 .min(data.len());
             let n = buf.len().min(data.len() - start);
             buf[..n].copy_from_slice(&data[start..start + n]);
+            if let Some(entry) = st.trace.last_mut() {
+                entry.bytes = n as u64;
+            }
             Ok(n)
         })
     }

@@ -203,8 +203,8 @@ impl Segment {
             durable_to: 0,
             newest_timestamp: 0,
         };
-        seg.load_index(file_len)?;
-        let issue = seg.scan_tail(file_len, is_last)?;
+        let first = seg.load_index(file_len)?;
+        let issue = seg.scan_tail(file_len, is_last, first)?;
         // Taken as on disk, as everything an earlier process acknowledged is;
         // `redirty_tail` narrows this for the bytes that may not be.
         seg.carried_to = seg.size;
@@ -214,7 +214,9 @@ impl Segment {
 
     /// Reads the index, keeping the longest prefix of entries that are
     /// well-formed, increasing, and point at a batch that really starts there.
-    fn load_index(&mut self, log_len: u64) -> Result<()> {
+    /// Returns the batch the last kept entry points at, as checked here, so
+    /// the tail scan that starts there does not read it a second time.
+    fn load_index(&mut self, log_len: u64) -> Result<Option<(BatchSummary, u64)>> {
         let bytes = self.idx.read_to_end()?;
         let mut pos = 0usize;
         let mut entries: Vec<IndexEntry> = Vec::new();
@@ -239,9 +241,11 @@ impl Segment {
             }
         }
         // Trust only entries whose batch checks out; drop from the end until one does.
+        let mut checked = None;
         while let Some(last) = entries.last() {
             match read_batch(self.log.as_ref(), last.position, log_len)? {
-                Ok((b, _)) if b.base_offset == last.offset && b.generation == self.generation => {
+                Ok((b, len)) if b.base_offset == last.offset && b.generation == self.generation => {
+                    checked = Some((b, len));
                     break;
                 }
                 _ => {
@@ -257,18 +261,33 @@ impl Segment {
                 .map_err(|e| EngineError::Internal(format!("index re-read: {e}")))?;
             idx_size += h.frame_len();
         }
+        // Recovery trusts the index only this far: say so when it could not
+        // trust all of it, since the scan then reads more of the segment.
+        let scan_from = entries.last().map_or(0, |e| e.position);
+        if bytes.is_empty() && log_len > 0 {
+            tracing::info!(path = %self.idx_path.display(), log_bytes = log_len, "index missing or empty; rebuilding it by scanning the segment from byte 0");
+        } else if idx_size != bytes.len() {
+            tracing::warn!(path = %self.idx_path.display(), kept_bytes = idx_size, index_bytes = bytes.len(), scan_from, "index stale or damaged past the kept entries; dropped them, scanning the segment from the last kept one");
+        }
         if idx_size as u64 != bytes.len() as u64 {
             self.idx.truncate(idx_size as u64)?;
         }
         self.idx_size = idx_size as u64;
         self.newest_timestamp = entries.iter().map(|e| e.timestamp).max().unwrap_or(0);
         self.index = entries;
-        Ok(())
+        Ok(checked)
     }
 
     /// Validates batches from the last index entry to the end of the file,
     /// rebuilding index entries, and cuts a torn tail (last segment only).
-    fn scan_tail(&mut self, file_len: u64, is_last: bool) -> Result<Option<ScanIssue>> {
+    /// `first`: the batch at the last index entry, already read and checked
+    /// by `load_index` (each byte of the tail is read once).
+    fn scan_tail(
+        &mut self,
+        file_len: u64,
+        is_last: bool,
+        mut first: Option<(BatchSummary, u64)>,
+    ) -> Result<Option<ScanIssue>> {
         let (mut pos, mut expected) = match self.index.last() {
             Some(e) => (e.position, e.offset),
             None => (0, self.base_offset),
@@ -276,7 +295,13 @@ impl Segment {
         // Entries before `pos` are already indexed; don't index `pos` twice.
         let mut skip_index_at = self.index.last().map(|e| e.position);
         while pos < file_len {
-            match read_batch(self.log.as_ref(), pos, file_len)? {
+            let read = match first.take() {
+                Some(checked) if self.index.last().is_some_and(|e| e.position == pos) => {
+                    Ok(checked)
+                }
+                _ => read_batch(self.log.as_ref(), pos, file_len)?,
+            };
+            match read {
                 Ok((batch, len))
                     if batch.generation == self.generation
                         && batch.base_offset == expected
@@ -404,7 +429,7 @@ impl Segment {
         if sync {
             // This sync acknowledges the batch: every byte before it must be
             // carried too, or it would be durable above a hole.
-            self.carry_unsure()?;
+            self.carry_unsure(true)?;
         }
         let mut written = self.log.write_at(at, encoded).map_err(EngineError::from);
         if written.is_ok() {
@@ -559,10 +584,14 @@ impl Segment {
     }
 
     /// Writes the bytes from `carried_to` to `size` again, unchanged, so the
-    /// next sync carries them.
-    fn carry_unsure(&mut self) -> Result<()> {
+    /// next sync carries them. `recheck`: validate them first (see
+    /// `recheck_unsure`); only recovery, whose scan has just validated
+    /// exactly these bytes with no call on this file in between, skips it.
+    fn carry_unsure(&mut self, recheck: bool) -> Result<()> {
         // Never copy bytes the kernel may have replaced with the disk's.
-        self.recheck_unsure(self.carried_to)?;
+        if recheck {
+            self.recheck_unsure(self.carried_to)?;
+        }
         let from = self.carried_to;
         let len = usize::try_from(self.size.saturating_sub(from))
             .map_err(|_| EngineError::Internal("segment tail too large".into()))?;
@@ -623,7 +652,10 @@ impl Segment {
         let from = self.index.last().map_or(0, |e| e.position);
         self.carried_to = self.carried_to.min(from);
         self.durable_to = self.durable_to.min(from);
-        self.carry_unsure()
+        // Recovery's tail scan read and checked these very bytes a moment
+        // ago (`Partition::recover` calls this right after `Log::recover`):
+        // checking them again would only read the tail a third time.
+        self.carry_unsure(false)
     }
 
     /// Makes an empty recovered segment durably empty before its offsets
@@ -648,7 +680,7 @@ impl Segment {
     /// before a roll seals it under `persisted`), rewriting first any bytes
     /// a failed sync may have left neither durable nor dirty.
     pub(crate) fn sync(&mut self) -> Result<()> {
-        self.carry_unsure()?;
+        self.carry_unsure(true)?;
         self.sync_log()
     }
 
