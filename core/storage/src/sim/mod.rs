@@ -542,6 +542,14 @@ impl DurableFile for SimFile {
             .map(|_| ())
     }
 
+    fn write_vectored_at(&self, offset: u64, bufs: &[std::io::IoSlice<'_>]) -> Result<()> {
+        // One write of the concatenation: the same trace entry, the same
+        // torn-write and power-loss outcomes as `write_at`.
+        let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        self.write_common(OpKind::Write, Some(offset), &all)
+            .map(|_| ())
+    }
+
     fn append(&self, data: &[u8]) -> Result<u64> {
         self.write_common(OpKind::Append, None, data)
     }

@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::frame::{FrameBuilder, FrameError, Framed, Magic};
+
 /// A user header value: Iggy's header kind code and raw bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeaderValue {
@@ -124,6 +126,29 @@ impl MessageView<'_> {
 }
 
 pub(crate) const BATCH_VERSION: u16 = 1;
+
+/// Frames a batch as `frame::encode` frames the `BatchRecord` of the same
+/// fields, byte for byte, but with large payloads left in place (written
+/// from the messages' own buffers, see `FrameBuilder`). The record's fields
+/// are encoded in the order `BatchRecord` and `Message` declare them.
+pub(crate) fn frame_batch(
+    generation: u64,
+    base_offset: u64,
+    messages: &[Message],
+) -> Result<Framed<'_>, FrameError> {
+    let small: usize = messages
+        .iter()
+        .map(|m| m.payload.len())
+        .filter(|&n| n < 512)
+        .sum();
+    let mut b = FrameBuilder::new(32 + messages.len() * 48 + small);
+    b.encode(&(generation, base_offset, messages.len() as u64))?;
+    for m in messages {
+        b.encode(&(m.offset, m.timestamp, m.id, m.checksum, &m.headers))?;
+        b.bytes(&m.payload)?;
+    }
+    b.finish(Magic::BATCH, BATCH_VERSION)
+}
 /// Bound on one batch's payload; larger sends are refused before writing.
 pub const MAX_BATCH_BYTES: usize = 32 << 20;
 
@@ -200,7 +225,56 @@ mod raw_bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{self, Magic};
+    use crate::frame;
+
+    fn message(offset: u64, payload: Vec<u8>, headers: Option<Headers>) -> Message {
+        Message {
+            offset,
+            timestamp: 1_700_000_000_000_000 + offset,
+            id: u128::from(offset) << 70 | 5,
+            checksum: crc32c::crc32c(&payload),
+            headers,
+            payload: Bytes::from(payload),
+        }
+    }
+
+    #[test]
+    fn given_a_batch_when_framed_from_pieces_then_the_bytes_are_those_of_the_whole_record() {
+        // Payloads on both sides of the borrow threshold, empty ones,
+        // headers, and offsets whose varints take 1, 3 and 9 bytes.
+        let headers = Some(Headers::from([(
+            "key".to_string(),
+            HeaderValue {
+                kind: 3,
+                value: vec![1, 2, 3],
+            },
+        )]));
+        for base in [0u64, 300, u64::MAX / 2] {
+            let messages: Vec<Message> = [0usize, 1, 511, 512, 513, 4096, 70_000]
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| {
+                    let h = if i % 2 == 0 { headers.clone() } else { None };
+                    message(base + i as u64, vec![i as u8; n], h)
+                })
+                .collect();
+            let framed = frame_batch(9, base, &messages).unwrap();
+            let whole = frame::encode(
+                Magic::BATCH,
+                BATCH_VERSION,
+                &BatchRecord {
+                    generation: 9,
+                    base_offset: base,
+                    messages: messages.clone(),
+                },
+            )
+            .unwrap();
+            assert_eq!(framed.len(), whole.len());
+            assert_eq!(framed.to_vec(), whole, "base {base}");
+            // Large payloads are written from their own buffers.
+            assert!(framed.slices().len() > 3);
+        }
+    }
 
     /// The shapes as they were before `raw_bytes`: plain `Vec<u8>` fields.
     #[derive(Serialize)]

@@ -31,7 +31,7 @@ mod segment;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use message::{BATCH_VERSION, BatchView};
+use message::BatchView;
 pub use message::{
     BatchRecord, HeaderValue, Headers, IndexEntry, MAX_BATCH_BYTES, Message, NewMessage,
 };
@@ -40,7 +40,6 @@ use segment::{Segment, read_batch_with};
 use sluice_storage::DurableStorage;
 
 use crate::error::{EngineError, Result};
-use crate::frame::{self, Magic};
 use crate::layout::{INDEX_EXT, LOG_EXT, parse_segment_name, segment_name};
 
 /// What recovery found in a segment directory.
@@ -376,12 +375,9 @@ impl Log {
         let base_offset = self.next_offset;
         let timestamp = messages.first().map_or(0, |m| m.timestamp);
         let newest = messages.iter().map(|m| m.timestamp).max().unwrap_or(0);
-        let batch = BatchRecord {
-            generation: self.generation,
-            base_offset,
-            messages,
-        };
-        let encoded = frame::encode(Magic::BATCH, BATCH_VERSION, &batch)
+        // Payloads are written from the messages' own buffers (one
+        // vectored write), not copied into one frame first.
+        let encoded = message::frame_batch(self.generation, base_offset, &messages)
             .map_err(|e| EngineError::Internal(e.to_string()))?;
         if encoded.len() > MAX_BATCH_BYTES {
             return Err(EngineError::Invalid {

@@ -24,7 +24,7 @@ use super::message::{
     BATCH_VERSION, BatchView, INDEX_VERSION, IndexEntry, MAX_BATCH_BYTES, MAX_INDEX_ENTRY,
 };
 use crate::error::{EngineError, Result};
-use crate::frame::{self, FrameError, HEADER_LEN, Magic};
+use crate::frame::{self, FrameError, Framed, HEADER_LEN, Magic};
 use crate::layout::{INDEX_EXT, LOG_EXT, segment_name};
 
 /// Index an entry at least every this many bytes of log.
@@ -417,7 +417,7 @@ impl Segment {
     /// (a best-effort truncate removes any prefix that landed).
     pub(crate) fn write_batch(
         &mut self,
-        encoded: &[u8],
+        encoded: &Framed<'_>,
         base_offset: u64,
         count: u64,
         timestamp: u64,
@@ -431,7 +431,11 @@ impl Segment {
             // carried too, or it would be durable above a hole.
             self.carry_unsure(true)?;
         }
-        let mut written = self.log.write_at(at, encoded).map_err(EngineError::from);
+        // One write of the whole frame, from its pieces (`Framed`).
+        let mut written = self
+            .log
+            .write_vectored_at(at, &encoded.slices())
+            .map_err(EngineError::from);
         if written.is_ok() {
             if self.carried_to == at {
                 self.carried_to = at + encoded.len() as u64;
