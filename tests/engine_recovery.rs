@@ -566,7 +566,7 @@ fn recovering_a_long_log_reads_each_segments_tail_once_not_the_whole_log() {
     // later ones only a few more (larger offsets take more varint bytes).
     let batch_frame = first_len / (first_len / 8300);
     assert!(
-        batch_frame > 4096 && first_len % batch_frame == 0,
+        batch_frame > 4096 && first_len.is_multiple_of(batch_frame),
         "{first_len} / {batch_frame}"
     );
     let slack = 64;
