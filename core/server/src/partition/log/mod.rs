@@ -13,8 +13,16 @@
 //!   empty ones are skipped (and left on disk, since only purge cleanup
 //!   unlinks), so `next_offset` always comes from real data, never from the
 //!   base of a segment whose bytes were lost.
-//! - One `write` per batch, one positioned read per header and per payload on
-//!   polls; no per-message syscall.
+//! - One write per batch (vectored: the frame's own bytes and the payloads
+//!   of 512 B and more straight from the messages' buffers, never copied
+//!   into one frame first), one positioned read per header and per batch
+//!   payload on polls; no per-message syscall, allocation or payload copy
+//!   (a served payload is a view of its batch's read buffer, checked whole
+//!   by the batch's CRC32C before anything in it is served).
+//! - Recovery reads each segment's index and its tail from the last index
+//!   entry once (the batch the index check reads is the scan's first), the
+//!   newest segment's tail once more to write it again under `persisted`;
+//!   never the rest of the log (`tests/engine_recovery.rs` bounds it).
 //! - Nothing below `low_water` (the partition's committed retention
 //!   low-water mark, ADR 0016) is loaded or served: recovery leaves segments
 //!   below it unopened (reported for the retention obligation), `set_low_water`

@@ -7,7 +7,9 @@
 //! - Every index entry points at the start of a valid batch whose base offset
 //!   it names; entries are strictly increasing in offset and position.
 //! - The index is a cache of the log: losing or tearing it loses nothing,
-//!   recovery re-validates it and rebuilds what is missing by scanning.
+//!   recovery re-validates it and rebuilds what is missing by scanning, and
+//!   says so (a log line naming the index) whenever it trusts less than all
+//!   of it. Recovery reads every byte of the tail it scans exactly once.
 //! - Only the last segment of a log can end in a torn write: a segment is
 //!   sealed by the roll to the next one, and a roll first cuts any bytes a
 //!   failed write left beyond `size` (`tail_dirty`). So recovery may cut the
