@@ -516,3 +516,50 @@ fn sealed_bytes(segments: &[Segment]) -> u64 {
     let n = segments.len().saturating_sub(1);
     segments[..n].iter().map(|s| s.size).sum()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use sluice_storage::{DurableStorage, SimStorage};
+
+    use super::*;
+
+    /// A poll's payloads are views of their batch's one read buffer, at the
+    /// places the batch encoding puts them (no per-message copy): within a
+    /// batch each payload starts exactly where the stored bytes between it
+    /// and the previous one end. Separately allocated payloads would not
+    /// sit at those distances.
+    #[test]
+    fn polled_payloads_are_views_into_their_batchs_read_buffer() {
+        let sim = SimStorage::default();
+        let dir = Path::new("/segments");
+        sim.create_dir_all(dir).unwrap();
+        let storage: Arc<dyn DurableStorage> = Arc::new(sim);
+        let mut log = Log::empty(storage, dir, 1, 1 << 20);
+        let messages: Vec<Message> = (0..4u64)
+            .map(|i| Message {
+                offset: i,
+                timestamp: 10 + i,
+                id: u128::from(i) + 1,
+                checksum: 0,
+                headers: None,
+                payload: Bytes::from(vec![i as u8; 700 + i as usize]),
+            })
+            .collect();
+        log.append(messages.clone(), false).unwrap();
+        let polled = log.read(0, 10).unwrap();
+        assert_eq!(polled, messages);
+        for pair in polled.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let gap = (b.payload.as_ptr() as usize).wrapping_sub(a.payload.as_ptr() as usize);
+            // Between them in the record: a's payload, then b's fields as
+            // bincode varints: offset, timestamp, id, checksum (1 byte each,
+            // all below 251), `headers: None` (1 byte) and the payload's
+            // length (701 to 703: 0xFB and a u16, 3 bytes).
+            assert_eq!(gap, a.payload.len() + 8, "payload of {} at {gap}", b.offset);
+        }
+    }
+}
