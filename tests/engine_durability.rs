@@ -504,7 +504,7 @@ fn a_failed_segment_dir_sync_is_redone_by_the_next_persisted_send() {
     // Then: the acknowledged message is there, at the offset it was given.
     let all = all_messages(&mut engine);
     let got = all.iter().find(|m| m.offset == sent.base_offset);
-    assert_eq!(got.map(|m| m.payload.clone()), Some(payload(1)));
+    assert_eq!(got.map(|m| m.payload.to_vec()), Some(payload(1)));
 }
 
 #[test]
@@ -528,7 +528,7 @@ fn a_segment_whose_dir_sync_failed_before_a_restart_is_made_durable_later() {
     // Then: the acknowledged message survived.
     let all = all_messages(&mut engine);
     let got = all.iter().find(|m| m.offset == sent.base_offset);
-    assert_eq!(got.map(|m| m.payload.clone()), Some(payload(1)));
+    assert_eq!(got.map(|m| m.payload.to_vec()), Some(payload(1)));
 }
 
 /// Fails the next sync of the partition directory `name` (`segments`,
@@ -1201,7 +1201,7 @@ fn a_failed_sync_after_recovering_an_unsynced_batch_does_not_lose_the_next_ackno
     let all = all_messages(&mut engine);
     let got = all.iter().find(|m| m.offset == acked);
     assert_eq!(
-        got.map(|m| m.payload.clone()),
+        got.map(|m| m.payload.to_vec()),
         Some(payload(4)),
         "{:?}",
         payloads_of(&all)
@@ -1242,7 +1242,7 @@ fn repeated_failed_syncs_of_a_segment_never_leave_a_hole_under_an_acknowledged_s
             let all = all_messages(&mut engine);
             let got = all.iter().find(|m| m.offset == acked);
             assert_eq!(
-                got.map(|m| m.payload.clone()),
+                got.map(|m| m.payload.to_vec()),
                 Some(payload(4)),
                 "{sync_fault:?} cut fails {cut_fails} {crash:?}: {:?}",
                 payloads_of(&all)
@@ -1263,7 +1263,7 @@ fn a_failed_sync_that_evicts_a_recovered_unsynced_batch_neither_breaks_reads_nor
     let all = all_messages(&mut engine);
     let got = all.iter().find(|m| m.offset == acked);
     assert_eq!(
-        got.map(|m| m.payload.clone()),
+        got.map(|m| m.payload.to_vec()),
         Some(payload(4)),
         "{:?}",
         payloads_of(&all)

@@ -201,7 +201,7 @@ fn message(offset: u64, payload: &[u8]) -> Message {
                 },
             )])
         }),
-        payload: payload.to_vec(),
+        payload: payload.to_vec().into(),
     }
 }
 

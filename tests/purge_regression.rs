@@ -111,7 +111,7 @@ fn poll_next(engine: &mut Engine, consumer: Consumer) -> Vec<(u64, String)> {
         .unwrap()
         .messages
         .into_iter()
-        .map(|m| (m.offset, String::from_utf8(m.payload).unwrap()))
+        .map(|m| (m.offset, String::from_utf8(m.payload.to_vec()).unwrap()))
         .collect()
 }
 

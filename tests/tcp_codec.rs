@@ -247,7 +247,7 @@ proptest! {
             ts += gap;
             for (id, payload, with_header) in batch {
                 let headers = with_header.then(|| BTreeMap::from([("k".to_string(), HeaderValue { kind: 2, value: b"v".to_vec() })]));
-                messages.push(Message { offset, timestamp: ts, id: *id, checksum: 0, headers, payload: payload.clone() });
+                messages.push(Message { offset, timestamp: ts, id: *id, checksum: 0, headers, payload: payload.clone().into() });
                 offset += 1;
             }
         }
@@ -258,7 +258,7 @@ proptest! {
         let views: Vec<_> = response.messages.map(|m| m.unwrap()).collect();
         prop_assert_eq!(views.len(), messages.len());
         for (v, m) in views.iter().zip(&messages) {
-            prop_assert_eq!((v.id, v.offset, v.timestamp, v.payload), (m.id, m.offset, m.timestamp, m.payload.as_slice()));
+            prop_assert_eq!((v.id, v.offset, v.timestamp, v.payload), (m.id, m.offset, m.timestamp, &m.payload[..]));
             prop_assert_eq!(v.user_headers.is_empty(), m.headers.is_none());
         }
         // Every batch passes the SDK's full checksum verification.

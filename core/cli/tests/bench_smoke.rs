@@ -30,6 +30,8 @@ const KEYS: &[&str] = &[
     "http.send_p50_ms",
     "http.send_p99_ms",
     "http.poll_msgs_per_s",
+    "log_recovery.large_vs_small_s",
+    "log_recovery.bytes_read",
 ];
 
 #[test]

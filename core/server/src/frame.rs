@@ -20,8 +20,8 @@
 //! - The codec (bincode) sits only behind this module: swapping it changes
 //!   the version number, not the framing (docs/adr/0005-record-framing-and-codec.md).
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 pub const HEADER_LEN: usize = 20;
 
@@ -116,6 +116,134 @@ pub fn encode<T: Serialize>(magic: Magic, version: u16, value: &T) -> Result<Vec
     Ok(out)
 }
 
+/// A payload shorter than this is copied into the frame's own buffer
+/// rather than written from where it lies: a slice of its own costs more
+/// (an iovec, and the kernel's per-segment work) than copying it.
+const BORROW_AT_LEAST: usize = 512;
+
+/// Builds one framed record from pieces: values encoded here and byte
+/// strings borrowed from their owners (a batch's payloads), so a large byte
+/// string is checksummed in place and written from where it lies, never
+/// copied into the frame. The bytes produced are exactly those of `encode`
+/// on a value whose serialization is the same pieces in the same order
+/// (a byte string is bincode's varint length, then the bytes).
+#[derive(Debug)]
+pub struct FrameBuilder<'a> {
+    own: Vec<u8>,
+    /// `(at, bytes)`: `bytes` goes where `own` is cut at `at`.
+    cuts: Vec<(usize, &'a [u8])>,
+    payload_crc: u32,
+    payload_len: usize,
+}
+
+impl<'a> FrameBuilder<'a> {
+    /// `own_capacity`: the expected size of the encoded (not borrowed) part.
+    pub fn new(own_capacity: usize) -> Self {
+        let mut own = Vec::with_capacity(HEADER_LEN + own_capacity);
+        own.resize(HEADER_LEN, 0);
+        FrameBuilder {
+            own,
+            cuts: Vec::new(),
+            payload_crc: 0,
+            payload_len: 0,
+        }
+    }
+
+    /// Appends `value` encoded with the record codec.
+    pub fn encode<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), FrameError> {
+        let start = self.own.len();
+        bincode::serde::encode_into_std_write(value, &mut self.own, config())
+            .map_err(|e| FrameError::Encode(e.to_string()))?;
+        self.payload_crc = crc32c::crc32c_append(self.payload_crc, &self.own[start..]);
+        self.payload_len += self.own.len() - start;
+        Ok(())
+    }
+
+    /// Appends a byte string as the codec encodes one (`serialize_bytes`:
+    /// its length as a varint, then the bytes), borrowing large ones.
+    pub fn bytes(&mut self, bytes: &'a [u8]) -> Result<(), FrameError> {
+        self.encode(&(bytes.len() as u64))?;
+        self.payload_crc = crc32c::crc32c_append(self.payload_crc, bytes);
+        self.payload_len += bytes.len();
+        if bytes.len() < BORROW_AT_LEAST {
+            self.own.extend_from_slice(bytes);
+        } else {
+            self.cuts.push((self.own.len(), bytes));
+        }
+        Ok(())
+    }
+
+    /// The record: header written, pieces in order.
+    pub fn finish(mut self, magic: Magic, version: u16) -> Result<Framed<'a>, FrameError> {
+        let len32 = u32::try_from(self.payload_len).map_err(|_| FrameError::TooLarge {
+            len: self.payload_len,
+            max: u32::MAX as usize,
+        })?;
+        let own = &mut self.own;
+        own[0..4].copy_from_slice(&magic.0);
+        own[4..6].copy_from_slice(&version.to_le_bytes());
+        own[6..8].copy_from_slice(&0u16.to_le_bytes());
+        own[8..12].copy_from_slice(&len32.to_le_bytes());
+        own[12..16].copy_from_slice(&self.payload_crc.to_le_bytes());
+        let header_crc = crc32c::crc32c(&own[0..16]);
+        own[16..20].copy_from_slice(&header_crc.to_le_bytes());
+        Ok(Framed {
+            own: self.own,
+            cuts: self.cuts,
+            len: HEADER_LEN + self.payload_len,
+        })
+    }
+}
+
+/// A framed record as pieces (see `FrameBuilder`).
+#[derive(Debug)]
+pub struct Framed<'a> {
+    own: Vec<u8>,
+    cuts: Vec<(usize, &'a [u8])>,
+    len: usize,
+}
+
+impl Framed<'_> {
+    /// The record's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The record as slices in order (empty ones left out).
+    pub fn slices(&self) -> Vec<std::io::IoSlice<'_>> {
+        let mut out = Vec::with_capacity(2 * self.cuts.len() + 1);
+        let mut at = 0;
+        for &(cut, bytes) in &self.cuts {
+            let own = self.own.get(at..cut).unwrap_or(&[]);
+            if !own.is_empty() {
+                out.push(std::io::IoSlice::new(own));
+            }
+            if !bytes.is_empty() {
+                out.push(std::io::IoSlice::new(bytes));
+            }
+            at = cut;
+        }
+        let rest = self.own.get(at..).unwrap_or(&[]);
+        if !rest.is_empty() {
+            out.push(std::io::IoSlice::new(rest));
+        }
+        out
+    }
+
+    /// The record as one buffer (tests and tools).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        for s in self.slices() {
+            out.extend_from_slice(&s);
+        }
+        out
+    }
+}
+
 fn le_u32(b: &[u8]) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[..4]);
@@ -156,12 +284,12 @@ pub fn decode_header(magic: Magic, bytes: &[u8], max_payload: usize) -> Result<H
     })
 }
 
-/// Checks a payload against its header and decodes it.
-pub fn decode_payload<T: DeserializeOwned>(
+/// Checks a payload against its header: present, its checksum, the version.
+fn check_payload<'a>(
     header: &Header,
     expected_version: u16,
-    payload: &[u8],
-) -> Result<T, FrameError> {
+    payload: &'a [u8],
+) -> Result<&'a [u8], FrameError> {
     if payload.len() < header.payload_len {
         return Err(FrameError::Truncated {
             need: header.frame_len(),
@@ -178,15 +306,50 @@ pub fn decode_payload<T: DeserializeOwned>(
             expected: expected_version,
         });
     }
-    let (value, used) = bincode::serde::decode_from_slice(payload, config())
-        .map_err(|e| FrameError::Decode(e.to_string()))?;
-    if used != payload.len() {
+    Ok(payload)
+}
+
+fn whole<T>(
+    decoded: Result<(T, usize), bincode::error::DecodeError>,
+    len: usize,
+) -> Result<T, FrameError> {
+    let (value, used) = decoded.map_err(|e| FrameError::Decode(e.to_string()))?;
+    if used != len {
         return Err(FrameError::Decode(format!(
             "{} trailing bytes after the record",
-            payload.len() - used
+            len - used
         )));
     }
     Ok(value)
+}
+
+/// Checks a payload against its header and decodes it.
+pub fn decode_payload<T: DeserializeOwned>(
+    header: &Header,
+    expected_version: u16,
+    payload: &[u8],
+) -> Result<T, FrameError> {
+    let payload = check_payload(header, expected_version, payload)?;
+    whole(
+        bincode::serde::decode_from_slice(payload, config()),
+        payload.len(),
+    )
+}
+
+/// As `decode_payload`, for a type that borrows from the payload (byte
+/// slices are handed out in place, not copied). The same checks, in the
+/// same order, and the same codec: only where the decoded bytes live
+/// differs.
+pub fn decode_payload_borrowed<'a, T: Deserialize<'a>>(
+    header: &Header,
+    expected_version: u16,
+    payload: &'a [u8],
+) -> Result<T, FrameError> {
+    let payload = check_payload(header, expected_version, payload)?;
+    whole(
+        bincode::serde::borrow_decode_from_slice(payload, config()),
+        payload.len(),
+    )
 }
 
 /// Decodes one whole record at the start of `bytes`; returns it and its length.

@@ -20,6 +20,7 @@ mod pool;
 pub mod sim;
 
 use std::fmt::Debug;
+use std::io::IoSlice;
 use std::path::Path;
 
 pub use disk::{DiskStorage, NOOP_DIR_SYNC_ENV, test_faults_compiled};
@@ -59,6 +60,19 @@ pub trait DurableFile: Send + Sync + Debug {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
     /// Writes all of `data` at `offset`, extending the file (with zeros) if needed.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Writes `bufs`, concatenated, at `offset`: one write as `write_at`
+    /// of the concatenation would be (the same outcomes under faults and
+    /// power loss), without building the concatenation first where the
+    /// backend can avoid it (`DiskStorage` uses `pwritev`). Why: a batch's
+    /// payloads are written from the request's buffers, not copied into
+    /// one frame first.
+    fn write_vectored_at(&self, offset: u64, bufs: &[IoSlice<'_>]) -> Result<()> {
+        let mut all = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+        for b in bufs {
+            all.extend_from_slice(b);
+        }
+        self.write_at(offset, &all)
+    }
     /// Writes all of `data` at the current end of file; returns the offset it was written at.
     fn append(&self, data: &[u8]) -> Result<u64>;
     /// Current length (as the page cache sees it).

@@ -127,6 +127,13 @@ impl DurableFile for CountingFile {
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         self.inner.write_at(offset, data)
     }
+    fn write_vectored_at(&self, offset: u64, bufs: &[std::io::IoSlice<'_>]) -> Result<()> {
+        let n: usize = bufs.iter().map(|b| b.len()).sum();
+        self.counters
+            .bytes_written
+            .fetch_add(n as u64, Ordering::Relaxed);
+        self.inner.write_vectored_at(offset, bufs)
+    }
     fn append(&self, data: &[u8]) -> Result<u64> {
         self.counters
             .bytes_written

@@ -23,6 +23,7 @@
 mod counting;
 mod descriptors;
 mod http;
+mod log_recovery;
 mod messages;
 mod offsets;
 mod purge;
@@ -269,6 +270,8 @@ pub const FIGURE_KEYS: &[&str] = &[
     "descriptors.open_recovered",
     "descriptors.eviction_buffered_per_s",
     "descriptors.eviction_persisted_per_s",
+    "log_recovery.large_vs_small_s",
+    "log_recovery.bytes_read",
 ];
 
 /// What the whole run hands to the printer.
@@ -490,6 +493,9 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
     let t0 = std::time::Instant::now();
     figures.extend(descriptors::run(&mut ctx)?);
     phase("descriptors", t0);
+    let t0 = std::time::Instant::now();
+    figures.extend(log_recovery::run(&mut ctx)?);
+    phase("log recovery", t0);
     for key in FIGURE_KEYS {
         if !figures.iter().any(|f| f.key == *key) {
             return Err(BenchError::io("report", format!("figure {key} missing")));

@@ -83,7 +83,7 @@ impl Engine {
                 },
                 checksum: crc32c::crc32c(&m.payload),
                 headers: m.headers,
-                payload: m.payload,
+                payload: bytes::Bytes::from(m.payload),
             })
             .collect();
         self.ensure_metadata_durable()?;

@@ -123,7 +123,7 @@ mod tests {
             id: 0,
             checksum: 0,
             headers: None,
-            payload: payload.to_vec(),
+            payload: bytes::Bytes::copy_from_slice(payload),
         }
     }
 

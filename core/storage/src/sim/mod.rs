@@ -102,6 +102,10 @@ pub struct TraceEntry {
     pub target: Option<String>,
     pub fault: Option<FaultMode>,
     pub error: Option<ErrorKind>,
+    /// Bytes a read returned (0 for every other call). Not part of the
+    /// rendered trace (`Display`, `trace_hash`): it lets a test bound what
+    /// recovery reads without changing any recorded trace.
+    pub bytes: u64,
 }
 
 impl fmt::Display for TraceEntry {
@@ -210,6 +214,7 @@ impl SimState {
             target,
             fault: fault.map(|f| f.mode),
             error: None,
+            bytes: 0,
         });
         let plan = match fault {
             Some(f) => Plan::Fail(f),
@@ -628,12 +633,23 @@ impl DurableFile for SimFile {
                 .min(data.len());
             let n = buf.len().min(data.len() - start);
             buf[..n].copy_from_slice(&data[start..start + n]);
+            if let Some(entry) = st.trace.last_mut() {
+                entry.bytes = n as u64;
+            }
             Ok(n)
         })
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.write_common(OpKind::Write, Some(offset), data)
+            .map(|_| ())
+    }
+
+    fn write_vectored_at(&self, offset: u64, bufs: &[std::io::IoSlice<'_>]) -> Result<()> {
+        // One write of the concatenation: the same trace entry, the same
+        // torn-write and power-loss outcomes as `write_at`.
+        let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        self.write_common(OpKind::Write, Some(offset), &all)
             .map(|_| ())
     }
 

@@ -7,7 +7,9 @@
 //! - Every index entry points at the start of a valid batch whose base offset
 //!   it names; entries are strictly increasing in offset and position.
 //! - The index is a cache of the log: losing or tearing it loses nothing,
-//!   recovery re-validates it and rebuilds what is missing by scanning.
+//!   recovery re-validates it and rebuilds what is missing by scanning, and
+//!   says so (a log line naming the index) whenever it trusts less than all
+//!   of it. Recovery reads every byte of the tail it scans exactly once.
 //! - Only the last segment of a log can end in a torn write: a segment is
 //!   sealed by the roll to the next one, and a roll first cuts any bytes a
 //!   failed write left beyond `size` (`tail_dirty`). So recovery may cut the
@@ -18,11 +20,13 @@ use std::path::{Path, PathBuf};
 
 use sluice_storage::{DurableFile, DurableStorage, OpenMode};
 
+use bytes::Bytes;
+
 use super::message::{
-    BATCH_VERSION, BatchRecord, INDEX_VERSION, IndexEntry, MAX_BATCH_BYTES, MAX_INDEX_ENTRY,
+    BATCH_VERSION, BatchView, INDEX_VERSION, IndexEntry, MAX_BATCH_BYTES, MAX_INDEX_ENTRY,
 };
 use crate::error::{EngineError, Result};
-use crate::frame::{self, FrameError, HEADER_LEN, Magic};
+use crate::frame::{self, FrameError, Framed, HEADER_LEN, Magic};
 use crate::layout::{INDEX_EXT, LOG_EXT, segment_name};
 
 /// Index an entry at least every this many bytes of log.
@@ -71,12 +75,28 @@ pub enum ScanIssue {
     },
 }
 
-/// Reads and validates the batch framed at `position`.
-pub(crate) fn read_batch(
+/// What recovery and its checks need of one valid batch (its messages are
+/// looked at in place, never copied out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchSummary {
+    pub(crate) generation: u64,
+    pub(crate) base_offset: u64,
+    pub(crate) count: u64,
+    /// The first message's timestamp (0 for an empty batch).
+    pub(crate) first_timestamp: u64,
+    pub(crate) newest_timestamp: u64,
+}
+
+/// Reads the batch framed at `position` into one buffer, checks it (header,
+/// length, payload CRC32C, version, a whole decode) and hands `f` the buffer
+/// and the batch decoded in place; returns `f`'s result and the frame's
+/// length. `Ok(Err(_))` is a batch that does not check out.
+pub(crate) fn read_batch_with<R>(
     file: &dyn DurableFile,
     position: u64,
     limit: u64,
-) -> Result<Result<(BatchRecord, u64), FrameError>> {
+    f: impl FnOnce(&Bytes, BatchView<'_>) -> R,
+) -> Result<Result<(R, u64), FrameError>> {
     let avail = limit.saturating_sub(position);
     let mut head = [0u8; HEADER_LEN];
     let want = (HEADER_LEN as u64).min(avail) as usize;
@@ -94,10 +114,26 @@ pub(crate) fn read_batch(
     let mut payload = vec![0u8; header.payload_len];
     let n = file.read_at(position + HEADER_LEN as u64, &mut payload)?;
     payload.truncate(n);
+    let buffer = Bytes::from(payload);
     Ok(
-        frame::decode_payload::<BatchRecord>(&header, BATCH_VERSION, &payload)
-            .map(|b| (b, header.frame_len() as u64)),
+        frame::decode_payload_borrowed::<BatchView<'_>>(&header, BATCH_VERSION, &buffer)
+            .map(|view| (f(&buffer, view), header.frame_len() as u64)),
     )
+}
+
+/// Reads and validates the batch framed at `position`.
+pub(crate) fn read_batch(
+    file: &dyn DurableFile,
+    position: u64,
+    limit: u64,
+) -> Result<Result<(BatchSummary, u64), FrameError>> {
+    read_batch_with(file, position, limit, |_, view| BatchSummary {
+        generation: view.generation,
+        base_offset: view.base_offset,
+        count: view.messages.len() as u64,
+        first_timestamp: view.messages.first().map_or(0, |m| m.timestamp),
+        newest_timestamp: view.messages.iter().map(|m| m.timestamp).max().unwrap_or(0),
+    })
 }
 
 impl Segment {
@@ -169,8 +205,8 @@ impl Segment {
             durable_to: 0,
             newest_timestamp: 0,
         };
-        seg.load_index(file_len)?;
-        let issue = seg.scan_tail(file_len, is_last)?;
+        let first = seg.load_index(file_len)?;
+        let issue = seg.scan_tail(file_len, is_last, first)?;
         // Taken as on disk, as everything an earlier process acknowledged is;
         // `redirty_tail` narrows this for the bytes that may not be.
         seg.carried_to = seg.size;
@@ -180,7 +216,9 @@ impl Segment {
 
     /// Reads the index, keeping the longest prefix of entries that are
     /// well-formed, increasing, and point at a batch that really starts there.
-    fn load_index(&mut self, log_len: u64) -> Result<()> {
+    /// Returns the batch the last kept entry points at, as checked here, so
+    /// the tail scan that starts there does not read it a second time.
+    fn load_index(&mut self, log_len: u64) -> Result<Option<(BatchSummary, u64)>> {
         let bytes = self.idx.read_to_end()?;
         let mut pos = 0usize;
         let mut entries: Vec<IndexEntry> = Vec::new();
@@ -205,9 +243,11 @@ impl Segment {
             }
         }
         // Trust only entries whose batch checks out; drop from the end until one does.
+        let mut checked = None;
         while let Some(last) = entries.last() {
             match read_batch(self.log.as_ref(), last.position, log_len)? {
-                Ok((b, _)) if b.base_offset == last.offset && b.generation == self.generation => {
+                Ok((b, len)) if b.base_offset == last.offset && b.generation == self.generation => {
+                    checked = Some((b, len));
                     break;
                 }
                 _ => {
@@ -223,18 +263,33 @@ impl Segment {
                 .map_err(|e| EngineError::Internal(format!("index re-read: {e}")))?;
             idx_size += h.frame_len();
         }
+        // Recovery trusts the index only this far: say so when it could not
+        // trust all of it, since the scan then reads more of the segment.
+        let scan_from = entries.last().map_or(0, |e| e.position);
+        if bytes.is_empty() && log_len > 0 {
+            tracing::info!(path = %self.idx_path.display(), log_bytes = log_len, "index missing or empty; rebuilding it by scanning the segment from byte 0");
+        } else if idx_size != bytes.len() {
+            tracing::warn!(path = %self.idx_path.display(), kept_bytes = idx_size, index_bytes = bytes.len(), scan_from, "index stale or damaged past the kept entries; dropped them, scanning the segment from the last kept one");
+        }
         if idx_size as u64 != bytes.len() as u64 {
             self.idx.truncate(idx_size as u64)?;
         }
         self.idx_size = idx_size as u64;
         self.newest_timestamp = entries.iter().map(|e| e.timestamp).max().unwrap_or(0);
         self.index = entries;
-        Ok(())
+        Ok(checked)
     }
 
     /// Validates batches from the last index entry to the end of the file,
     /// rebuilding index entries, and cuts a torn tail (last segment only).
-    fn scan_tail(&mut self, file_len: u64, is_last: bool) -> Result<Option<ScanIssue>> {
+    /// `first`: the batch at the last index entry, already read and checked
+    /// by `load_index` (each byte of the tail is read once).
+    fn scan_tail(
+        &mut self,
+        file_len: u64,
+        is_last: bool,
+        mut first: Option<(BatchSummary, u64)>,
+    ) -> Result<Option<ScanIssue>> {
         let (mut pos, mut expected) = match self.index.last() {
             Some(e) => (e.position, e.offset),
             None => (0, self.base_offset),
@@ -242,16 +297,21 @@ impl Segment {
         // Entries before `pos` are already indexed; don't index `pos` twice.
         let mut skip_index_at = self.index.last().map(|e| e.position);
         while pos < file_len {
-            match read_batch(self.log.as_ref(), pos, file_len)? {
+            let read = match first.take() {
+                Some(checked) if self.index.last().is_some_and(|e| e.position == pos) => {
+                    Ok(checked)
+                }
+                _ => read_batch(self.log.as_ref(), pos, file_len)?,
+            };
+            match read {
                 Ok((batch, len))
                     if batch.generation == self.generation
                         && batch.base_offset == expected
-                        && !batch.messages.is_empty() =>
+                        && batch.count > 0 =>
                 {
-                    let count = batch.messages.len() as u64;
-                    let ts = batch.messages.first().map_or(0, |m| m.timestamp);
-                    let newest = batch.messages.iter().map(|m| m.timestamp).max();
-                    self.newest_timestamp = self.newest_timestamp.max(newest.unwrap_or(0));
+                    let count = batch.count;
+                    let ts = batch.first_timestamp;
+                    self.newest_timestamp = self.newest_timestamp.max(batch.newest_timestamp);
                     if skip_index_at != Some(pos) {
                         self.maybe_index(batch.base_offset, pos, ts, len)?;
                     } else {
@@ -359,7 +419,7 @@ impl Segment {
     /// (a best-effort truncate removes any prefix that landed).
     pub(crate) fn write_batch(
         &mut self,
-        encoded: &[u8],
+        encoded: &Framed<'_>,
         base_offset: u64,
         count: u64,
         timestamp: u64,
@@ -371,9 +431,13 @@ impl Segment {
         if sync {
             // This sync acknowledges the batch: every byte before it must be
             // carried too, or it would be durable above a hole.
-            self.carry_unsure()?;
+            self.carry_unsure(true)?;
         }
-        let mut written = self.log.write_at(at, encoded).map_err(EngineError::from);
+        // One write of the whole frame, from its pieces (`Framed`).
+        let mut written = self
+            .log
+            .write_vectored_at(at, &encoded.slices())
+            .map_err(EngineError::from);
         if written.is_ok() {
             if self.carried_to == at {
                 self.carried_to = at + encoded.len() as u64;
@@ -489,9 +553,9 @@ impl Segment {
                 Ok((batch, len))
                     if batch.generation == self.generation
                         && batch.base_offset == expected
-                        && !batch.messages.is_empty() =>
+                        && batch.count > 0 =>
                 {
-                    expected += batch.messages.len() as u64;
+                    expected += batch.count;
                     pos += len;
                 }
                 other if pos < self.durable_to => {
@@ -546,10 +610,14 @@ impl Segment {
     }
 
     /// Writes the bytes from `carried_to` to `size` again, unchanged, so the
-    /// next sync carries them.
-    fn carry_unsure(&mut self) -> Result<()> {
+    /// next sync carries them. `recheck`: validate them first (see
+    /// `recheck_unsure`); only recovery, whose scan has just validated
+    /// exactly these bytes with no call on this file in between, skips it.
+    fn carry_unsure(&mut self, recheck: bool) -> Result<()> {
         // Never copy bytes the kernel may have replaced with the disk's.
-        self.recheck_unsure(self.carried_to)?;
+        if recheck {
+            self.recheck_unsure(self.carried_to)?;
+        }
         let from = self.carried_to;
         let len = usize::try_from(self.size.saturating_sub(from))
             .map_err(|_| EngineError::Internal("segment tail too large".into()))?;
@@ -610,7 +678,10 @@ impl Segment {
         let from = self.index.last().map_or(0, |e| e.position);
         self.carried_to = self.carried_to.min(from);
         self.durable_to = self.durable_to.min(from);
-        self.carry_unsure()
+        // Recovery's tail scan read and checked these very bytes a moment
+        // ago (`Partition::recover` calls this right after `Log::recover`):
+        // checking them again would only read the tail a third time.
+        self.carry_unsure(false)
     }
 
     /// Makes an empty recovered segment durably empty before its offsets
@@ -635,7 +706,7 @@ impl Segment {
     /// before a roll seals it under `persisted`), rewriting first any bytes
     /// a failed sync may have left neither durable nor dirty.
     pub(crate) fn sync(&mut self) -> Result<()> {
-        self.carry_unsure()?;
+        self.carry_unsure(true)?;
         self.sync_log()
     }
 
