@@ -328,8 +328,11 @@ fn a_message_younger_than_the_expiry_is_never_removed_and_the_active_segment_nev
     assert_eq!(bytes, engine.partition(key()).unwrap().log().size_bytes());
 }
 
-#[test]
-fn a_purge_forgets_a_pending_retention_and_its_new_history_starts_at_mark_zero() {
+/// Three messages past a 1 s expiry in one-batch segments, then a retention
+/// round whose sync of `segments/` fails (its removals stay recorded and its
+/// obligation pending), then a topic purge whose cleanup finishes, then a
+/// fresh send. Shared by the two tests below.
+fn purge_after_a_failed_retention_round() -> (SimStorage, Engine) {
     let sim = new_sim();
     let clock = Arc::new(ManualClock::new(START_MICROS));
     let mut engine = open(&sim, &clock, PurgeMode::Obligation);
@@ -357,9 +360,15 @@ fn a_purge_forgets_a_pending_retention_and_its_new_history_starts_at_mark_zero()
             .is_some()
     );
     engine.purge_topic(&stream(), &topic()).unwrap();
-    engine.reconcile();
     engine.reconcile_until_idle(10);
+    assert!(engine.reconciler().pending().is_empty());
     send_payload(&mut engine, "fresh");
+    (sim, engine)
+}
+
+#[test]
+fn a_purge_forgets_a_pending_retention_and_its_new_history_starts_at_mark_zero() {
+    let (sim, engine) = purge_after_a_failed_retention_round();
     let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
     assert_eq!(engine.partition(key()).unwrap().log().low_water(), 0);
     let first = poll(
@@ -382,34 +391,9 @@ fn a_purge_forgets_a_pending_retention_and_its_new_history_starts_at_mark_zero()
 /// cut, left a dead segment durable under an `Applied` purge.
 #[test]
 fn a_purge_confirms_the_removals_a_failed_retention_round_recorded() {
-    let sim = new_sim();
-    let clock = Arc::new(ManualClock::new(START_MICROS));
-    let mut engine = open(&sim, &clock, PurgeMode::Obligation);
-    setup_with_retention(
-        &mut engine,
-        one_batch_segments(Durability::Persisted),
-        EXPIRY_MICROS,
-        0,
-    );
     // Given: a retention round of generation 0 whose sync of `segments/`
-    // failed,
-    for i in 0..3 {
-        send_payload(&mut engine, &format!("old-{i}"));
-    }
-    clock.advance(2 * EXPIRY_MICROS);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("segments"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
-    engine.reconcile();
-    // and a purge whose cleanup then finished.
-    engine.purge_topic(&stream(), &topic()).unwrap();
-    engine.reconcile();
-    engine.reconcile_until_idle(10);
-    assert!(engine.reconciler().pending().is_empty());
-    send_payload(&mut engine, "fresh");
+    // failed, and a purge whose cleanup then finished,
+    let (sim, engine) = purge_after_a_failed_retention_round();
 
     // When the process crashes, and the next one recovers, reconciles and
     // takes a send that rolls a segment (so syncs `segments/`),
