@@ -6,8 +6,11 @@
 //!   every partition recovered) before the listener accepts a connection.
 //! - The reconciler runs one pass per period on the blocking pool, through
 //!   the same engine lock as requests, so a pass and a request never
-//!   interleave inside the engine. A pass that reached its bound
-//!   (`max_per_pass` partitions) is followed by the next one at once.
+//!   interleave inside the engine. A pass holds the lock for at most one
+//!   round of concurrent cleanups (`max_per_pass` = the cleanup concurrency),
+//!   so requests to every other topic wait for at most that round, not for
+//!   a whole topic's cleanup; a pass that reached its bound is followed by
+//!   the next one at once, and queued requests take the lock in between.
 //! - Stopping: the listener stops accepting, in-flight requests finish (an
 //!   engine call that started always completes), the reconciler stops, and
 //!   the engine is dropped only after the last request released it.
@@ -167,6 +170,7 @@ pub async fn start(
     let config = options.config;
     let mut engine_config = EngineConfig::new(config.data_dir.clone(), options.seed);
     engine_config.reconciler.concurrency = config.reconciler.concurrency;
+    engine_config.reconciler.max_per_pass = config.reconciler.concurrency.max(1);
     engine_config.max_open_files = config.files.max_open;
     engine_config.default_message_expiry_us = config
         .retention

@@ -318,6 +318,7 @@ fn server_reconciler(args: &BenchArgs) -> ReconcilerSettings {
 pub fn engine_config(data: &Path, seed: u64, reconciler: &ReconcilerSettings) -> EngineConfig {
     let mut config = EngineConfig::new(data.to_path_buf(), seed);
     config.reconciler.concurrency = reconciler.concurrency;
+    config.reconciler.max_per_pass = reconciler.concurrency.max(1);
     config.max_open_files = ServerConfig::default().files.max_open;
     config
 }
