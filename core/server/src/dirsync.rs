@@ -13,6 +13,12 @@
 //!   again with content was recreated by a fresh write. An empty file under a
 //!   removed name is a redo's own leftover (its `remove_file` failed) or a
 //!   write that never landed; removing it loses nothing.
+//! - A change this process performed successfully *after* the last failed
+//!   sync (or forced re-dirty) is dirty in the page cache already, so it is
+//!   not redone (`performed`): a purge or retention retry that finds a dead
+//!   file on disk again after a restart unlinks it once, not once by its own
+//!   unlink and again by the redo. Any failed sync, and any forced re-dirty,
+//!   makes every unconfirmed change a candidate for redo again.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,7 +39,9 @@ pub const REDIRTY_SUFFIX: &str = ".redirty";
 #[derive(Debug, Clone)]
 pub(crate) struct DirTracker {
     dir: PathBuf,
-    unconfirmed: BTreeMap<String, NameChange>,
+    /// Each unconfirmed change, and whether it was performed successfully
+    /// since the last failed sync or forced re-dirty (then it needs no redo).
+    unconfirmed: BTreeMap<String, (NameChange, bool)>,
     redirty: bool,
 }
 
@@ -46,8 +54,19 @@ impl DirTracker {
         }
     }
 
+    /// Records a change to `name` about to be made (or made by an earlier
+    /// process): unconfirmed until a sync issued after it succeeds.
     pub(crate) fn note(&mut self, name: &str, change: NameChange) {
-        self.unconfirmed.insert(name.to_string(), change);
+        self.unconfirmed.insert(name.to_string(), (change, false));
+    }
+
+    /// The change noted for `name` was just performed successfully by this
+    /// process: it is dirty in the page cache, and a sync persists it without
+    /// a redo unless a sync fails (or a re-dirty is forced) first.
+    pub(crate) fn performed(&mut self, name: &str) {
+        if let Some(entry) = self.unconfirmed.get_mut(name) {
+            entry.1 = true;
+        }
     }
 
     /// Whether a change to `name` still awaits a directory sync.
@@ -63,12 +82,22 @@ impl DirTracker {
     /// changes were made by an earlier process whose syncs are unknown).
     pub(crate) fn force_redirty(&mut self) {
         self.redirty = true;
+        self.forget_performed();
+    }
+
+    fn forget_performed(&mut self) {
+        for entry in self.unconfirmed.values_mut() {
+            entry.1 = false;
+        }
     }
 
     /// Syncs the directory so every recorded change is durable.
     pub(crate) fn sync(&mut self, storage: &dyn DurableStorage) -> Result<(), StorageError> {
         if self.redirty {
-            for (name, change) in &self.unconfirmed {
+            for (name, (change, performed)) in &self.unconfirmed {
+                if *performed {
+                    continue;
+                }
                 if *change == NameChange::Removed && !teeth::enabled(RedoDroppedRemovals) {
                     continue;
                 }
@@ -83,6 +112,7 @@ impl DirTracker {
             }
             Err(e) => {
                 self.redirty = true;
+                self.forget_performed();
                 Err(e)
             }
         }

@@ -368,7 +368,8 @@ impl Partition {
                     self.tracker_mut(dir).note(name, NameChange::Removed);
                     self.cleanup_worked_on.insert(dir);
                     match self.storage.remove_file(&path.join(name)) {
-                        Ok(()) => {}
+                        // Dirty now: the tracker need not redo it.
+                        Ok(()) => self.tracker_mut(dir).performed(name),
                         Err(e) if e.kind == ErrorKind::NotFound => {}
                         Err(e) => return Err(e.into()),
                     }

@@ -428,7 +428,8 @@ impl Partition {
                     // have taken effect, and the tracker must redo the removal.
                     self.segment_names.note(name, NameChange::Removed);
                     match self.storage.remove_file(&dir.join(name)) {
-                        Ok(()) => {}
+                        // Dirty now: the tracker need not redo it.
+                        Ok(()) => self.segment_names.performed(name),
                         Err(e) if e.kind == ErrorKind::NotFound => {}
                         Err(e) => return Err(e.into()),
                     }
