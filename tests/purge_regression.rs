@@ -210,13 +210,7 @@ fn scenario(
     if retry_before_power_loss {
         engine.reconcile_until_idle(10);
         // The obligation may claim Applied only if no dead file is still durable.
-        if engine
-            .partition(KEY)
-            .unwrap()
-            .obligation()
-            .unwrap()
-            .is_applied()
-        {
+        if obligation(&engine).is_applied() {
             assert_eq!(
                 durable_dead_files(&sim),
                 Vec::<String>::new(),
@@ -425,7 +419,7 @@ fn purge_with_pending_segment_removals(sim: &SimStorage) -> (Engine, Obligation)
     );
     engine.purge_topic(&s(), &t()).unwrap();
     engine.reconcile();
-    let before = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    let before = obligation(&engine);
     assert_ne!(before.state(), PurgeState::Applied);
     assert!(!before.removed().is_empty(), "{before:?}");
     (engine, before)
@@ -455,7 +449,7 @@ fn an_obligation_left_mid_redirty_by_a_crash_is_recovered_with_its_removals() {
     // Then: the obligation is back under its name with the removals it
     // recorded (not a blank `Requested` rebuilt from the metadata), and no
     // leftover name remains.
-    let recovered = engine.partition(KEY).unwrap().obligation().unwrap();
+    let recovered = obligation(&engine);
     assert_eq!(recovered.removed(), before.removed());
     assert_eq!(recovered.attempts(), before.attempts());
     assert!(sim.exists(&paths.obligation).unwrap());
@@ -509,14 +503,7 @@ fn a_torn_obligation_file_after_a_power_loss_reruns_cleanup_from_the_metadata() 
     let mut engine = open(&sim, PurgeMode::Obligation);
     assert_eq!(engine.partition(KEY).unwrap().degraded_reason(), None);
     engine.reconcile_until_idle(5);
-    assert!(
-        engine
-            .partition(KEY)
-            .unwrap()
-            .obligation()
-            .unwrap()
-            .is_applied()
-    );
+    assert!(obligation(&engine).is_applied());
     assert_eq!(durable_dead_files(&sim), Vec::<String>::new());
 }
 
@@ -646,7 +633,7 @@ fn an_unlink_that_took_effect_but_failed_then_a_failed_sync_never_lets_applied_c
     engine.reconcile_until_idle(10);
 
     // Then: `Applied`, and no dead file is durable.
-    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    let ob = obligation(&engine);
     assert!(ob.is_applied(), "{ob:?}");
     assert_eq!(
         durable_dead_files(&sim),
@@ -698,7 +685,7 @@ fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
     let mut largest = 0;
     for _ in 0..20 {
         engine.reconcile_until_idle(1);
-        let ob = engine.partition(KEY).unwrap().obligation().unwrap();
+        let ob = obligation(&engine);
         largest = largest.max(ob.removed().values().map(|n| n.len()).sum::<usize>());
         if ob.is_applied() {
             break;
@@ -707,7 +694,7 @@ fn failed_intermediate_syncs_never_grow_the_obligation_past_its_slot() {
 
     // Then: cleanup reached `Applied` with every dead file's removal durable,
     // and the recorded names never exceeded one round.
-    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    let ob = obligation(&engine);
     assert!(ob.is_applied(), "stuck: {:?}", ob.last_error());
     assert!(largest <= 512, "removed held {largest} names");
     assert_eq!(durable_dead_files(&sim), Vec::<String>::new());
@@ -728,14 +715,7 @@ fn purge_left_dirs_synced_by_a_power_loss(sim: &SimStorage) {
     make_everything_durable(sim);
     engine.purge_topic(&s(), &t()).unwrap();
     engine.reconcile();
-    assert!(
-        engine
-            .partition(KEY)
-            .unwrap()
-            .obligation()
-            .unwrap()
-            .is_applied()
-    );
+    assert!(obligation(&engine).is_applied());
     drop(engine);
     let mut ob = Obligation::request(1);
     ob.requested_to_files_deleted();
@@ -755,6 +735,11 @@ fn purge_left_dirs_synced_by_a_power_loss(sim: &SimStorage) {
     drop(file);
     make_everything_durable(sim);
     sim.crash(Crash::PowerLoss);
+}
+
+/// The default partition's obligation as the engine holds it.
+fn obligation(engine: &Engine) -> Obligation {
+    engine.partition(KEY).unwrap().obligation().unwrap().clone()
 }
 
 /// The obligation's state as the next process would read it after a
@@ -787,7 +772,7 @@ fn an_obligation_found_dirs_synced_is_applied_without_another_round() {
     purge_left_dirs_synced_by_a_power_loss(&sim);
     assert_eq!(durable_obligation_state(&sim), Some(PurgeState::DirsSynced));
     let mut engine = open(&sim, PurgeMode::Obligation);
-    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    let ob = obligation(&engine);
     assert_eq!(ob.state(), PurgeState::DirsSynced);
 
     // When: the first pass runs while every listing and every sync of the
@@ -806,7 +791,7 @@ fn an_obligation_found_dirs_synced_is_applied_without_another_round() {
 
     // Then: `Applied` in memory and on disk, without another attempt, and no
     // dead file is durable.
-    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    let ob = obligation(&engine);
     assert!(ob.is_applied(), "{ob:?}");
     assert_eq!(ob.attempts(), 0);
     assert_eq!(cached_obligation_state(&sim), Some(PurgeState::Applied));
@@ -845,12 +830,12 @@ fn dirs_synced_found_with_dead_files_redoes_the_round() {
 
     // When: the server recovers and cleans up.
     let mut engine = open(&sim, PurgeMode::Obligation);
-    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    let ob = obligation(&engine);
     assert_eq!(ob.state(), PurgeState::Requested, "{ob:?}");
     engine.reconcile_until_idle(5);
 
     // Then: the round was redone: `Applied` with the dead file's removal durable.
-    let ob = engine.partition(KEY).unwrap().obligation().unwrap().clone();
+    let ob = obligation(&engine);
     assert!(ob.is_applied(), "{ob:?}");
     assert_eq!(ob.attempts(), 1);
     assert_eq!(durable_dead_files(&sim), Vec::<String>::new());
@@ -917,14 +902,7 @@ fn a_version_1_obligation_file_still_loads_and_cleanup_finishes_in_version_2() {
     );
     // And: cleanup finishes, the newest record written in version 2.
     engine.reconcile_until_idle(5);
-    assert!(
-        engine
-            .partition(KEY)
-            .unwrap()
-            .obligation()
-            .unwrap()
-            .is_applied()
-    );
+    assert!(obligation(&engine).is_applied());
     // (as the next process would read it: `Applied` is written without a
     // sync, ADR 0003 §9)
     let cached = sim.read_file(&paths.obligation).unwrap();
