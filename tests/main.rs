@@ -11,6 +11,7 @@
 //! Select one suite with a filter: `cargo test -p sluice-integration -- corruption::`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cleanup_concurrency;
 mod corruption;
 mod deletion_regression;
 mod deletion_snapshots;

@@ -361,6 +361,11 @@ pub struct Case {
     /// Seeds the partial power loss of the crash-point probes (with the step
     /// index); see the module documentation.
     pub probe_seed: u64,
+    /// Whether each reconciler pass is left in flight, its steps taken one
+    /// before each later step of the case (as the server's cleanup syncs
+    /// without the engine lock while requests are served), or run to its
+    /// end at once.
+    pub interleaved: bool,
     pub steps: Vec<Step>,
 }
 
@@ -507,15 +512,17 @@ fn case() -> impl Strategy<Value = Case> {
         prop::sample::select(vec![SegmentSize::Large, SegmentSize::Tiny]),
         prop::sample::select(vec![Retention::Off, Retention::Size, Retention::Age]),
         any::<u64>(),
+        any::<bool>(),
         prop::collection::vec(step(), 10..=40),
     )
         .prop_map(
-            |(policy, semantics, segments, retention, probe_seed, steps)| Case {
+            |(policy, semantics, segments, retention, probe_seed, interleaved, steps)| Case {
                 policy,
                 semantics,
                 segments,
                 retention,
                 probe_seed,
+                interleaved,
                 steps,
             },
         )
@@ -727,6 +734,7 @@ impl Harness {
             max_open_files: None,
         };
         let mut world = World::new(case.semantics, shape, WORLD_SEED)?;
+        world.set_interleaved_cleanup(case.interleaved);
         let (expiry, cap) = match case.retention {
             Retention::Off => (0, 0),
             Retention::Size => (0, MAX_TOPIC_SIZE),
@@ -1087,6 +1095,8 @@ impl Harness {
     // ---- steps ---------------------------------------------------------
 
     fn step(&mut self, step: &Step) -> Check {
+        // The cleanup in flight, if any, takes its next step first.
+        self.world.advance_cleanup();
         match *step {
             Step::Send { part: p, n } => self.send(p, n),
             Step::Store { part: p, who, pick } => self.store(p, who, pick),
@@ -1904,7 +1914,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_a_failed_delete_sync_then_purge_reaches_applied_with_no_dead_offset_file_on_disk() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: G1, pick: 0 },
             Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -1926,7 +1936,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_a2_failed_delete_sync_then_crash_then_purge_reaches_applied_with_a_dead_offset_file_on_disk() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: G1, pick: 0 },
             Inject { part: 0, dir: Groups, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -1954,7 +1964,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_b_store_reusing_a_dead_offset_file_reaches_applied_with_it_dead_on_disk() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C2, pick: 0 },
             Inject { part: 0, dir: Segments, op: RemoveFile, errno: Io, skip: 0, when: Before },
@@ -1980,7 +1990,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_c_unlink_of_an_empty_segment_at_recovery_reaches_applied_with_a_dead_segment_on_disk() {
-        replay(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 1, n: 1 },
             Inject { part: 1, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
             CrashRestart(PowerLossPartial { seed: 1 }),
@@ -2002,7 +2012,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_d_failed_redo_of_a_removal_leaves_a_file_that_blocks_every_later_redo() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
             Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -2022,7 +2032,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_e_failed_delete_then_acknowledged_delete_does_not_resurrect_the_offset() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
             Inject { part: 0, dir: Consumers, op: RemoveFile, errno: Io, skip: 0, when: Before },
@@ -2046,7 +2056,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_f_obligation_name_left_by_an_earlier_process_is_never_made_durable() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
             Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
             Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -2072,7 +2082,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_h_recovery_redoes_only_the_newest_segment_name() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Tiny, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Tiny, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
             Inject { part: 0, dir: Segments, op: SyncDir, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 3 },
@@ -2093,7 +2103,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_i_retried_delete_after_a_failed_directory_sync_is_acknowledged_but_not_durable() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Store { part: 0, who: C1, pick: 0 },
             Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -2112,7 +2122,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_offset_name_recovered_from_an_earlier_process_is_redone() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Inject { part: 0, dir: Consumers, op: SyncDir, errno: Io, skip: 0, when: Before },
             Store { part: 0, who: C1, pick: 0 },
@@ -2131,7 +2141,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_j_batch_whose_sync_failed_is_not_recovered_under_a_later_acknowledged_send() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Inject { part: 0, dir: Segments, op: SyncFile, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 1 },
@@ -2156,7 +2166,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_g_metadata_loaded_from_the_page_cache_is_served_before_it_is_durable() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             InjectMetadata { op: RemoveFile, errno: Io, skip: 1, when: Before },
@@ -2175,7 +2185,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_k_start_up_that_cannot_save_the_loaded_metadata_refuses_service_until_it_can() {
-        replay_with_probes(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay_with_probes(Case { policy: Buffered, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             Send { part: 0, n: 1 },
@@ -2193,7 +2203,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_l_interrupted_redirty_hides_a_dead_offset_file_from_cleanup() {
-        replay_with_probes(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay_with_probes(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             PollNext { part: 0, who: C1, count: 1 },
             CrashRestart(Process),
@@ -2215,7 +2225,7 @@ mod findings {
     #[rustfmt::skip]
     fn finding_m_half_done_redirty_and_partial_power_loss_lose_neither_name() {
         for probe_seed in 0..16 {
-            replay_with_probes(Case { policy: Persisted, semantics: Linux, segments: Large, retention: Off, probe_seed, steps: vec![
+            replay_with_probes(Case { policy: Persisted, semantics: Linux, segments: Large, retention: Off, probe_seed, interleaved: false, steps: vec![
                 Send { part: 0, n: 1 },
                 Store { part: 0, who: C1, pick: 0 },
                 CrashRestart(Process),
@@ -2241,7 +2251,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn finding_n_low_water_mark_loaded_from_the_page_cache_is_served_before_it_is_durable() {
-        replay(Case { policy: Buffered, semantics: Forgiving, segments: Tiny, retention: Age, probe_seed: 0, steps: vec![
+        replay(Case { policy: Buffered, semantics: Forgiving, segments: Tiny, retention: Age, probe_seed: 0, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             Send { part: 0, n: 3 },
             Inject { part: 0, dir: Root, op: SyncDir, errno: Io, skip: 0, when: Before },
@@ -2261,7 +2271,7 @@ mod findings {
     #[test]
     #[rustfmt::skip]
     fn regression_l1_failed_purge_commit_does_not_lose_later_acknowledged_writes() {
-        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, steps: vec![
+        replay(Case { policy: Persisted, semantics: Linux, segments: Large, probe_seed: 0, retention: Off, interleaved: false, steps: vec![
             Send { part: 0, n: 1 },
             InjectMetadata { op: SyncDir, errno: Io, skip: 0, when: Before },
             PurgePartition { part: 0 },

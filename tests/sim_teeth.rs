@@ -389,3 +389,41 @@ fn without_rechecking_an_evicted_tail_the_reduced_scenario_fails() {
     );
     assert!(live.is_err() || !m4_kept);
 }
+
+/// A consumer storing into its old offset file between a cleanup's scan and
+/// its unlinks (ADR 0019, hazard 1): without the re-check the unlink takes
+/// the fresh offset, and the restart after a power cut has none.
+#[test]
+fn without_rechecking_dead_names_before_unlinking_the_reduced_scenario_loses_a_fresh_offset() {
+    let off = teeth::disable(Mechanism::RecheckDeadBeforeUnlink);
+    let stored = crate::cleanup_concurrency::fresh_store_between_plan_and_unlink();
+    drop(off);
+    println!("recheck-dead-before-unlink off -> offset after the power cut: {stored:?}");
+    assert_ne!(stored, Some(1));
+}
+
+/// A cleanup's `segments/` sync failing without the engine lock after a
+/// buffered send made a new segment name (ADR 0019, hazard 2): without
+/// taking in that failure, the engine's flush syncs the directory without
+/// making the dropped name again, and the power cut loses the messages.
+#[test]
+fn without_seeing_others_sync_failures_the_reduced_scenario_loses_flushed_messages() {
+    let off = teeth::disable(Mechanism::SeeOthersSyncFailures);
+    let survivors = crate::cleanup_concurrency::cleanup_sync_failure_then_flush();
+    drop(off);
+    println!("see-others-sync-failures off -> served after the power cut: {survivors:?}");
+    assert_ne!(survivors, vec![0, 1, 2]);
+}
+
+/// An engine redo failing half way while a cleanup's sync waits (ADR 0019;
+/// `sim run` seed 35 at harsh rates found it): without counting it as a
+/// failure of the directory, the cleanup's sync makes the redo's leftover
+/// dead file durable and records `Applied`.
+#[test]
+fn without_failing_the_directory_on_a_failed_redo_the_reduced_scenario_applies_over_a_dead_file() {
+    let off = teeth::disable(Mechanism::FailedRedoFailsTheDirectory);
+    let (applied, dead, _, _) = crate::cleanup_concurrency::failed_redo_during_a_pending_sync();
+    drop(off);
+    println!("failed-redo-fails-the-directory off -> applied: {applied}, dead durable: {dead:?}");
+    assert!(applied && !dead.is_empty());
+}

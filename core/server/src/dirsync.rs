@@ -19,13 +19,32 @@
 //!   file on disk again after a restart unlinks it once, not once by its own
 //!   unlink and again by the redo. Any failed sync, and any forced re-dirty,
 //!   makes every unconfirmed change a candidate for redo again.
+//! - A purge's cleanup syncs a partition's directories off the engine lock
+//!   (`begin_sync` under it, `PendingSync::run` without it, `finish_sync`
+//!   under it again), while the engine may change names in the same
+//!   directory. Every sync of the directory, by either side, holds the
+//!   directory's `DirSync` lock and counts its failures there: a tracker that
+//!   finds the count moved since it last looked treats every unconfirmed
+//!   change as dropped (a failed sync drops the directory's dirty entries
+//!   whoever made them), and a pending sync that finds it moved since its
+//!   `begin_sync` confirms nothing. A redo that fails half way counts as
+//!   such a failure too: it leaves names noted long ago not as noted. A
+//!   pending sync confirms only the changes noted before its `begin_sync`
+//!   (each change carries the sequence number of its note), so a change
+//!   made while it ran waits for a later sync.
+//!   Every name change is made under the engine lock; only `sync_dir` runs
+//!   without it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 
-use crate::teeth::{self, Mechanism::RedoDroppedRemovals};
+use crate::teeth::{
+    self,
+    Mechanism::{FailedRedoFailsTheDirectory, RedoDroppedRemovals, SeeOthersSyncFailures},
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NameChange {
@@ -36,13 +55,81 @@ pub(crate) enum NameChange {
 /// Suffix of the temporary name used to re-dirty a created name.
 pub const REDIRTY_SUFFIX: &str = ".redirty";
 
+/// What every tracker of one directory shares with the cleanups that sync it
+/// off the engine lock: held for the length of every sync of the directory,
+/// so syncs of it never overlap and a failure is counted before anyone syncs
+/// the directory again.
+#[derive(Debug, Default)]
+pub(crate) struct DirSync {
+    /// Failed syncs of the directory since this process started.
+    failures: u64,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct DirTracker {
     dir: PathBuf,
-    /// Each unconfirmed change, and whether it was performed successfully
-    /// since the last failed sync or forced re-dirty (then it needs no redo).
-    unconfirmed: BTreeMap<String, (NameChange, bool)>,
+    /// Each unconfirmed change: its kind, whether it was performed
+    /// successfully since the last failed sync or forced re-dirty (then it
+    /// needs no redo), and the sequence number of its note.
+    unconfirmed: BTreeMap<String, (NameChange, bool, u64)>,
     redirty: bool,
+    /// The next note's sequence number.
+    next_seq: u64,
+    shared: Arc<Mutex<DirSync>>,
+    /// The directory's failure count as of this tracker's last look: a
+    /// different count means a sync failed that this tracker did not see
+    /// (a cleanup's, off the engine lock).
+    seen_failures: u64,
+}
+
+/// A sync of a tracker's directory that runs without the engine lock:
+/// `DirTracker::begin_sync` makes it, `run` performs it, and
+/// `DirTracker::finish_sync` confirms what it covered.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingSync {
+    dir: PathBuf,
+    shared: Arc<Mutex<DirSync>>,
+    /// The directory's failure count when the sync was begun (and every
+    /// dropped change redone): a different count at `run` means a failure
+    /// in between may have dropped what this sync would confirm.
+    failures_at_begin: u64,
+    /// Changes noted before this sequence number are covered.
+    covers_below: u64,
+}
+
+/// What a pending sync found.
+#[derive(Debug)]
+pub(crate) enum SyncOutcome {
+    Synced,
+    /// Another sync of the directory failed after `begin_sync`: nothing is
+    /// confirmed, and the tracker redoes its changes before the next one.
+    Overtaken,
+    Failed(StorageError),
+}
+
+impl PendingSync {
+    /// Syncs the directory, holding its `DirSync` lock (never the engine's).
+    pub(crate) fn run(&self, storage: &dyn DurableStorage) -> SyncOutcome {
+        let mut shared = lock(&self.shared);
+        if shared.failures != self.failures_at_begin {
+            return SyncOutcome::Overtaken;
+        }
+        match storage.sync_dir(&self.dir) {
+            Ok(()) => SyncOutcome::Synced,
+            Err(e) => {
+                shared.failures += 1;
+                SyncOutcome::Failed(e)
+            }
+        }
+    }
+}
+
+/// A poisoned `DirSync` only means a sync panicked; the count it guards is
+/// a plain number that is never left half-updated.
+fn lock(shared: &Mutex<DirSync>) -> MutexGuard<'_, DirSync> {
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl DirTracker {
@@ -51,13 +138,19 @@ impl DirTracker {
             dir: dir.to_path_buf(),
             unconfirmed: BTreeMap::new(),
             redirty: false,
+            next_seq: 0,
+            shared: Arc::new(Mutex::new(DirSync::default())),
+            seen_failures: 0,
         }
     }
 
     /// Records a change to `name` about to be made (or made by an earlier
     /// process): unconfirmed until a sync issued after it succeeds.
     pub(crate) fn note(&mut self, name: &str, change: NameChange) {
-        self.unconfirmed.insert(name.to_string(), (change, false));
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.unconfirmed
+            .insert(name.to_string(), (change, false, seq));
     }
 
     /// The change noted for `name` was just performed successfully by this
@@ -91,18 +184,57 @@ impl DirTracker {
         }
     }
 
+    /// Takes in a failure of the directory's sync this tracker has not seen
+    /// (`shared` is the directory's `DirSync`, locked by the caller).
+    fn catch_up(&mut self, shared: &DirSync) {
+        if shared.failures != self.seen_failures && teeth::enabled(SeeOthersSyncFailures) {
+            self.seen_failures = shared.failures;
+            self.redirty = true;
+            self.forget_performed();
+        }
+    }
+
+    /// Performs again every change a failed sync may have dropped.
+    fn redo_dropped(&self, storage: &dyn DurableStorage) -> Result<(), StorageError> {
+        if !self.redirty {
+            return Ok(());
+        }
+        for (name, (change, performed, _)) in &self.unconfirmed {
+            if *performed {
+                continue;
+            }
+            if *change == NameChange::Removed && !teeth::enabled(RedoDroppedRemovals) {
+                continue;
+            }
+            redo(storage, &self.dir, name, *change)?;
+        }
+        Ok(())
+    }
+
+    /// A redo stopped half way (a removed name created again and not
+    /// removed, a name renamed aside and not back): names noted long ago are
+    /// no longer as noted, with no new note to say so. A sync begun before
+    /// (a cleanup's, pending without the engine lock) would confirm them as
+    /// noted, so the redo counts as a failure of the directory: pending
+    /// syncs confirm nothing, and every tracker redoes its changes.
+    fn redo_failed(&mut self, shared: &mut DirSync) {
+        if !teeth::enabled(FailedRedoFailsTheDirectory) {
+            return;
+        }
+        shared.failures += 1;
+        self.seen_failures = shared.failures;
+        self.redirty = true;
+        self.forget_performed();
+    }
+
     /// Syncs the directory so every recorded change is durable.
     pub(crate) fn sync(&mut self, storage: &dyn DurableStorage) -> Result<(), StorageError> {
-        if self.redirty {
-            for (name, (change, performed)) in &self.unconfirmed {
-                if *performed {
-                    continue;
-                }
-                if *change == NameChange::Removed && !teeth::enabled(RedoDroppedRemovals) {
-                    continue;
-                }
-                redo(storage, &self.dir, name, *change)?;
-            }
+        let shared = self.shared.clone();
+        let mut shared = lock(&shared);
+        self.catch_up(&shared);
+        if let Err(e) = self.redo_dropped(storage) {
+            self.redo_failed(&mut shared);
+            return Err(e);
         }
         match storage.sync_dir(&self.dir) {
             Ok(()) => {
@@ -111,6 +243,68 @@ impl DirTracker {
                 Ok(())
             }
             Err(e) => {
+                shared.failures += 1;
+                self.seen_failures = shared.failures;
+                self.redirty = true;
+                self.forget_performed();
+                Err(e)
+            }
+        }
+    }
+
+    /// Redoes what a failed sync may have dropped and returns a sync of the
+    /// directory, to run without the engine lock, that covers every change
+    /// noted so far. Nothing is confirmed until `finish_sync`.
+    pub(crate) fn begin_sync(
+        &mut self,
+        storage: &dyn DurableStorage,
+    ) -> Result<PendingSync, StorageError> {
+        let shared = self.shared.clone();
+        let mut shared = lock(&shared);
+        self.catch_up(&shared);
+        if let Err(e) = self.redo_dropped(storage) {
+            self.redo_failed(&mut shared);
+            return Err(e);
+        }
+        Ok(PendingSync {
+            dir: self.dir.clone(),
+            shared: self.shared.clone(),
+            failures_at_begin: shared.failures,
+            covers_below: self.next_seq,
+        })
+    }
+
+    /// Confirms what `pending` covered if it synced; else every unconfirmed
+    /// change is a candidate for redo again. The error is the sync's own,
+    /// or one naming the directory when another sync overtook it.
+    pub(crate) fn finish_sync(
+        &mut self,
+        pending: &PendingSync,
+        outcome: SyncOutcome,
+    ) -> Result<(), StorageError> {
+        debug_assert_eq!(
+            pending.dir, self.dir,
+            "a pending sync finishes on its own tracker"
+        );
+        match outcome {
+            SyncOutcome::Synced => {
+                self.unconfirmed
+                    .retain(|_, (_, _, seq)| *seq >= pending.covers_below);
+                // Changes noted since were made after the redo, so they are
+                // dirty in the page cache; a failure after this sync shows
+                // as a moved count at the next look.
+                self.redirty = false;
+                Ok(())
+            }
+            SyncOutcome::Overtaken => {
+                self.redirty = true;
+                self.forget_performed();
+                Err(
+                    StorageError::new(sluice_storage::OpKind::SyncDir, &self.dir, ErrorKind::Io)
+                        .with_detail("another sync of the directory failed while this one waited"),
+                )
+            }
+            SyncOutcome::Failed(e) => {
                 self.redirty = true;
                 self.forget_performed();
                 Err(e)

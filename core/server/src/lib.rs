@@ -28,8 +28,8 @@ pub mod tcp;
 pub mod teeth;
 
 pub use engine::{
-    DeletePhase, Engine, EngineConfig, Partitioning, PurgeMode, ReconcilerWaker, RecoveryReport,
-    Sent,
+    CleanupRun, DeletePhase, Engine, EngineConfig, Partitioning, PurgeMode, ReconcilerWaker,
+    RecoveryReport, Sent,
 };
 pub use error::{EngineError, Result};
 pub use identifier::Identifier;

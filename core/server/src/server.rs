@@ -4,13 +4,14 @@
 //! Invariants:
 //! - Nothing is served before recovery finished: the engine is opened (and
 //!   every partition recovered) before the listener accepts a connection.
-//! - The reconciler runs one pass per period on the blocking pool, through
-//!   the same engine lock as requests, so a pass and a request never
-//!   interleave inside the engine. A pass holds the lock for at most one
-//!   round of concurrent cleanups (`max_per_pass` = the cleanup concurrency),
-//!   so requests to every other topic wait for at most that round, not for
-//!   a whole topic's cleanup; a pass that reached its bound is followed by
-//!   the next one at once, and queued requests take the lock in between.
+//! - The reconciler runs one pass per period (and one as soon as a purge or
+//!   deletion commits) on the blocking pool. Its steps take the same engine
+//!   lock as requests, so a step and a request never interleave inside the
+//!   engine; the purge cleanups' syncs run between the steps without the
+//!   lock (engine/purge.rs, reconciler/pass.rs), so requests to every topic,
+//!   the purged one included, wait for at most one step, never for a sync
+//!   of cleanup. A pass attempts at most `max_per_pass` obligations; one
+//!   that reached its bound is followed by the next one at once.
 //! - Stopping: the listener stops accepting, in-flight requests finish (an
 //!   engine call that started always completes), the reconciler stops, and
 //!   the engine is dropped only after the last request released it.
@@ -30,8 +31,10 @@ use crate::clock::SystemClock;
 use crate::config::ServerConfig;
 use crate::engine::{Engine, EngineConfig, ReconcilerWaker, RecoveryReport};
 use crate::error::EngineError;
+use crate::http::error::ApiError;
 use crate::http::metrics::Metrics;
 use crate::http::{AppState, Limits, ServerInfo, router};
+use crate::partition::reconciler::PassReport;
 use crate::stats::Listeners;
 use crate::tcp::TcpLimits;
 
@@ -310,14 +313,7 @@ async fn run_reconciler(
             _ = ticks.tick() => {}
             _ = wake.notified() => {}
         }
-        let pass = state
-            .engine(|e| {
-                let started = Instant::now();
-                let report = e.reconcile();
-                let bound = e.reconciler().config().max_per_pass;
-                Ok((report, started.elapsed(), bound))
-            })
-            .await;
+        let pass = reconciler_pass(&state).await;
         match pass {
             Ok((report, took, bound)) => {
                 state.metrics.record_pass(took);
@@ -343,4 +339,36 @@ async fn run_reconciler(
             }
         }
     }
+}
+
+/// One reconciler pass: its steps under the engine lock, and the waits of
+/// its purge cleanups (the plan's and the directories' syncs) without it,
+/// so requests, to the purged partitions too, are served while cleanup
+/// waits for the disk. Returns the report, how long the pass took, and the
+/// pass's bound.
+async fn reconciler_pass(
+    state: &AppState,
+) -> Result<(PassReport, std::time::Duration, usize), ApiError> {
+    let started = Instant::now();
+    let (mut run, bound) = state
+        .engine(|e| Ok((e.begin_reconcile(), e.reconciler().config().max_per_pass)))
+        .await?;
+    while !run.is_finished() {
+        run = tokio::task::spawn_blocking(move || {
+            run.perform_waits();
+            run
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "cleanup I/O task failed");
+            ApiError::internal("the cleanup I/O task failed")
+        })?;
+        run = state
+            .engine(move |e| {
+                e.resume_reconcile(&mut run);
+                Ok(run)
+            })
+            .await?;
+    }
+    Ok((run.into_report(), started.elapsed(), bound))
 }

@@ -50,6 +50,18 @@ pub enum Mechanism {
     /// process's removal may have been dropped by a failed sync while its
     /// page cache hides the name (ADR 0016, crash table row 5).
     RedoRecordedRetention,
+    /// A purge cleanup's unlink step checks again, under the engine lock,
+    /// that each planned name is still dead: a consumer may have stored a
+    /// fresh offset into the file since the scan (ADR 0019, hazard 1).
+    RecheckDeadBeforeUnlink,
+    /// A directory's tracker takes in a failed sync of the directory it did
+    /// not make (a cleanup's, without the engine lock): its unconfirmed
+    /// changes are redone before its next sync (ADR 0019, hazard 2).
+    SeeOthersSyncFailures,
+    /// A redo that fails half way counts as a failed sync of its directory,
+    /// so a cleanup's sync begun before it confirms nothing (ADR 0019,
+    /// `sim run` seed 35 at harsh rates).
+    FailedRedoFailsTheDirectory,
 }
 
 impl Mechanism {
@@ -65,6 +77,9 @@ impl Mechanism {
             Mechanism::RecheckEvictedTail => "recheck-evicted-tail",
             Mechanism::RedoRecordedDeletions => "redo-recorded-deletions",
             Mechanism::RedoRecordedRetention => "redo-recorded-retention",
+            Mechanism::RecheckDeadBeforeUnlink => "recheck-dead-before-unlink",
+            Mechanism::SeeOthersSyncFailures => "see-others-sync-failures",
+            Mechanism::FailedRedoFailsTheDirectory => "failed-redo-fails-the-directory",
         }
     }
 

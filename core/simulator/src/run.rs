@@ -279,7 +279,9 @@ pub fn run_bounded(
                     }
                     Step::PurgeTopic
                 }
-                9 => Step::Reconcile,
+                // A periodic pass, or the next step of the one in flight.
+                9 if rng.coin() => Step::Reconcile,
+                9 => Step::CleanupTurn,
                 11 => retention_step(&mut rng),
                 _ => {
                     let step = catalog_step(&mut rng, &world);

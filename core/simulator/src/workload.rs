@@ -254,6 +254,11 @@ impl Workload {
     /// The explored steps: every storage operation they issue is a crash point.
     pub(crate) fn window(self) -> Vec<Step> {
         match self {
+            // The purge's cleanup is left in flight (ADR 0019), and its half
+            // steps come between the calls: consumer 1 stores into its old
+            // offset file after the cleanup's scan and before its unlinks,
+            // the group after its directory syncs began and before they run,
+            // a send between those syncs and the step that takes them in.
             Workload::Purge => vec![
                 Step::PurgePartition { partition: key(0) },
                 Self::send(0, "new-a", 2),
@@ -263,23 +268,31 @@ impl Workload {
                     id: 1,
                     offset: 0,
                 },
+                Step::CleanupTurn,
+                Step::CleanupTurn,
                 Step::Store {
                     partition: key(0),
                     group: true,
                     id: 0,
                     offset: 1,
                 },
+                Step::CleanupTurn,
                 Self::send(0, "new-b", 1),
+                Step::CleanupTurn,
             ],
             Workload::TopicPurge => vec![
                 Step::PurgeTopic,
                 Self::send(1, "new-p1", 2),
+                Step::CleanupTurn,
+                Step::CleanupTurn,
                 Step::Store {
                     partition: key(2),
                     group: false,
                     id: 1,
                     offset: 0,
                 },
+                Step::CleanupTurn,
+                Step::CleanupTurn,
             ],
             // Each window starts with a purge, so every workload also proves
             // the naive (Iggy-order) purge wrong; then what it is named for.

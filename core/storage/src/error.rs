@@ -119,7 +119,7 @@ impl StorageError {
         }
     }
 
-    pub(crate) fn with_detail(mut self, detail: impl Into<String>) -> Self {
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = detail.into();
         self
     }

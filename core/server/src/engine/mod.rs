@@ -2,7 +2,9 @@
 //!
 //! Data flows one way: a caller (HTTP, TCP, simulator, test) → `Engine` →
 //! `Partition` → `DurableStorage`. The engine is single-threaded (`&mut self`);
-//! the server serialises calls (docs/adr/0001-architecture.md).
+//! the server serialises calls (docs/adr/0001-architecture.md). The one
+//! exception is a purge cleanup's waits for the disk, which a `CleanupRun`
+//! performs between two engine calls (docs/adr/0019).
 //!
 //! One job per module:
 //! - `keys`: identifiers resolved once, at the API edge, into typed keys
@@ -55,6 +57,7 @@ use crate::metadata::{Metadata, MetadataStore, PartitionKey};
 use crate::partition::Partition;
 use crate::partition::reconciler::{Reconciler, ReconcilerConfig};
 
+pub use crate::partition::reconciler::CleanupRun;
 pub use deletion::DeletePhase;
 pub(crate) use keys::TopicKey;
 pub use messages::{Partitioning, Sent};
@@ -142,6 +145,8 @@ pub struct Engine {
     reconciler: Reconciler,
     deletions: deletion::Deletions,
     retention_index: retention::RetentionIndex,
+    /// The next purge cleanup attempt's token (reconciler/pass.rs).
+    next_cleanup_token: u64,
     /// Set when the metadata on disk may differ from memory: a save failed and
     /// putting the previous metadata back failed too (the file a restart would
     /// read may hold a change memory does not), or the metadata was loaded at
@@ -251,9 +256,13 @@ impl Engine {
         }
         let mut not_applied = BTreeSet::new();
         let mut with_obligation = BTreeSet::new();
+        let mut in_flight = BTreeSet::new();
         for (key, p) in &self.partitions {
             if p.key != *key {
                 return fail(format!("partition {} filed under {key}", p.key));
+            }
+            if p.cleanup_job.is_some() {
+                in_flight.insert(*key);
             }
             let committed = self
                 .meta
@@ -294,6 +303,14 @@ impl Engine {
         if let Some(k) = not_applied.difference(&pending).next() {
             return fail(format!(
                 "partition {k}'s obligation is not applied but the reconciler does not track it"
+            ));
+        }
+        // A cleanup attempt in flight is on a purge that is still owed (or
+        // superseded by a newer one, pending again): never on a partition
+        // the reconciler forgot.
+        if let Some(k) = in_flight.difference(&pending).next() {
+            return fail(format!(
+                "partition {k} has a cleanup attempt in flight but no pending purge"
             ));
         }
         if self.keeps_obligations()

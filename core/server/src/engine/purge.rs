@@ -10,13 +10,20 @@
 //!   and stays pending until its obligation is `Applied`.
 //! - Nothing is removed while the metadata that makes it dead is not known
 //!   durable (a power loss could bring back the older generations).
+//! - A pass is a `CleanupRun`: every decision of a purge cleanup is a step
+//!   taken under the engine's `&mut self` (`begin_reconcile_at`,
+//!   `resume_reconcile`); only its waits for the disk run without it
+//!   (`CleanupRun::perform_waits`, ADR 0019), so requests are served while
+//!   cleanup syncs. `reconcile_at` runs the steps and waits in turn.
 
 use super::{Engine, PurgeMode, TopicKey};
 use crate::error::{EngineError, Result};
 use crate::identifier::Identifier;
 use crate::metadata::PartitionKey;
 use crate::partition::purge::FailureSite;
-use crate::partition::reconciler::{ObligationKey, PassReport, run_purge_cleanups};
+use crate::partition::reconciler::{
+    CleanupRun, ObligationKey, PassReport, resume_purge_cleanups, start_purge_cleanups,
+};
 
 impl Engine {
     /// Purges every partition of a stream (one commit point for all of them).
@@ -118,47 +125,92 @@ impl Engine {
         })
     }
 
-    /// One reconciler pass over the obligations that are due.
+    /// One reconciler pass over the obligations that are due, run to its
+    /// end on the calling thread (the waits of its purge cleanups too).
     pub fn reconcile(&mut self) -> PassReport {
         let now = self.now_ms();
         self.reconcile_at(now)
     }
 
-    /// One reconciler pass as of `now_ms` (simulations pass their own time).
+    /// One reconciler pass as of `now_ms` (simulations pass their own time),
+    /// run to its end: the steps of `begin_reconcile_at` and
+    /// `resume_reconcile`, with the waits in between on this thread.
     pub fn reconcile_at(&mut self, now_ms: u64) -> PassReport {
+        let mut run = self.begin_reconcile_at(now_ms);
+        while !run.is_finished() {
+            run.perform_waits();
+            self.resume_reconcile(&mut run);
+        }
+        run.into_report()
+    }
+
+    /// Starts a reconciler pass as of now (see `begin_reconcile_at`).
+    pub fn begin_reconcile(&mut self) -> CleanupRun {
+        let now = self.now_ms();
+        self.begin_reconcile_at(now)
+    }
+
+    /// Starts a reconciler pass as of `now_ms`: retention's new marks, the
+    /// due deletions and retentions (under this call), and the first step of
+    /// every due purge cleanup. What the purge cleanups then wait for (the
+    /// plan's sync, the directories' syncs) needs no engine: the server runs
+    /// `CleanupRun::perform_waits` without its lock, so requests are served
+    /// while cleanup waits for the disk, and then `resume_reconcile`.
+    pub fn begin_reconcile_at(&mut self, now_ms: u64) -> CleanupRun {
         // Cleanup removes what the committed generations make dead; while the
         // metadata holding them is not durable, a power loss could bring back
         // the older generations, so nothing may be removed yet.
         self.reconciler.begin_pass();
-        let mut report = PassReport::default();
+        let concurrency = self.reconciler.config().concurrency;
+        let mut run = CleanupRun::new(now_ms, concurrency, self.storage.clone());
         let due = self.reconciler.due(now_ms);
         if let Err(e) = self.ensure_metadata_durable() {
             let msg = e.to_string();
             for key in due {
                 self.reconciler.record_sites(&[], Some(FailureSite::Other));
-                report.record(&mut self.reconciler, key, Err(msg.clone()), now_ms);
+                run.report
+                    .record(&mut self.reconciler, key, Err(msg.clone()), now_ms);
             }
-            report.still_pending = self.reconciler.pending().len();
-            return report;
+            self.end_pass(&mut run);
+            return run;
         }
         // New low-water marks first, so their cleanup can run in this pass.
         self.enforce_retention();
         let due = self.reconciler.due(now_ms);
         let purges = due.iter().filter_map(|k| k.purge()).collect();
-        run_purge_cleanups(
+        start_purge_cleanups(
             &mut self.reconciler,
             &mut self.partitions,
             purges,
-            now_ms,
-            &mut report,
+            &mut self.next_cleanup_token,
+            &mut run,
         );
         let deletions = due.iter().filter_map(|k| k.deletion()).collect();
-        self.run_due_deletions(deletions, now_ms, &mut report);
+        self.run_due_deletions(deletions, now_ms, &mut run.report);
         let retentions = due.iter().filter_map(|k| k.retention()).collect();
-        self.run_due_retentions(retentions, now_ms, &mut report);
-        report.still_pending = self.reconciler.pending().len();
+        self.run_due_retentions(retentions, now_ms, &mut run.report);
+        if run.is_finished() {
+            self.end_pass(&mut run);
+        } else {
+            self.assert_invariants("reconciler pass start");
+        }
+        run
+    }
+
+    /// Takes the next step of every purge cleanup of `run` whose wait was
+    /// performed (`CleanupRun::perform_waits`).
+    pub fn resume_reconcile(&mut self, run: &mut CleanupRun) {
+        resume_purge_cleanups(&mut self.reconciler, &mut self.partitions, run);
+        if run.is_finished() {
+            self.end_pass(run);
+        } else {
+            self.assert_invariants("reconciler step");
+        }
+    }
+
+    fn end_pass(&mut self, run: &mut CleanupRun) {
+        run.report.still_pending = self.reconciler.pending().len();
         self.assert_invariants("reconciler pass");
-        report
     }
 
     /// Runs passes (ignoring backoff) until nothing is pending or `max_passes` ran.

@@ -115,6 +115,7 @@ impl Engine {
             reconciler: Reconciler::new(config.reconciler),
             deletions: Default::default(),
             retention_index: Default::default(),
+            next_cleanup_token: 0,
             metadata_in_doubt,
             wake_reconciler: None,
             config,

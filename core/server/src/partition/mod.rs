@@ -111,7 +111,7 @@ pub struct Partition {
     /// The obligation file, opened once per process (by recovery, or by the
     /// first write) and kept: a re-dirty of its name moves it aside between
     /// two renames, and opening the name then would start a second file.
-    obligation_file: Option<Box<dyn sluice_storage::DurableFile>>,
+    obligation_file: Option<Arc<dyn sluice_storage::DurableFile>>,
     /// The newest record recovery read back, while it is not known to be on
     /// disk (an earlier process's sync of it may have failed): rewritten,
     /// byte for byte, and synced before the other slot, which may hold the
@@ -121,6 +121,10 @@ pub struct Partition {
     /// Directories the latest cleanup attempt worked on (removed a file
     /// from or synced), for the per-directory figures operators see.
     cleanup_worked_on: std::collections::BTreeSet<purge::DirKind>,
+    /// The token of the purge cleanup attempt in flight, from its first wait
+    /// for I/O without the engine lock to the step after its last
+    /// (reconciler/pass.rs): a partition has at most one.
+    pub(crate) cleanup_job: Option<u64>,
     /// `retention.lwm`: the durable low-water mark's file (the mark itself
     /// is the log's, `Log::low_water`).
     low_water: retention::LowWaterFile,
@@ -150,6 +154,7 @@ impl Partition {
             obligation_file: None,
             obligation_unsynced: None,
             cleanup_worked_on: std::collections::BTreeSet::new(),
+            cleanup_job: None,
             low_water: retention::LowWaterFile::default(),
             retention: None,
             paths,
@@ -339,7 +344,7 @@ impl Partition {
         partition.low_water = low_water_file;
         partition.note_recovered_low_water();
         let (loaded, file) = purge::load(&partition)?;
-        partition.obligation_file = file;
+        partition.obligation_file = file.map(Arc::from);
         // The obligation file's name is never made durable (ADR 0003 §9):
         // a power loss that takes it leaves a disk a fresh listing sees whole.
         // Removals of a purged generation the mark's record still lists are
@@ -403,6 +408,8 @@ impl Partition {
         next.obligation_seq = self.obligation_seq;
         next.obligation_file = self.obligation_file.take();
         next.obligation_unsynced = self.obligation_unsynced.take();
+        // An attempt in flight finds the generation moved and stops.
+        next.cleanup_job = self.cleanup_job.take();
         // The mark's file is kept (its slot sequence goes on); the mark of the
         // new generation starts at 0, and the purge's cleanup removes every
         // file of the old one, so no retention is owed any more.

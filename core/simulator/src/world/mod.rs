@@ -34,8 +34,8 @@ use sluice_server::partition::log::NewMessage;
 use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file};
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::{
-    Engine, EngineConfig, EngineError, Identifier, ObligationKey, Partitioning, PurgeMode,
-    ReconcilerWaker, RecoveryReport, Sent,
+    CleanupRun, Engine, EngineConfig, EngineError, Identifier, ObligationKey, Partitioning,
+    PurgeMode, ReconcilerWaker, RecoveryReport, Sent,
 };
 use sluice_storage::{
     Crash, DurableStorage, Fault, OpKind, OpMatcher, SimConfig, SimStorage, SyncFailureSemantics,
@@ -79,7 +79,13 @@ pub(crate) enum Step {
     },
     /// Purges topic 0 of stream 0.
     PurgeTopic,
+    /// A reconciler pass, after the one in flight ended; itself left in
+    /// flight (its first steps taken).
     Reconcile,
+    /// The pass in flight takes its next half step: the waits the server runs
+    /// without the engine lock (the plan's or the directories' syncs), or the
+    /// engine's step after them (ADR 0019). Nothing if none is in flight.
+    CleanupTurn,
     /// Creates a stream, a topic (with the shape's partitions and options), a
     /// group, or the next partition of a topic (`Partition(k)`: the engine
     /// gives it the id after the highest live one; `k` is the one the
@@ -152,6 +158,17 @@ pub struct World {
     woken: Arc<AtomicBool>,
     /// The open engine's file pool's failed eviction syncs the oracle knows of.
     pool_sync_failures: u64,
+    /// A reconciler pass whose purge cleanups wait for I/O, as the server's
+    /// reconciler task holds one while it syncs without the engine lock: a
+    /// workload's `Step::CleanupTurn` takes its next step, so the sends,
+    /// stores and purges in between land between the cleanup's steps.
+    inflight: Option<CleanupRun>,
+    /// Set while `step` runs: a woken pass is begun and left in flight
+    /// instead of run to its end.
+    interleave: bool,
+    /// Set by `set_interleaved_cleanup`: every pass (woken, or a `tick`'s)
+    /// is left in flight, for the caller's `advance_cleanup` calls.
+    interleave_always: bool,
 }
 
 fn s() -> Identifier {
@@ -257,6 +274,9 @@ impl World {
             seen_in_steps: Vec::new(),
             woken: Arc::new(AtomicBool::new(false)),
             pool_sync_failures: 0,
+            inflight: None,
+            interleave: false,
+            interleave_always: false,
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine()?;
@@ -301,6 +321,9 @@ impl World {
             seen_in_steps: self.seen_in_steps.clone(),
             woken: Arc::new(AtomicBool::new(false)),
             pool_sync_failures: 0,
+            inflight: None,
+            interleave: false,
+            interleave_always: false,
         }
     }
 
@@ -371,8 +394,10 @@ impl World {
     /// Applies one step, recording what was acknowledged. Returns whether it succeeded.
     pub(crate) fn step(&mut self, step: &Step) -> bool {
         let before = self.low_water_marks();
+        self.interleave = true;
         let ok = self.apply(step);
         self.run_woken_pass();
+        self.interleave = false;
         self.note_pool_sync_failures();
         // A mark a live step raised was committed (written and synced, its
         // name durable: `Partition::commit_low_water` raises nothing
@@ -499,9 +524,17 @@ impl World {
                 self.oracle.purged(&keys, ok);
                 ok
             }
+            Step::CleanupTurn => {
+                self.advance_inflight();
+                true
+            }
             Step::Reconcile => {
+                // A periodic pass: begun after the one in flight ends, and
+                // itself left in flight for the next steps.
+                self.settle_inflight();
                 if let Some(engine) = self.engine.as_mut() {
-                    engine.reconcile_at(u64::MAX);
+                    let run = engine.begin_reconcile_at(u64::MAX);
+                    self.inflight = (!run.is_finished()).then_some(run);
                 }
                 true
             }
@@ -862,12 +895,63 @@ impl World {
     /// The reconciler pass the server runs when a commit wakes it (a purge
     /// or deletion answers at its commit point; its cleanup is this pass's).
     /// The server runs it on its reconciler task as soon as the engine is
-    /// free, so here it runs right after the call that woke it.
+    /// free, so here it begins right after the call that woke it: within
+    /// `step`, it is left in flight for the next steps to interleave with;
+    /// elsewhere it runs to its end.
     pub fn run_woken_pass(&mut self) {
-        if self.woken.swap(false, Ordering::Relaxed)
-            && let Some(engine) = self.engine.as_mut()
-        {
+        if !self.woken.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        self.settle_inflight();
+        let interleave = self.interleave || self.interleave_always;
+        let Some(engine) = self.engine.as_mut() else {
+            return;
+        };
+        if !interleave {
             engine.reconcile();
+            return;
+        }
+        let run = engine.begin_reconcile();
+        self.inflight = (!run.is_finished()).then_some(run);
+    }
+
+    /// Takes the next half step of the pass in flight: its waits (the syncs
+    /// the server runs without the engine lock) if it has any, else the
+    /// engine's step after them. Two calls, so a workload's calls can land
+    /// between the I/O and the step that takes in its result, as requests
+    /// take the engine lock before the reconciler task does.
+    fn advance_inflight(&mut self) {
+        let (Some(run), Some(engine)) = (self.inflight.as_mut(), self.engine.as_mut()) else {
+            self.inflight = None;
+            return;
+        };
+        if run.waiting() > 0 {
+            run.perform_waits();
+        } else {
+            engine.resume_reconcile(run);
+        }
+        if run.is_finished() {
+            self.inflight = None;
+        }
+    }
+
+    /// Leaves every later pass in flight (woken by a purge or a deletion, or
+    /// a `tick`'s) for the caller to step with `advance_cleanup` between its
+    /// own calls, as requests interleave with the server's cleanup.
+    pub fn set_interleaved_cleanup(&mut self, on: bool) {
+        self.interleave_always = on;
+    }
+
+    /// Takes the next step of the pass in flight, if there is one.
+    pub fn advance_cleanup(&mut self) {
+        self.advance_inflight();
+    }
+
+    /// Runs the pass in flight to its end (before a pass of its own, as the
+    /// server's one reconciler task does).
+    pub fn settle_inflight(&mut self) {
+        while self.inflight.is_some() {
+            self.advance_inflight();
         }
     }
 
@@ -910,9 +994,18 @@ impl World {
     /// Time passes (`advance_ms`), then one reconciler pass runs at the new
     /// time; what the pass did, for a trail.
     pub fn tick(&mut self, advance_ms: u64) -> Result<impl std::fmt::Debug + use<>, String> {
+        self.settle_inflight();
         self.clock.advance(advance_ms * 1000);
         let now_ms = self.clock.now_micros() / 1000;
-        Ok(self.engine()?.reconcile_at(now_ms))
+        let interleave = self.interleave_always;
+        let engine = self.engine()?;
+        if !interleave {
+            return Ok(engine.reconcile_at(now_ms));
+        }
+        let run = engine.begin_reconcile_at(now_ms);
+        let report = run.report().clone();
+        self.inflight = (!run.is_finished()).then_some(run);
+        Ok(report)
     }
 
     /// Fails the `skip + 1`-th next `kind` call in `dir` of `partition` with
@@ -951,6 +1044,8 @@ impl World {
 
     /// Crashes: the engine is gone, storage keeps what the crash keeps.
     pub fn crash(&mut self, crash: Crash) {
+        // The pass in flight dies with the process.
+        self.inflight = None;
         self.engine = None;
         self.sim.crash(crash);
         self.oracle.crashed(!matches!(crash, Crash::Process));
@@ -959,6 +1054,7 @@ impl World {
     /// Runs the reconciler until nothing is pending, at most `max_passes`
     /// passes: how many it took, or the partitions still pending.
     pub fn cleanup(&mut self, max_passes: u32) -> Result<u32, Vec<String>> {
+        self.settle_inflight();
         let engine = self.engine().map_err(|e| vec![e])?;
         let passes = engine.reconcile_until_idle(max_passes);
         let pending: Vec<String> = engine

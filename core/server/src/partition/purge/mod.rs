@@ -37,6 +37,12 @@
 //!   or read back by recovery) every dead file's removal is already durable:
 //!   the next attempt writes `Applied` without another round (ADR 0003 §7,
 //!   row 6). Recovery that finds dead files anyway redoes the round.
+//! - An attempt is a chain of steps taken under the engine lock
+//!   (`advance_cleanup`), with waits between them that run without it
+//!   (`CleanupWait::perform`: the plan's sync, the directories' syncs; ADR
+//!   0019). The engine serves the partition between two steps, so the unlink
+//!   step checks each planned name again: a consumer may have stored a fresh
+//!   offset into a file the scan found dead.
 //! - A programmer error (an illegal transition, an obligation missing where
 //!   an attempt runs) stops the process; only storage errors are retried.
 
@@ -46,12 +52,15 @@ mod site;
 mod state;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use sluice_storage::{DurableFile, ErrorKind, OpenMode};
+use sluice_storage::{DurableFile, DurableStorage, ErrorKind, OpenMode, StorageError};
 
 use super::Partition;
 use super::offsets::{OffsetRecord, read_record};
-use crate::dirsync::{NameChange, REDIRTY_SUFFIX, repair_redirty_leftovers};
+use crate::dirsync::{
+    NameChange, PendingSync, REDIRTY_SUFFIX, SyncOutcome, repair_redirty_leftovers,
+};
 use crate::error::{EngineError, Result};
 use crate::layout::parse_segment_name;
 pub use crate::layout::{DirKind, OBLIGATION_FILE};
@@ -76,6 +85,63 @@ pub(crate) fn load(p: &Partition) -> Result<(LoadedObligation, Option<Box<dyn Du
     let n = file.read_at(0, &mut bytes)?;
     bytes.truncate(n);
     Ok((decode_file(&bytes), Some(file)))
+}
+
+/// What a cleanup attempt waits for between two of its steps: I/O that
+/// needs no engine lock (`perform`), whose result is the next step.
+pub(crate) enum CleanupWait {
+    /// Nothing: the attempt is over, and nothing is owed any more.
+    Done,
+    /// The plan of the attempt's last round is written; it must be durable
+    /// before any of its names is unlinked.
+    PlanSync {
+        file: Arc<dyn DurableFile>,
+        round: Removals,
+    },
+    /// Every dead name is unlinked; these syncs of the partition's three
+    /// directories (in `DirKind::ALL` order) confirm the removals.
+    DirSyncs(Vec<PendingSync>),
+}
+
+/// The step a cleanup attempt takes next, under the engine lock.
+pub(crate) enum CleanupStep {
+    Begin,
+    PlanSynced {
+        round: Removals,
+        synced: std::result::Result<(), StorageError>,
+    },
+    /// `outcomes` run up to the first sync that did not confirm, included.
+    DirsSynced {
+        syncs: Vec<PendingSync>,
+        outcomes: Vec<SyncOutcome>,
+    },
+}
+
+impl CleanupWait {
+    /// Performs the wait's I/O (without the engine lock: it touches only the
+    /// obligation file's data and the directories' `DirSync`) and returns the
+    /// step that takes its result. `Done` has nothing to wait for.
+    pub(crate) fn perform(self, storage: &dyn DurableStorage) -> CleanupStep {
+        match self {
+            CleanupWait::Done => unreachable!("a finished attempt waits for nothing"),
+            CleanupWait::PlanSync { file, round } => CleanupStep::PlanSynced {
+                round,
+                synced: file.sync(),
+            },
+            CleanupWait::DirSyncs(syncs) => {
+                let mut outcomes = Vec::with_capacity(syncs.len());
+                for sync in &syncs {
+                    let outcome = sync.run(storage);
+                    let confirmed = matches!(outcome, SyncOutcome::Synced);
+                    outcomes.push(outcome);
+                    if !confirmed {
+                        break;
+                    }
+                }
+                CleanupStep::DirsSynced { syncs, outcomes }
+            }
+        }
+    }
 }
 
 impl Partition {
@@ -188,23 +254,41 @@ impl Partition {
     }
 
     fn write_obligation(&mut self, durable: bool) -> Result<()> {
-        let Some(ob) = self.obligation.as_ref() else {
+        if self.obligation.is_none() {
             return Ok(());
+        }
+        let file = self.write_obligation_slot(durable)?;
+        if durable {
+            file.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the in-memory obligation into the next slot and returns the
+    /// file, for the caller to sync if the write is to be `durable` (a plan
+    /// is synced without the engine lock). Only for a durable write, while a
+    /// record read at recovery is not known on disk, is a sync made here:
+    /// of that record, before the other slot is overwritten.
+    fn write_obligation_slot(&mut self, durable: bool) -> Result<Arc<dyn DurableFile>> {
+        let Some(ob) = self.obligation.as_ref() else {
+            unreachable!("an obligation is written only while one exists");
         };
         let record = ObligationRecord::from(ob);
-        if self.obligation_file.is_none() {
-            // Only here while no handle was ever opened: the name was never
-            // noted, so no re-dirty can have moved the file aside. (A kept
-            // handle is kept for that reason; under a file pool, ADR 0018,
-            // its descriptor may be closed, and the pool, which sees the
-            // re-dirty's renames, reopens the file wherever it is.)
-            let file = self
-                .storage
-                .open(&self.paths.obligation, OpenMode::CreateOrOpen)?;
-            self.obligation_file = Some(file);
-        }
-        let Some(file) = self.obligation_file.as_deref() else {
-            unreachable!("the obligation file was opened just above");
+        let file = match &self.obligation_file {
+            Some(file) => file.clone(),
+            None => {
+                // Only here while no handle was ever opened: the name was never
+                // noted, so no re-dirty can have moved the file aside. (A kept
+                // handle is kept for that reason; under a file pool, ADR 0018,
+                // its descriptor may be closed, and the pool, which sees the
+                // re-dirty's renames, reopens the file wherever it is.)
+                let file: Arc<dyn DurableFile> = Arc::from(
+                    self.storage
+                        .open(&self.paths.obligation, OpenMode::CreateOrOpen)?,
+                );
+                self.obligation_file = Some(file.clone());
+                file
+            }
         };
         if durable && let Some(newest) = &self.obligation_unsynced {
             // The record recovery read may exist only in the page cache (its
@@ -229,53 +313,47 @@ impl Partition {
             // empty file keeps any torn write a prefix of one record.
             file.truncate(0)?;
         }
-        if let Err(e) = OBLIGATION_LAYOUT.write(file, seq, &record)? {
+        if let Err(e) = OBLIGATION_LAYOUT.write(file.as_ref(), seq, &record)? {
             // `MAX_RECORD_PAYLOAD` bounds every record and is asserted at
             // compile time to fit a slot.
             unreachable!("an obligation record always fits its slot: {e}");
         }
         self.obligation_seq = seq;
-        if durable {
-            file.sync()?;
-        }
-        Ok(())
+        Ok(file)
     }
 
-    /// Runs one cleanup attempt. `Ok(())`: nothing is owed any more (the
-    /// obligation is `Applied`, or the partition was never purged). An error
-    /// is recorded in the obligation (persisted as a best effort) and
-    /// returned; the reconciler retries.
-    pub(crate) fn run_cleanup(&mut self) -> Result<()> {
-        self.cleanup_worked_on.clear();
-        let Some(ob) = self.obligation.as_mut() else {
-            return Ok(());
+    /// Takes one cleanup attempt one step further, under the engine lock:
+    /// from its start, or from what its last wait found. Returns what it
+    /// waits for next (`perform` it without the lock), or `Done`: nothing
+    /// is owed any more (the obligation is `Applied`, or the partition was
+    /// never purged). An error is recorded in the obligation (persisted as
+    /// a best effort) and returned; the attempt is over and the reconciler
+    /// retries.
+    pub(crate) fn advance_cleanup(&mut self, step: CleanupStep) -> Result<CleanupWait> {
+        let advanced = match step {
+            CleanupStep::Begin => self.begin_attempt(),
+            CleanupStep::PlanSynced { round, synced } => self.after_plan_sync(round, synced),
+            CleanupStep::DirsSynced { syncs, outcomes } => self.after_dir_syncs(syncs, outcomes),
         };
-        match ob.state() {
-            PurgeState::Applied => return Ok(()),
-            // A new attempt redoes the round: confirmations of an earlier one
-            // count for nothing.
-            PurgeState::FilesDeleted => ob.retry(),
-            // The directories are synced already (see the module comment).
-            PurgeState::Requested | PurgeState::DirsSynced => {}
-        }
-        match self.attempt() {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let ob = self.ob_mut();
-                // Only the write of `Applied` itself can fail once it is
-                // reached in memory: the obligation is done, the error is
-                // that write's, and the next attempt finds nothing owed.
-                if !ob.is_applied() {
-                    ob.record_error(&e.to_string());
-                }
-                // Keep the failure visible across restarts; if even this write
-                // fails, the persisted state is simply older, which is safe.
-                if let Err(pe) = self.persist_obligation() {
-                    tracing::debug!(partition = %self.key, error = %pe, "could not record the cleanup failure");
-                }
-                Err(e)
+        advanced.map_err(|e| self.attempt_failed(e))
+    }
+
+    /// Records a failed attempt in the obligation and, durably, in its file.
+    fn attempt_failed(&mut self, e: EngineError) -> EngineError {
+        if let Some(ob) = self.obligation.as_mut() {
+            // Only the write of `Applied` itself can fail once it is
+            // reached in memory: the obligation is done, the error is that
+            // write's, and the next attempt finds nothing owed.
+            if !ob.is_applied() {
+                ob.record_error(&e.to_string());
             }
         }
+        // Keep the failure visible across restarts; if even this write
+        // fails, the persisted state is simply older, which is safe.
+        if let Err(pe) = self.persist_obligation() {
+            tracing::debug!(partition = %self.key, error = %pe, "could not record the cleanup failure");
+        }
+        e
     }
 
     /// Directories the latest cleanup attempt worked on.
@@ -301,8 +379,10 @@ impl Partition {
         FailureSite::Other
     }
 
-    /// Syncs `dirs` through their trackers (each redoes what a failed sync
-    /// may have dropped first), counting them as worked on.
+    /// Syncs `dirs` through their trackers on the calling thread (each
+    /// redoes what a failed sync may have dropped first), counting them as
+    /// worked on: an intermediate round's confirmation, which holds the
+    /// engine lock (rare: more than `MAX_NAMES_PER_ROUND` dead names).
     fn sync_dirs(&mut self, dirs: &[DirKind]) -> Result<()> {
         for dir in dirs {
             let storage = self.storage.clone();
@@ -312,15 +392,29 @@ impl Partition {
         Ok(())
     }
 
-    /// One attempt from `Requested` (or `DirsSynced`) to `Applied`.
-    fn attempt(&mut self) -> Result<()> {
+    /// The first step of an attempt: from `Requested` (or `DirsSynced`)
+    /// up to the plan of its last round, written and waiting for its sync.
+    fn begin_attempt(&mut self) -> Result<CleanupWait> {
+        self.cleanup_worked_on.clear();
+        let Some(ob) = self.obligation.as_mut() else {
+            return Ok(CleanupWait::Done);
+        };
+        match ob.state() {
+            PurgeState::Applied => return Ok(CleanupWait::Done),
+            // A new attempt redoes the round: confirmations of an earlier one
+            // count for nothing.
+            PurgeState::FilesDeleted => ob.retry(),
+            // The directories are synced already (see the module comment).
+            PurgeState::Requested | PurgeState::DirsSynced => {}
+        }
         if self.ob().state() == PurgeState::DirsSynced {
             // Written only after all three directories were confirmed in one
             // attempt, after every change in them: every removal is durable
             // already, and nothing can make a name dead since (a new purge
             // supersedes the obligation). Another round would prove nothing new.
             self.ob_mut().dirs_synced_to_applied();
-            return self.record_obligation();
+            self.record_obligation()?;
+            return Ok(CleanupWait::Done);
         }
         // Files of a generation below the obligation's are dead.
         let cutoff = self.ob().generation();
@@ -341,7 +435,7 @@ impl Partition {
         loop {
             let (round, more) = self.scan_dead(cutoff)?;
             if round.is_empty() {
-                break;
+                return self.begin_dir_syncs();
             }
             // The obligation holds at most one round: names carried from an
             // earlier attempt (whose directory sync failed) are confirmed
@@ -355,29 +449,19 @@ impl Partition {
             // Plan first, persist, then remove: a crash between two removals
             // leaves every removed name recorded.
             self.ob_mut().plan_removals(&round);
-            if crate::teeth::enabled(crate::teeth::Mechanism::PersistPlanBeforeUnlink) {
+            let persist = crate::teeth::enabled(crate::teeth::Mechanism::PersistPlanBeforeUnlink);
+            if !more {
+                // The last round's plan is synced without the engine lock.
+                if !persist {
+                    return self.after_plan_sync(round, Ok(()));
+                }
+                let file = self.write_obligation_slot(true)?;
+                return Ok(CleanupWait::PlanSync { file, round });
+            }
+            if persist {
                 self.persist_obligation()?;
             }
-            for (dir, names) in round.iter() {
-                let path = self.paths.dir(dir).to_path_buf();
-                for name in names {
-                    // Noted before the unlink: an unlink that fails may still
-                    // have taken effect, and the tracker must then redo the
-                    // removal, not an older change to the name (a `Created`
-                    // noted at recovery, whose redo finds nothing to do).
-                    self.tracker_mut(dir).note(name, NameChange::Removed);
-                    self.cleanup_worked_on.insert(dir);
-                    match self.storage.remove_file(&path.join(name)) {
-                        // Dirty now: the tracker need not redo it.
-                        Ok(()) => self.tracker_mut(dir).performed(name),
-                        Err(e) if e.kind == ErrorKind::NotFound => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-            if !more {
-                break;
-            }
+            self.unlink_round(&round, cutoff)?;
             // An intermediate round confirms its removals before the next one,
             // so the recorded names stay bounded.
             let dirs = round.dirs();
@@ -385,25 +469,106 @@ impl Partition {
             self.ob_mut().round_confirmed(&dirs);
             self.record_obligation()?;
         }
+    }
+
+    /// The plan of the last round is durable (or its sync failed): remove
+    /// its names, then sync the three directories.
+    fn after_plan_sync(
+        &mut self,
+        round: Removals,
+        synced: std::result::Result<(), StorageError>,
+    ) -> Result<CleanupWait> {
+        synced?;
+        let cutoff = self.ob().generation();
+        self.unlink_round(&round, cutoff)?;
+        self.begin_dir_syncs()
+    }
+
+    /// Removes the round's names that are still dead. Checked again here,
+    /// under the engine lock, because the engine serves the partition
+    /// between the steps of an attempt: an offset file the scan found dead
+    /// may since hold a record of the new generation (a fresh store under
+    /// the same consumer id), and cleanup never removes a fresh write.
+    fn unlink_round(&mut self, round: &Removals, cutoff: u64) -> Result<()> {
+        for (dir, names) in round.iter() {
+            let path = self.paths.dir(dir).to_path_buf();
+            for name in names {
+                if crate::teeth::enabled(crate::teeth::Mechanism::RecheckDeadBeforeUnlink)
+                    && !self.is_dead(dir, name, cutoff)?
+                {
+                    continue;
+                }
+                // Noted before the unlink: an unlink that fails may still
+                // have taken effect, and the tracker must then redo the
+                // removal, not an older change to the name (a `Created`
+                // noted at recovery, whose redo finds nothing to do).
+                self.tracker_mut(dir).note(name, NameChange::Removed);
+                self.cleanup_worked_on.insert(dir);
+                match self.storage.remove_file(&path.join(name)) {
+                    // Dirty now: the tracker need not redo it.
+                    Ok(()) => self.tracker_mut(dir).performed(name),
+                    Err(e) if e.kind == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every removal is made: the attempt now waits for a sync of all three
+    /// directories, begun here (each tracker redoes what a failed sync may
+    /// have dropped first). Not only those this attempt removed names from:
+    /// a dead file may also have been unlinked by an earlier buffered offset
+    /// delete whose directory sync never happened (perhaps in a process that
+    /// has since crashed, so no tracker remembers it); `Applied` must mean no
+    /// dead file is durable.
+    fn begin_dir_syncs(&mut self) -> Result<CleanupWait> {
         // `FilesDeleted` and `DirsSynced` are not written: a record found
         // with the plan (`Requested` and its names) makes the next attempt
         // redo them, which is all either would have saved.
         self.ob_mut().requested_to_files_deleted();
-        // Sync all three directories, each counting only for itself. Not only
-        // those this attempt removed names from: a dead file may also have been
-        // unlinked by an earlier buffered offset delete whose directory sync
-        // never happened (perhaps in a process that has since crashed, so no
-        // tracker remembers it); `Applied` must mean no dead file is durable.
-        // What was confirmed is known only here, in this attempt.
-        let mut confirmed = BTreeSet::new();
+        let storage = self.storage.clone();
+        let mut syncs = Vec::with_capacity(DirKind::ALL.len());
         for dir in DirKind::ALL {
-            self.sync_dirs(&[dir])?;
+            // A directory counts as worked on once its sync (redo included)
+            // ran: here if the redo failed, else when the sync reports.
+            match self.tracker_mut(dir).begin_sync(storage.as_ref()) {
+                Ok(sync) => syncs.push(sync),
+                Err(e) => {
+                    self.cleanup_worked_on.insert(dir);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(CleanupWait::DirSyncs(syncs))
+    }
+
+    /// The directories' syncs ran (up to the first that did not confirm):
+    /// `Applied` if all three confirmed what this attempt removed. What was
+    /// confirmed is known only here, in this attempt.
+    fn after_dir_syncs(
+        &mut self,
+        syncs: Vec<PendingSync>,
+        outcomes: Vec<SyncOutcome>,
+    ) -> Result<CleanupWait> {
+        debug_assert_eq!(syncs.len(), DirKind::ALL.len());
+        let mut confirmed = BTreeSet::new();
+        let mut outcomes = outcomes.into_iter();
+        for (dir, sync) in DirKind::ALL.into_iter().zip(&syncs) {
+            let Some(outcome) = outcomes.next() else {
+                unreachable!(
+                    "the syncs run up to the first that does not confirm, and that one reports"
+                );
+            };
+            self.cleanup_worked_on.insert(dir);
+            self.tracker_mut(dir).finish_sync(sync, outcome)?;
             confirmed.insert(dir);
         }
         self.forget_dead_retention_removals()?;
         self.ob_mut().files_deleted_to_dirs_synced(&confirmed);
         self.ob_mut().dirs_synced_to_applied();
-        self.record_obligation()
+        self.record_obligation()?;
+        Ok(CleanupWait::Done)
     }
 
     /// The obligation an attempt works on.

@@ -21,7 +21,8 @@ use crate::metadata::{PartitionKey, ResourceKey};
 use crate::partition::purge::FailureSite;
 
 mod pass;
-pub(crate) use pass::{PassReport, run_purge_cleanups};
+pub use pass::CleanupRun;
+pub(crate) use pass::{PassReport, resume_purge_cleanups, start_purge_cleanups};
 
 /// Partitions cleaned at the same time by default, in the shipped server and
 /// in every engine built with `EngineConfig::new` (simulations choose 1,

@@ -1,26 +1,39 @@
 //! One reconciler pass over the purge obligations that are due: a cleanup
-//! attempt on each of their partitions. (The engine attempts the due delete
-//! obligations in the same pass, after these: engine/deletion.rs.)
+//! attempt on each of their partitions, whose syncs run without the engine
+//! lock. (The engine attempts the due delete and retention obligations in
+//! the same pass, under its lock: engine/deletion.rs, engine/retention.rs.)
+//!
+//! An attempt is a chain of steps (`Partition::advance_cleanup`), each taken
+//! under the engine lock, separated by waits (`CleanupWait`: the plan's file
+//! sync, the directories' syncs) that a `CleanupRun` performs without it, on
+//! up to `concurrency` threads. Between two steps the engine serves every
+//! request, those to the partition being cleaned included.
 //!
 //! Invariants:
-//! - A pass touches only the due partitions (O(due), not O(partitions)):
-//!   they are taken out of the engine's map for the attempt and every one is
-//!   put back, whatever happened.
-//! - Partitions share no file, directory or name tracker, so their attempts
-//!   are independent and may run on several threads; the bookkeeping that
-//!   follows is in key order whatever order they finished in (the backoff
-//!   jitter draws from a seeded RNG), and with `concurrency` 1 the attempts
-//!   run one after another on the calling thread, in a fixed I/O order.
-//! - Every due key is pending and names a live partition (the engine forgets
-//!   a deleted partition's key when it deletes it).
+//! - A pass touches only the due partitions (O(due), not O(partitions)).
+//! - A partition has at most one attempt in flight: its `cleanup_job` holds
+//!   the job's token from the first wait to the step after the last, and a
+//!   partition with one is not started again.
+//! - A step is taken only on the partition and generation its attempt
+//!   started on. A partition deleted meanwhile (its key forgotten by the
+//!   deletion) or purged again (its obligation superseded, and pending
+//!   again for the new generation) drops the job: what it had done is
+//!   recorded in the obligation or noted in the trackers, and the next
+//!   attempt redoes what is not confirmed.
+//! - Outcomes are recorded in key order within each step of the pass,
+//!   whatever order the waits finished in (the backoff jitter draws from a
+//!   seeded RNG); with `concurrency` 1 every wait runs on the calling
+//!   thread, so a pass's I/O comes in a fixed order.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::{FailureSite, ObligationKey, Reconciler};
-use crate::error::Result;
+use sluice_storage::DurableStorage;
+
+use super::{ObligationKey, Reconciler};
 use crate::metadata::PartitionKey;
 use crate::partition::Partition;
-use crate::partition::purge::DirKind;
+use crate::partition::purge::{CleanupStep, CleanupWait};
 
 /// What one reconciler pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,117 +67,249 @@ impl PassReport {
     }
 }
 
-/// Attempts the cleanup of every partition in `due` (purge obligations due at
-/// `now_ms`, in key order) over `partitions`, recording every outcome in
-/// `reconciler` and `report`.
-pub(crate) fn run_purge_cleanups(
+/// A reconciler pass whose purge cleanups may still be under way. The
+/// engine starts it (`Engine::begin_reconcile_at`) and takes each next step
+/// (`Engine::resume_reconcile`); `perform_waits` runs the I/O in between,
+/// without the engine.
+#[derive(Debug)]
+pub struct CleanupRun {
+    pub(crate) now_ms: u64,
+    concurrency: usize,
+    storage: Arc<dyn DurableStorage>,
+    /// In key order.
+    jobs: Vec<PurgeJob>,
+    pub(crate) report: PassReport,
+}
+
+#[derive(Debug)]
+struct PurgeJob {
+    key: PartitionKey,
+    /// The generation whose obligation the attempt works on.
+    generation: u64,
+    /// The partition's `cleanup_job` while the attempt is in flight.
+    token: u64,
+    state: JobState,
+}
+
+enum JobState {
+    /// Waiting for I/O that runs without the engine lock.
+    Waiting(CleanupWait),
+    /// The I/O ran: the next step, under the engine lock.
+    Ready(CleanupStep),
+    /// Taken (transiently, while a step is taken).
+    Empty,
+}
+
+impl std::fmt::Debug for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JobState::Waiting(_) => "Waiting",
+            JobState::Ready(_) => "Ready",
+            JobState::Empty => "Empty",
+        })
+    }
+}
+
+impl CleanupRun {
+    pub(crate) fn new(now_ms: u64, concurrency: usize, storage: Arc<dyn DurableStorage>) -> Self {
+        CleanupRun {
+            now_ms,
+            concurrency,
+            storage,
+            jobs: Vec::new(),
+            report: PassReport::default(),
+        }
+    }
+
+    /// Whether every attempt of the pass has ended.
+    pub fn is_finished(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The attempts waiting for I/O.
+    pub fn waiting(&self) -> usize {
+        self.jobs
+            .iter()
+            .filter(|j| matches!(j.state, JobState::Waiting(_)))
+            .count()
+    }
+
+    pub fn report(&self) -> &PassReport {
+        &self.report
+    }
+
+    pub fn into_report(self) -> PassReport {
+        debug_assert!(self.is_finished(), "a pass reports once its attempts ended");
+        self.report
+    }
+
+    /// Performs every waiting attempt's I/O, `concurrency` at a time,
+    /// without the engine: partitions share no file, and each directory's
+    /// syncs are serialised by its `DirSync`. With `concurrency` 1 they run
+    /// one after another on this thread, in key order.
+    pub fn perform_waits(&mut self) {
+        let storage = self.storage.clone();
+        let mut waiting: Vec<&mut PurgeJob> = self
+            .jobs
+            .iter_mut()
+            .filter(|j| matches!(j.state, JobState::Waiting(_)))
+            .collect();
+        let threads = self.concurrency.clamp(1, waiting.len().max(1));
+        if threads == 1 {
+            for job in waiting {
+                job.perform(storage.as_ref());
+            }
+            return;
+        }
+        // Deal the jobs out round-robin so each thread gets a share.
+        let mut shares: Vec<Vec<&mut PurgeJob>> = (0..threads).map(|_| Vec::new()).collect();
+        for (i, job) in waiting.drain(..).enumerate() {
+            shares[i % threads].push(job);
+        }
+        std::thread::scope(|scope| {
+            for share in shares {
+                let storage = storage.clone();
+                scope.spawn(move || {
+                    for job in share {
+                        job.perform(storage.as_ref());
+                    }
+                });
+            }
+        });
+    }
+}
+
+impl PurgeJob {
+    fn perform(&mut self, storage: &dyn DurableStorage) {
+        self.state = match std::mem::replace(&mut self.state, JobState::Empty) {
+            JobState::Waiting(wait) => JobState::Ready(wait.perform(storage)),
+            other => other,
+        };
+    }
+}
+
+/// Starts the cleanup attempt of every partition in `due` (purge obligations
+/// due at `run.now_ms`, in key order) that has none in flight: its first
+/// step, under the engine lock. Attempts that end there are recorded now;
+/// the others wait in `run`.
+pub(crate) fn start_purge_cleanups(
     reconciler: &mut Reconciler,
     partitions: &mut BTreeMap<PartitionKey, Partition>,
     due: Vec<PartitionKey>,
-    now_ms: u64,
-    report: &mut PassReport,
+    next_token: &mut u64,
+    run: &mut CleanupRun,
 ) {
-    let mut taken: Vec<(PartitionKey, Partition)> = due
-        .iter()
-        .filter_map(|k| partitions.remove(k).map(|p| (*k, p)))
-        .collect();
-    assert_eq!(
-        taken.len(),
-        due.len(),
-        "invariant: every pending partition is live"
-    );
-    let work = taken.iter_mut().map(|(k, p)| (*k, p)).collect();
-    let outcomes = run_cleanups(work, reconciler.config().concurrency);
-    partitions.extend(taken);
-    let mut outcomes = outcomes.into_iter().peekable();
     for key in due {
-        let outcome = match outcomes.next_if(|o| o.key == key) {
-            // Its cleanup thread panicked (a bug): retry later.
-            None => Err("cleanup attempt panicked".to_string()),
-            Some(CleanupDone { outcome: None, .. }) => Err("partition degraded".to_string()),
-            Some(CleanupDone {
-                outcome: Some(outcome),
-                worked_on,
-                failed_at,
-                ..
-            }) => {
-                reconciler.record_sites(&worked_on, failed_at);
-                outcome.map_err(|e| e.to_string())
+        let Some(p) = partitions.get_mut(&key) else {
+            panic!("invariant: pending purge of partition {key}, which is not live");
+        };
+        if p.cleanup_job.is_some() {
+            // An attempt of an earlier pass is still under way.
+            continue;
+        }
+        if p.degraded_reason().is_some() {
+            record(reconciler, run, key, Err("partition degraded".to_string()));
+            continue;
+        }
+        let token = *next_token;
+        *next_token += 1;
+        let generation = p.generation();
+        let advanced = p.advance_cleanup(CleanupStep::Begin);
+        settle(reconciler, run, key, generation, token, p, advanced);
+    }
+}
+
+/// Takes the next step of every attempt whose I/O ran, under the engine
+/// lock, in key order.
+pub(crate) fn resume_purge_cleanups(
+    reconciler: &mut Reconciler,
+    partitions: &mut BTreeMap<PartitionKey, Partition>,
+    run: &mut CleanupRun,
+) {
+    let jobs = std::mem::take(&mut run.jobs);
+    for mut job in jobs {
+        let step = match std::mem::replace(&mut job.state, JobState::Empty) {
+            JobState::Ready(step) => step,
+            state => {
+                job.state = state;
+                run.jobs.push(job);
+                continue;
             }
         };
-        report.record(reconciler, ObligationKey::Purge(key), outcome, now_ms);
-    }
-}
-
-/// What one partition's cleanup attempt did, for the reconciler's books.
-struct CleanupDone {
-    key: PartitionKey,
-    /// `None`: the partition is degraded and was not attempted.
-    outcome: Option<Result<()>>,
-    worked_on: Vec<DirKind>,
-    failed_at: Option<FailureSite>,
-}
-
-fn cleanup_one(key: PartitionKey, p: &mut Partition) -> CleanupDone {
-    if p.degraded_reason().is_some() {
-        return CleanupDone {
-            key,
-            outcome: None,
-            worked_on: Vec::new(),
-            failed_at: None,
+        let Some(p) = partitions.get_mut(&job.key) else {
+            // Deleted meanwhile: its deletion forgot the obligation.
+            continue;
         };
+        if p.cleanup_job != Some(job.token) {
+            // Another partition under the same key (deleted and created
+            // again): this attempt's partition is gone.
+            continue;
+        }
+        p.cleanup_job = None;
+        if p.generation() != job.generation {
+            // Purged again: the new generation's obligation superseded this
+            // one, keeping its recorded names, and is pending on its own.
+            continue;
+        }
+        if p.degraded_reason().is_some() {
+            let msg = "partition degraded".to_string();
+            record(reconciler, run, job.key, Err(msg));
+            continue;
+        }
+        let advanced = p.advance_cleanup(step);
+        settle(
+            reconciler,
+            run,
+            job.key,
+            job.generation,
+            job.token,
+            p,
+            advanced,
+        );
     }
-    let outcome = p.run_cleanup();
-    let failed_at = outcome.as_ref().err().map(|e| p.failure_site(e));
-    CleanupDone {
-        key,
-        outcome: Some(outcome),
-        worked_on: p.cleanup_worked_on(),
-        failed_at,
+    run.jobs.sort_by_key(|j| j.key);
+}
+
+/// Files an attempt's step: a wait goes into `run` (the partition marked
+/// with the job's token); an end is recorded.
+fn settle(
+    reconciler: &mut Reconciler,
+    run: &mut CleanupRun,
+    key: PartitionKey,
+    generation: u64,
+    token: u64,
+    p: &mut Partition,
+    advanced: crate::error::Result<CleanupWait>,
+) {
+    match advanced {
+        Ok(CleanupWait::Done) => {
+            reconciler.record_sites(&p.cleanup_worked_on(), None);
+            record(reconciler, run, key, Ok(()));
+        }
+        Ok(wait) => {
+            p.cleanup_job = Some(token);
+            run.jobs.push(PurgeJob {
+                key,
+                generation,
+                token,
+                state: JobState::Waiting(wait),
+            });
+        }
+        Err(e) => {
+            let site = p.failure_site(&e);
+            reconciler.record_sites(&p.cleanup_worked_on(), Some(site));
+            record(reconciler, run, key, Err(e.to_string()));
+        }
     }
 }
 
-/// Runs one cleanup attempt on each partition, `concurrency` at a time, and
-/// returns the outcomes in key order. Partitions share no file, directory or
-/// name tracker, so their attempts are independent; with `concurrency` 1 they
-/// run one after another on this thread (a fixed I/O order).
-fn run_cleanups(work: Vec<(PartitionKey, &mut Partition)>, concurrency: usize) -> Vec<CleanupDone> {
-    let threads = concurrency.clamp(1, work.len().max(1));
-    let mut done: Vec<CleanupDone> = if threads == 1 {
-        work.into_iter().map(|(k, p)| cleanup_one(k, p)).collect()
-    } else {
-        // Deal the partitions out round-robin so each thread gets a share.
-        let mut shares: Vec<Vec<(PartitionKey, &mut Partition)>> =
-            (0..threads).map(|_| Vec::new()).collect();
-        for (i, item) in work.into_iter().enumerate() {
-            shares[i % threads].push(item);
-        }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = shares
-                .into_iter()
-                .map(|share| {
-                    scope.spawn(move || {
-                        share
-                            .into_iter()
-                            .map(|(k, p)| cleanup_one(k, p))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| match h.join() {
-                    Ok(v) => v,
-                    // A panicking cleanup is a bug; keep the process up and
-                    // let the partitions of that share be retried.
-                    Err(_) => {
-                        tracing::error!("a purge cleanup thread panicked");
-                        Vec::new()
-                    }
-                })
-                .collect()
-        })
-    };
-    done.sort_by_key(|d| d.key);
-    done
+fn record(
+    reconciler: &mut Reconciler,
+    run: &mut CleanupRun,
+    key: PartitionKey,
+    outcome: std::result::Result<(), String>,
+) {
+    let now_ms = run.now_ms;
+    run.report
+        .record(reconciler, ObligationKey::Purge(key), outcome, now_ms);
 }

@@ -1,0 +1,240 @@
+//! A purge's cleanup runs beside the engine: its steps take the engine lock,
+//! its syncs (the plan's, the directories') run without it, and the engine
+//! serves every request in between, to the purged partition too
+//! (reconciler/pass.rs). These scenarios put a request, a failed sync or a
+//! second purge exactly between two steps of a cleanup, through the
+//! production engine on `SimStorage`, and check what a client and a restart
+//! then see.
+
+use sluice_server::layout::parse_segment_name;
+use sluice_server::partition::purge::PurgeState;
+use sluice_server::partition::{Consumer, PollingStrategy};
+use sluice_server::{CleanupRun, Engine};
+use sluice_storage::{Crash, Fault, FaultMode, OpKind, OpMatcher, SimStorage};
+use sluice_testkit::engine::{
+    buffered, crash_and_reopen, key, make_everything_durable, offsets_of, persisted, poll,
+    segment_name, send, sim_paths as key_paths, sim_with, store_offset, stored_offset, stream,
+    topic, try_send,
+};
+
+/// The consumer whose offset file the purge makes dead.
+fn consumer() -> Consumer {
+    Consumer::consumer(1)
+}
+
+/// Given: a partition with an old history and `consumer()`'s offset in it, all
+/// durable; when: the partition is purged and its cleanup begun (the
+/// woken reconciler's first step), the cleanup waiting for I/O.
+fn purge_with_cleanup_waiting(engine: &mut Engine, sim: &SimStorage) -> CleanupRun {
+    send(engine, 0, 5);
+    store_offset(engine, consumer(), 3).unwrap();
+    make_everything_durable(sim);
+    engine.purge_partition(&stream(), &topic(), 0).unwrap();
+    let run = engine.begin_reconcile();
+    assert!(
+        !run.is_finished(),
+        "the cleanup waits for its plan's sync without the engine"
+    );
+    run
+}
+
+/// The I/O the server runs without the engine lock, then the engine's next
+/// step; once.
+fn one_step(engine: &mut Engine, run: &mut CleanupRun) {
+    run.perform_waits();
+    engine.resume_reconcile(run);
+}
+
+fn finish(engine: &mut Engine, mut run: CleanupRun) {
+    while !run.is_finished() {
+        one_step(engine, &mut run);
+    }
+}
+
+fn purge_state(engine: &Engine) -> Option<PurgeState> {
+    engine
+        .partition(key())
+        .and_then(|p| p.obligation())
+        .map(|ob| ob.state())
+}
+
+/// Scenario: a cleanup waiting for its plan's sync; meanwhile the new
+/// history gets a message and the consumer, whose old offset file the plan
+/// names, stores into it again; the cleanup finishes, power is cut. Returns
+/// the consumer's offset after the restart (the fresh one, 1, unless the
+/// cleanup removed its file).
+pub(crate) fn fresh_store_between_plan_and_unlink() -> Option<u64> {
+    let (sim, mut engine) = sim_with(persisted());
+    let run = purge_with_cleanup_waiting(&mut engine, &sim);
+    send(&mut engine, 0, 2);
+    store_offset(&mut engine, consumer(), 1).unwrap();
+    finish(&mut engine, run);
+    assert_eq!(purge_state(&engine), Some(PurgeState::Applied));
+    assert_eq!(stored_offset(&mut engine, consumer()), Some(1));
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    stored_offset(&mut engine, consumer())
+}
+
+#[test]
+fn given_a_cleanup_waiting_for_its_plan_when_the_same_consumer_stores_a_fresh_offset_then_cleanup_never_removes_it()
+ {
+    // Given a cleanup waiting for its plan's sync, when the consumer stores
+    // into its old file, then the purge is applied and the power cut keeps
+    // the fresh offset (the file holds a record of the new generation).
+    assert_eq!(fresh_store_between_plan_and_unlink(), Some(1));
+}
+
+/// Scenario: a cleanup whose directory syncs are begun; a buffered send
+/// starts the new history's segment (a new name in `segments/`, not yet
+/// durable); the cleanup's sync of `segments/` fails, dropping every dirty
+/// name in it (Linux), the engine's too; before the cleanup's next step the
+/// engine flushes (a graceful stop's promise: everything acknowledged is
+/// durable); power is cut.
+/// Returns the offsets served after the restart (all three, unless the
+/// engine's sync confirmed the dropped name without making it again).
+pub(crate) fn cleanup_sync_failure_then_flush() -> Vec<u64> {
+    let (sim, mut engine) = sim_with(buffered());
+    let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
+    one_step(&mut engine, &mut run);
+    assert!(!run.is_finished());
+    send(&mut engine, 0, 3);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    // The syncs run (the one of `segments/` fails) and, before the cleanup
+    // takes the engine again to learn of it, the engine flushes: a graceful
+    // stop's promise that everything acknowledged is durable.
+    run.perform_waits();
+    engine.sync_all().unwrap();
+    engine.resume_reconcile(&mut run);
+    assert!(run.is_finished());
+    assert_ne!(purge_state(&engine), Some(PurgeState::Applied));
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    let polled = poll(
+        &mut engine,
+        Consumer::consumer(9),
+        PollingStrategy::First,
+        10,
+    );
+    engine.reconcile_until_idle(10);
+    assert_eq!(purge_state(&engine), Some(PurgeState::Applied));
+    offsets_of(&polled)
+}
+
+#[test]
+fn given_a_cleanup_whose_segments_sync_fails_without_the_engine_when_the_engine_flushes_then_the_new_segment_survives_a_power_cut()
+ {
+    // Then: the engine's sync of `segments/` saw the cleanup's failure and
+    // made the dropped name again, so the three messages survive.
+    assert_eq!(cleanup_sync_failure_then_flush(), vec![0, 1, 2]);
+}
+
+/// Scenario: a purge whose first attempt's `segments/` sync failed (the
+/// removals of the old segment are unconfirmed, to be redone); the next
+/// pass begins (its redo succeeds) and waits for its syncs; then a
+/// persisted send's own sync of `segments/` redoes the removals again and
+/// that redo stops half way (the old name created again, its removal
+/// failing); then the cleanup's syncs run. Returns whether that pass
+/// applied the purge, the dead files durable after it, and the engine.
+pub(crate) fn failed_redo_during_a_pending_sync() -> (bool, Vec<String>, SimStorage, Engine) {
+    let (sim, mut engine) = sim_with(persisted());
+    send(&mut engine, 0, 3);
+    make_everything_durable(&sim);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    engine.purge_partition(&stream(), &topic(), 0).unwrap();
+    engine.reconcile();
+    assert_ne!(purge_state(&engine), Some(PurgeState::Applied));
+    let run = engine.begin_reconcile_at(u64::MAX);
+    assert!(!run.is_finished(), "the retry waits for its syncs");
+    sim.fail_when(
+        OpMatcher::kind(OpKind::RemoveFile).path_ends_with(segment_name(0, 0, "idx")),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(
+        try_send(&mut engine, 0, 1).is_err(),
+        "the send's redo failed"
+    );
+    finish(&mut engine, run);
+    let applied = purge_state(&engine) == Some(PurgeState::Applied);
+    (applied, dead_segments_durable(&sim, 1), sim, engine)
+}
+
+/// Segment files of a generation below `generation` that a power cut now
+/// would leave on disk.
+fn dead_segments_durable(sim: &SimStorage, generation: u64) -> Vec<String> {
+    let dir = key_paths().segments;
+    let dir = dir.to_str().unwrap();
+    sim.durable_view()
+        .keys()
+        .filter_map(|path| path.strip_prefix(dir)?.strip_prefix('/'))
+        .filter(|name| parse_segment_name(name).is_some_and(|(g, _, _)| g < generation))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn given_a_cleanup_waiting_for_its_syncs_when_an_engine_redo_fails_half_way_then_the_cleanup_confirms_nothing()
+ {
+    let (applied, dead, sim, mut engine) = failed_redo_during_a_pending_sync();
+    // Then: that pass did not apply the purge (the redo left an old name
+    // on disk again); the retry removes it, applies, and a power cut finds
+    // no dead file.
+    assert!(!applied, "applied while dead files are durable: {dead:?}");
+    engine.reconcile_until_idle(10);
+    assert_eq!(purge_state(&engine), Some(PurgeState::Applied));
+    assert_eq!(dead_segments_durable(&sim, 1), Vec::<String>::new());
+}
+
+#[test]
+fn given_a_cleanup_in_flight_when_the_partition_is_purged_again_then_the_old_attempt_stops_and_the_new_generation_is_cleaned()
+ {
+    let (sim, mut engine) = sim_with(persisted());
+    let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
+    one_step(&mut engine, &mut run);
+
+    // When: a second purge commits while the first one's syncs wait.
+    send(&mut engine, 0, 2);
+    engine.purge_partition(&stream(), &topic(), 0).unwrap();
+    finish(&mut engine, run);
+
+    // Then: the first attempt ended without claiming anything for the new
+    // generation; the next pass cleans both histories away.
+    let generation = engine.partition(key()).unwrap().generation();
+    assert_eq!(generation, 2);
+    assert_ne!(purge_state(&engine), Some(PurgeState::Applied));
+    engine.reconcile_until_idle(10);
+    assert_eq!(purge_state(&engine), Some(PurgeState::Applied));
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(
+        report.stale_records, 0,
+        "no dead file is durable: {report:?}"
+    );
+    assert!(poll(&mut engine, consumer(), PollingStrategy::First, 10).is_empty());
+}
+
+#[test]
+fn given_a_cleanup_in_flight_when_its_topic_is_deleted_then_the_attempt_ends_and_the_deletion_is_cleaned_up()
+ {
+    let (sim, mut engine) = sim_with(persisted());
+    let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
+    one_step(&mut engine, &mut run);
+
+    // When: the topic is deleted while the purge's syncs wait.
+    engine.delete_topic(&stream(), &topic()).unwrap();
+    finish(&mut engine, run);
+
+    // Then: nothing is pending once the deletion's own cleanup ran.
+    engine.reconcile_until_idle(10);
+    assert!(engine.reconciler().pending().is_empty());
+    assert!(engine.partition(key()).is_none());
+}
