@@ -748,10 +748,13 @@ async fn given_retention_by_expiry_and_by_size_when_time_passes_then_old_segment
     let next = api
         .poll("orders", "aged", "consumer_id=1&kind=next&count=10")
         .await;
-    assert_eq!(
-        next.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
-        [2, 3],
-        "Next after the mark"
+    // "later" does not fit the 4 KiB segment of message 2, so it seals that
+    // segment; message 2 is older than the 1 s expiry by now, and a periodic
+    // pass between the send and the poll may already have expired it.
+    let next: Vec<u64> = next.iter().map(|(o, _)| *o).collect();
+    assert!(
+        next == [2, 3] || next == [3],
+        "Next after the mark: {next:?}"
     );
     let metrics = api.get("/metrics").await;
     assert_eq!(metrics.status, 200);

@@ -133,15 +133,18 @@ async fn given_a_failing_sync_when_a_topic_is_deleted_over_tcp_then_its_obligati
         .send_messages(&s, &t, &Partitioning::partition_id(0), &mut batch)
         .await
         .unwrap();
+    // Five failures in a row keep the obligation pending for about 3 s of
+    // backoff (100 ms doubling), so the first status query below sees it
+    // even when a loaded machine makes the login before it slow.
     sim.fail_when(
         OpMatcher::kind(OpKind::SyncDir).path_ends_with("/streams/0/topics"),
         Fault::io(FaultMode::Before),
         0,
-        1,
+        5,
     );
 
     // When the topic is deleted over TCP (acknowledged at the metadata
-    // commit), its cleanup's first sync fails,
+    // commit), its cleanup's first syncs fail,
     client.delete_topic(&s, &t).await.unwrap();
     assert!(client.get_topic(&s, &t).await.unwrap().is_none());
 

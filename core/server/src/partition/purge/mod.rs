@@ -159,8 +159,17 @@ impl Partition {
                 frame,
             } => {
                 self.obligation_seq = seq;
-                // Read through the page cache: perhaps never on disk.
-                self.obligation_unsynced = Some(frame);
+                // Read through the page cache: perhaps never on disk. Only a
+                // record that names removals is worth making durable before
+                // the other slot is overwritten (those names are known only
+                // there). One without names (`Applied`, a confirmed round)
+                // was written after its removals were confirmed, and making it
+                // durable again could re-assert a claim recovery is about to
+                // find false (a dead file back after a power loss: `sim run`
+                // seed 57, with the plan's sync waiting off the engine lock).
+                if !obligation.removed().is_empty() {
+                    self.obligation_unsynced = Some(frame);
+                }
                 if obligation.generation() == g {
                     Some(obligation)
                 } else if obligation.generation() < g {
