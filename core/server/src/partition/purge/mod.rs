@@ -489,8 +489,34 @@ impl Partition {
     ) -> Result<CleanupWait> {
         synced?;
         let cutoff = self.ob().generation();
+        // Since the scan, a redo of the engine's may have stopped between
+        // its two renames and left a planned name at `<name>.redirty`: move
+        // it back first, or the dead file would outlive `Applied` under the
+        // leftover name (`sim run` seed 724).
+        for dir in round.dirs() {
+            self.repair_leftovers(dir)?;
+        }
         self.unlink_round(&round, cutoff)?;
         self.begin_dir_syncs()
+    }
+
+    /// Moves back every `<name>.redirty` in `dir` (a re-dirty stopped between
+    /// its renames) and notes the repairs; returns the listing after them.
+    fn repair_leftovers(&mut self, dir: DirKind) -> Result<Vec<String>> {
+        let path = self.paths.dir(dir);
+        let names = match self.storage.list_dir(path) {
+            Ok(n) => n,
+            Err(e) if e.kind == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        if !names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
+            return Ok(names);
+        }
+        // The tracker still holds the name, so its next sync redoes it.
+        let repairs = repair_redirty_leftovers(self.storage.as_ref(), path, &names)?;
+        self.tracker_mut(dir).note_repairs(repairs);
+        let path = self.paths.dir(dir);
+        Ok(self.storage.list_dir(path)?)
     }
 
     /// Removes the round's names that are still dead. Checked again here,
@@ -599,23 +625,11 @@ impl Partition {
     fn scan_dead(&mut self, cutoff: u64) -> Result<(Removals, bool)> {
         let mut round = Removals::new();
         for dir in DirKind::ALL {
-            let path = self.paths.dir(dir);
-            let mut names = match self.storage.list_dir(path) {
-                Ok(n) => n,
-                Err(e) if e.kind == ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(e.into()),
-            };
-            if names.iter().any(|n| n.ends_with(REDIRTY_SUFFIX)) {
-                // A re-dirty whose second rename failed left `<name>.redirty`:
-                // move it back first, or a dead file under it would be missed
-                // here and brought back by the next sync's redo (or the next
-                // recovery) after `Applied`. (The tracker still holds the
-                // name, so its next sync redoes it.)
-                let repairs = repair_redirty_leftovers(self.storage.as_ref(), path, &names)?;
-                self.tracker_mut(dir).note_repairs(repairs);
-                let path = self.paths.dir(dir);
-                names = self.storage.list_dir(path)?;
-            }
+            // A re-dirty whose second rename failed left `<name>.redirty`:
+            // moved back first, or a dead file under it would be missed here
+            // and brought back by the next sync's redo (or the next recovery)
+            // after `Applied`.
+            let names = self.repair_leftovers(dir)?;
             for name in names {
                 if self.is_dead(dir, &name, cutoff)? {
                     if round.len() == MAX_NAMES_PER_ROUND {
