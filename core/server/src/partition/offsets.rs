@@ -360,7 +360,7 @@ impl OffsetStore {
             self.offsets.insert(id, base);
         }
         // The entry stays in the map while its file is written: a store
-        // looks it up, where taking it out and putting it back cost about 6%
+        // looks it up, where taking it out and putting it back cost about 5%
         // of a buffered store. A failure takes it out and rebuilds it below.
         let Some(entry) = self.offsets.get_mut(&id) else {
             panic!("invariant: the offset entry of {id} was inserted just above");
