@@ -577,9 +577,10 @@ pub(crate) fn failed_roll_then_dropped_names() -> (bool, Vec<String>) {
     assert_eq!(engine.reconciler().pending().len(), 1);
 
     // When: the first send of the new generation creates the segment's files,
-    // then fails (the index truncate of the roll), ...
+    // then fails (the roll's length check of the new index, which decides
+    // whether a leftover needs truncating), ...
     sim.fail_when(
-        OpMatcher::kind(OpKind::Truncate).path_contains(".idx"),
+        OpMatcher::kind(OpKind::Len).path_contains(".idx"),
         Fault::io(FaultMode::Before),
         0,
         1,

@@ -97,7 +97,10 @@ fn config() -> Config {
 
 /// Encodes `value` as one framed record.
 pub fn encode<T: Serialize>(magic: Magic, version: u16, value: &T) -> Result<Vec<u8>, FrameError> {
-    let mut out = vec![0u8; HEADER_LEN];
+    // Room for a small record (an offset or obligation slot) from the
+    // start: a buffer of just the header grew at least once per record.
+    let mut out = Vec::with_capacity(HEADER_LEN + 64);
+    out.resize(HEADER_LEN, 0);
     bincode::serde::encode_into_std_write(value, &mut out, config())
         .map_err(|e| FrameError::Encode(e.to_string()))?;
     let payload_len = out.len() - HEADER_LEN;

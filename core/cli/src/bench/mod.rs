@@ -22,6 +22,7 @@
 
 mod counting;
 mod descriptors;
+mod focus;
 mod http;
 mod log_recovery;
 mod messages;
@@ -63,6 +64,13 @@ pub struct BenchArgs {
     /// Run only the descriptors scenario (issue 16 item 4), at this size.
     #[arg(long, hide = true)]
     only_descriptors: bool,
+    /// Run only these scenarios (comma-separated), to profile one figure:
+    /// purge (with recovery), purge-live, reconciler, offsets, messages,
+    /// http (runs messages too), descriptors, log-recovery, and
+    /// purge-call and poll (not in a full run: the purge call in process,
+    /// polls over many passes).
+    #[arg(long, hide = true, value_delimiter = ',', value_name = "SCENARIO")]
+    only: Vec<String>,
     /// Internal: recover the engine on DIR and print time and peak memory.
     #[arg(long, hide = true, value_name = "DIR")]
     internal_recover: Option<PathBuf>,
@@ -471,34 +479,88 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
             tmp,
         ));
     }
-    let t0 = std::time::Instant::now();
-    let (purge_figs, breakdown) = purge::run(&mut ctx)?;
-    figures.extend(purge_figs);
-    phase("purge + recovery", t0);
-    let t0 = std::time::Instant::now();
-    figures.extend(purge_live::run(&mut ctx)?);
-    phase("purge under load", t0);
-    let t0 = std::time::Instant::now();
-    figures.extend(reconciler::run(&mut ctx)?);
-    phase("reconciler", t0);
-    let t0 = std::time::Instant::now();
-    figures.extend(offsets::run(&mut ctx)?);
-    phase("offsets", t0);
-    let t0 = std::time::Instant::now();
-    let (msg_figs, inproc) = messages::run(&mut ctx)?;
-    figures.extend(msg_figs);
-    phase("messages", t0);
-    let t0 = std::time::Instant::now();
-    figures.extend(http::run(&mut ctx, &inproc)?);
-    phase("http", t0);
-    let t0 = std::time::Instant::now();
-    figures.extend(descriptors::run(&mut ctx)?);
-    phase("descriptors", t0);
-    let t0 = std::time::Instant::now();
-    figures.extend(log_recovery::run(&mut ctx)?);
-    phase("log recovery", t0);
+    const SCENARIOS: &[&str] = &[
+        "purge",
+        "purge-live",
+        "reconciler",
+        "offsets",
+        "messages",
+        "http",
+        "descriptors",
+        "log-recovery",
+        "purge-call",
+        "poll",
+    ];
+    if let Some(bad) = args.only.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
+        return Err(BenchError::io(
+            "--only",
+            format!("unknown scenario {bad}; one of {}", SCENARIOS.join(", ")),
+        ));
+    }
+    // Everything but the focused harnesses when `--only` is not given.
+    let wants = |name: &str| {
+        if args.only.is_empty() {
+            name != "purge-call" && name != "poll"
+        } else {
+            args.only.iter().any(|n| n == name)
+        }
+    };
+    let mut breakdown = Vec::new();
+    if wants("purge") {
+        let t0 = std::time::Instant::now();
+        let (purge_figs, b) = purge::run(&mut ctx)?;
+        breakdown = b;
+        figures.extend(purge_figs);
+        phase("purge + recovery", t0);
+    }
+    if wants("purge-live") {
+        let t0 = std::time::Instant::now();
+        figures.extend(purge_live::run(&mut ctx)?);
+        phase("purge under load", t0);
+    }
+    if wants("reconciler") {
+        let t0 = std::time::Instant::now();
+        figures.extend(reconciler::run(&mut ctx)?);
+        phase("reconciler", t0);
+    }
+    if wants("offsets") {
+        let t0 = std::time::Instant::now();
+        figures.extend(offsets::run(&mut ctx)?);
+        phase("offsets", t0);
+    }
+    if wants("messages") || wants("http") {
+        let t0 = std::time::Instant::now();
+        let (msg_figs, inproc) = messages::run(&mut ctx)?;
+        figures.extend(msg_figs);
+        phase("messages", t0);
+        if wants("http") {
+            let t0 = std::time::Instant::now();
+            figures.extend(http::run(&mut ctx, &inproc)?);
+            phase("http", t0);
+        }
+    }
+    if wants("descriptors") {
+        let t0 = std::time::Instant::now();
+        figures.extend(descriptors::run(&mut ctx)?);
+        phase("descriptors", t0);
+    }
+    if wants("log-recovery") {
+        let t0 = std::time::Instant::now();
+        figures.extend(log_recovery::run(&mut ctx)?);
+        phase("log recovery", t0);
+    }
+    if wants("purge-call") {
+        let t0 = std::time::Instant::now();
+        figures.extend(focus::purge_call(&mut ctx)?);
+        phase("purge call", t0);
+    }
+    if wants("poll") {
+        let t0 = std::time::Instant::now();
+        figures.extend(focus::poll(&mut ctx)?);
+        phase("poll", t0);
+    }
     for key in FIGURE_KEYS {
-        if !figures.iter().any(|f| f.key == *key) {
+        if args.only.is_empty() && !figures.iter().any(|f| f.key == *key) {
             return Err(BenchError::io("report", format!("figure {key} missing")));
         }
     }
