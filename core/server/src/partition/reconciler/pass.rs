@@ -89,6 +89,8 @@ struct PurgeJob {
     /// The partition's `cleanup_job` while the attempt is in flight.
     token: u64,
     state: JobState,
+    /// The histories the purge replaced, closed by the first wait.
+    retired: Vec<Partition>,
 }
 
 enum JobState {
@@ -181,6 +183,9 @@ impl CleanupRun {
 
 impl PurgeJob {
     fn perform(&mut self, storage: &dyn DurableStorage) {
+        // Closing the replaced histories' files takes time (a close can start
+        // writeback), so it is done here, without the engine lock.
+        drop(std::mem::take(&mut self.retired));
         self.state = match std::mem::replace(&mut self.state, JobState::Empty) {
             JobState::Waiting(wait) => JobState::Ready(wait.perform(storage)),
             other => other,
@@ -214,8 +219,11 @@ pub(crate) fn start_purge_cleanups(
         let token = *next_token;
         *next_token += 1;
         let generation = p.generation();
+        let retired = p.take_retired();
         let advanced = p.advance_cleanup(CleanupStep::Begin);
-        settle(reconciler, run, key, generation, token, p, advanced);
+        settle(
+            reconciler, run, key, generation, token, p, advanced, retired,
+        );
     }
 }
 
@@ -265,13 +273,15 @@ pub(crate) fn resume_purge_cleanups(
             job.token,
             p,
             advanced,
+            Vec::new(),
         );
     }
     run.jobs.sort_by_key(|j| j.key);
 }
 
 /// Files an attempt's step: a wait goes into `run` (the partition marked
-/// with the job's token); an end is recorded.
+/// with the job's token, `retired` closed by the wait); an end is recorded.
+#[allow(clippy::too_many_arguments)]
 fn settle(
     reconciler: &mut Reconciler,
     run: &mut CleanupRun,
@@ -280,6 +290,7 @@ fn settle(
     token: u64,
     p: &mut Partition,
     advanced: crate::error::Result<CleanupWait>,
+    retired: Vec<Partition>,
 ) {
     match advanced {
         Ok(CleanupWait::Done) => {
@@ -293,6 +304,7 @@ fn settle(
                 generation,
                 token,
                 state: JobState::Waiting(wait),
+                retired,
             });
         }
         Err(e) => {
