@@ -227,15 +227,24 @@ impl DirTracker {
         self.forget_performed();
     }
 
+    /// What every sync of the directory does first, holding its `DirSync`:
+    /// take in failures this tracker did not see, then redo what they (or
+    /// its own) may have dropped.
+    fn prepare_sync(
+        &mut self,
+        shared: &mut DirSync,
+        storage: &dyn DurableStorage,
+    ) -> Result<(), StorageError> {
+        self.catch_up(shared);
+        self.redo_dropped(storage)
+            .inspect_err(|_| self.redo_failed(shared))
+    }
+
     /// Syncs the directory so every recorded change is durable.
     pub(crate) fn sync(&mut self, storage: &dyn DurableStorage) -> Result<(), StorageError> {
         let shared = self.shared.clone();
         let mut shared = lock(&shared);
-        self.catch_up(&shared);
-        if let Err(e) = self.redo_dropped(storage) {
-            self.redo_failed(&mut shared);
-            return Err(e);
-        }
+        self.prepare_sync(&mut shared, storage)?;
         match storage.sync_dir(&self.dir) {
             Ok(()) => {
                 self.redirty = false;
@@ -261,11 +270,7 @@ impl DirTracker {
     ) -> Result<PendingSync, StorageError> {
         let shared = self.shared.clone();
         let mut shared = lock(&shared);
-        self.catch_up(&shared);
-        if let Err(e) = self.redo_dropped(storage) {
-            self.redo_failed(&mut shared);
-            return Err(e);
-        }
+        self.prepare_sync(&mut shared, storage)?;
         Ok(PendingSync {
             dir: self.dir.clone(),
             shared: self.shared.clone(),
