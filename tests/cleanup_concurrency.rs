@@ -238,3 +238,40 @@ fn given_a_cleanup_in_flight_when_its_topic_is_deleted_then_the_attempt_ends_and
     assert!(engine.reconciler().pending().is_empty());
     assert!(engine.partition(key()).is_none());
 }
+
+#[test]
+fn given_a_cleanup_sync_that_ran_when_the_engine_own_sync_fails_before_the_cleanup_takes_it_in_then_a_later_flush_redoes_the_dropped_name()
+ {
+    // Given: a cleanup whose directory syncs ran (and succeeded) without the
+    // engine lock, not yet taken in.
+    let (sim, mut engine) = sim_with(buffered());
+    let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
+    one_step(&mut engine, &mut run);
+    run.perform_waits();
+
+    // When: a buffered send makes the new history's segment, the engine's
+    // own sync of `segments/` fails (dropping that name), then the cleanup
+    // takes its successful syncs in, then the engine flushes again.
+    send(&mut engine, 0, 3);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(engine.sync_all().is_err());
+    engine.resume_reconcile(&mut run);
+    assert!(run.is_finished());
+    engine.sync_all().unwrap();
+
+    // Then: the flush made the dropped name again (`sim run` seed 681), so a
+    // power cut keeps the three messages.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    let polled = poll(
+        &mut engine,
+        Consumer::consumer(9),
+        PollingStrategy::First,
+        10,
+    );
+    assert_eq!(offsets_of(&polled), vec![0, 1, 2]);
+}

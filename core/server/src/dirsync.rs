@@ -296,9 +296,15 @@ impl DirTracker {
                 self.unconfirmed
                     .retain(|_, (_, _, seq)| *seq >= pending.covers_below);
                 // Changes noted since were made after the redo, so they are
-                // dirty in the page cache; a failure after this sync shows
-                // as a moved count at the next look.
-                self.redirty = false;
+                // dirty in the page cache, unless a sync failed since this
+                // one was begun: one after it ran (this tracker's own, say,
+                // while the cleanup waited for the engine lock) may have
+                // dropped them, and this tracker has seen that failure
+                // already, so no moved count will tell it again (`sim run`
+                // seed 681).
+                if lock(&self.shared).failures == pending.failures_at_begin {
+                    self.redirty = false;
+                }
                 Ok(())
             }
             SyncOutcome::Overtaken => {
