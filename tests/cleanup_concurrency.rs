@@ -51,6 +51,16 @@ fn finish(engine: &mut Engine, mut run: CleanupRun) {
     }
 }
 
+/// The next sync of `segments/` fails, dropping its dirty names (Linux).
+fn fail_next_segments_sync(sim: &SimStorage) {
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+}
+
 fn purge_state(engine: &Engine) -> Option<PurgeState> {
     engine
         .partition(key())
@@ -98,12 +108,7 @@ pub(crate) fn cleanup_sync_failure_then_flush() -> Vec<u64> {
     one_step(&mut engine, &mut run);
     assert!(!run.is_finished());
     send(&mut engine, 0, 3);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
+    fail_next_segments_sync(&sim);
     // The syncs run (the one of `segments/` fails) and, before the cleanup
     // takes the engine again to learn of it, the engine flushes: a graceful
     // stop's promise that everything acknowledged is durable.
@@ -143,12 +148,7 @@ pub(crate) fn failed_redo_during_a_pending_sync() -> (bool, Vec<String>, SimStor
     let (sim, mut engine) = sim_with(persisted());
     send(&mut engine, 0, 3);
     make_everything_durable(&sim);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
+    fail_next_segments_sync(&sim);
     engine.purge_partition(&stream(), &topic(), 0).unwrap();
     engine.reconcile();
     assert_ne!(purge_state(&engine), Some(PurgeState::Applied));
@@ -253,12 +253,7 @@ fn given_a_cleanup_sync_that_ran_when_the_engine_own_sync_fails_before_the_clean
     // own sync of `segments/` fails (dropping that name), then the cleanup
     // takes its successful syncs in, then the engine flushes again.
     send(&mut engine, 0, 3);
-    sim.fail_when(
-        OpMatcher::kind(OpKind::SyncDir).path_ends_with("/segments"),
-        Fault::io(FaultMode::Before),
-        0,
-        1,
-    );
+    fail_next_segments_sync(&sim);
     assert!(engine.sync_all().is_err());
     engine.resume_reconcile(&mut run);
     assert!(run.is_finished());
