@@ -6,8 +6,8 @@
 //! production engine on `SimStorage`, and check what a client and a restart
 //! then see.
 
-use sluice_server::layout::parse_segment_name;
-use sluice_server::partition::purge::PurgeState;
+use sluice_server::layout::{PURGED_SUFFIX, parse_segment_name};
+use sluice_server::partition::purge::{CleanupPhase, PurgeState};
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::{CleanupRun, Engine};
 use sluice_storage::{Crash, Fault, FaultMode, OpKind, OpMatcher, SimStorage};
@@ -43,6 +43,20 @@ fn purge_with_cleanup_waiting(engine: &mut Engine, sim: &SimStorage) -> CleanupR
 fn one_step(engine: &mut Engine, run: &mut CleanupRun) {
     run.perform_waits();
     engine.resume_reconcile(run);
+}
+
+/// Steps until the attempt waits for `phase` (its I/O not yet run).
+fn step_until(engine: &mut Engine, run: &mut CleanupRun, phase: CleanupPhase) {
+    while run.waiting_for() != [phase] {
+        assert!(!run.is_finished(), "the attempt ended before {phase:?}");
+        one_step(engine, run);
+    }
+}
+
+/// Steps until the attempt waits for its directories' syncs (they are
+/// begun, not run).
+fn step_until_dir_syncs_begun(engine: &mut Engine, run: &mut CleanupRun) {
+    step_until(engine, run, CleanupPhase::DirSyncs);
 }
 
 fn finish(engine: &mut Engine, mut run: CleanupRun) {
@@ -105,8 +119,7 @@ fn given_a_cleanup_waiting_for_its_plan_when_the_same_consumer_stores_a_fresh_of
 pub(crate) fn cleanup_sync_failure_then_flush() -> Vec<u64> {
     let (sim, mut engine) = sim_with(buffered());
     let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
-    one_step(&mut engine, &mut run);
-    assert!(!run.is_finished());
+    step_until_dir_syncs_begun(&mut engine, &mut run);
     send(&mut engine, 0, 3);
     fail_next_segments_sync(&sim);
     // The syncs run (the one of `segments/` fails) and, before the cleanup
@@ -177,7 +190,11 @@ fn dead_segments_durable(sim: &SimStorage, generation: u64) -> Vec<String> {
     sim.durable_view()
         .keys()
         .filter_map(|path| path.strip_prefix(dir)?.strip_prefix('/'))
-        .filter(|name| parse_segment_name(name).is_some_and(|(g, _, _)| g < generation))
+        .filter(|name| {
+            // A `.purged` file is dead whatever its name says (ADR 0020).
+            name.ends_with(PURGED_SUFFIX)
+                || parse_segment_name(name).is_some_and(|(g, _, _)| g < generation)
+        })
         .map(str::to_string)
         .collect()
 }
@@ -246,7 +263,7 @@ fn given_a_cleanup_sync_that_ran_when_the_engine_own_sync_fails_before_the_clean
     // engine lock, not yet taken in.
     let (sim, mut engine) = sim_with(buffered());
     let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
-    one_step(&mut engine, &mut run);
+    step_until_dir_syncs_begun(&mut engine, &mut run);
     run.perform_waits();
 
     // When: a buffered send makes the new history's segment, the engine's
@@ -269,4 +286,58 @@ fn given_a_cleanup_sync_that_ran_when_the_engine_own_sync_fails_before_the_clean
         10,
     );
     assert_eq!(offsets_of(&polled), vec![0, 1, 2]);
+}
+
+/// Scenario: a cleanup whose renames of the dead files reached the disk
+/// (a flush) and whose unlinks of them ran without the engine lock, not yet
+/// taken in; a buffered send makes the new
+/// history's segment; the engine's own sync of `segments/` fails, which may
+/// drop every dirty name there, those unlinks too (Linux); the cleanup goes
+/// on. Returns whether it applied the purge, and the dead files a power cut
+/// would then leave on disk.
+pub(crate) fn engine_sync_failure_between_unlink_and_report() -> (bool, Vec<String>) {
+    let (sim, mut engine) = sim_with(buffered());
+    let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
+    step_until(&mut engine, &mut run, CleanupPhase::Unlinks);
+    make_everything_durable(&sim);
+    run.perform_waits();
+    send(&mut engine, 0, 1);
+    fail_next_segments_sync(&sim);
+    assert!(engine.sync_all().is_err(), "the engine's flush failed");
+    finish(&mut engine, run);
+    let applied = purge_state(&engine) == Some(PurgeState::Applied);
+    (applied, dead_segments_durable(&sim, 1))
+}
+
+#[test]
+fn given_unlinks_made_without_the_lock_when_the_engine_sync_fails_before_they_are_reported_then_they_are_redone()
+ {
+    // Then: the cleanup took the unlinks as possibly dropped and made them
+    // again before its own syncs, so `Applied` leaves no dead file durable.
+    let (applied, dead) = engine_sync_failure_between_unlink_and_report();
+    assert!(applied, "the cleanup's own syncs succeeded");
+    assert_eq!(dead, Vec::<String>::new());
+}
+
+#[test]
+fn given_a_renamed_dead_file_left_by_a_crash_when_the_engine_restarts_then_cleanup_removes_it() {
+    // Given: a cleanup that renamed the dead files aside, then a power cut
+    // before their unlinks (the renames made durable by a later flush).
+    let (sim, mut engine) = sim_with(persisted());
+    let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
+    step_until(&mut engine, &mut run, CleanupPhase::Unlinks);
+    make_everything_durable(&sim);
+    drop(run);
+
+    // When: the engine restarts.
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+
+    // Then: recovery counts the `.purged` files as stale, the reconciler
+    // removes them, and none is left on disk.
+    assert!(report.stale_records > 0, "{report:?}");
+    engine.reconcile_until_idle(10);
+    assert_eq!(purge_state(&engine), Some(PurgeState::Applied));
+    let (_, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(report.stale_records, 0, "{report:?}");
+    assert_eq!(dead_segments_durable(&sim, 1), Vec::<String>::new());
 }

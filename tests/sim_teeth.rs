@@ -427,3 +427,19 @@ fn without_failing_the_directory_on_a_failed_redo_the_reduced_scenario_applies_o
     println!("failed-redo-fails-the-directory off -> applied: {applied}, dead durable: {dead:?}");
     assert!(applied && !dead.is_empty());
 }
+
+/// An engine sync of `segments/` failing after a cleanup unlinked its
+/// renamed dead files without the lock and before it reported them (ADR
+/// 0020): without taking that failure in, the cleanup counts the unlinks as
+/// performed, never redoes them, and records `Applied` while the power cut
+/// would bring the dead files back.
+#[test]
+fn without_checking_failures_after_off_lock_unlinks_the_reduced_scenario_applies_over_a_dead_file()
+{
+    let off = teeth::disable(Mechanism::UnlinkOffLockSeesFailures);
+    let (applied, dead) =
+        crate::cleanup_concurrency::engine_sync_failure_between_unlink_and_report();
+    drop(off);
+    println!("unlink-off-lock-sees-failures off -> applied: {applied}, dead durable: {dead:?}");
+    assert!(applied && !dead.is_empty());
+}

@@ -32,8 +32,10 @@
 //!   pending sync confirms only the changes noted before its `begin_sync`
 //!   (each change carries the sequence number of its note), so a change
 //!   made while it ran waits for a later sync.
-//!   Every name change is made under the engine lock; only `sync_dir` runs
-//!   without it.
+//!   Every name change is made under the engine lock, except purge
+//!   cleanup's unlinks of `<name>.purged` (ADR 0020): no one else changes
+//!   those names, and cleanup notes each again once its unlink reports, as
+//!   performed only if no sync of the directory failed since the note.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -165,6 +167,13 @@ impl DirTracker {
     /// Whether a change to `name` still awaits a directory sync.
     pub(crate) fn is_unconfirmed(&self, name: &str) -> bool {
         self.unconfirmed.contains_key(name)
+    }
+
+    /// Failed syncs of the directory so far, by any tracker or cleanup: a
+    /// change made off the engine lock is dirty in the page cache only if
+    /// this count did not move between its note and its report.
+    pub(crate) fn directory_failures(&self) -> u64 {
+        lock(&self.shared).failures
     }
 
     pub(crate) fn has_unconfirmed(&self) -> bool {

@@ -64,6 +64,10 @@ pub const GROUPS_DIR: &str = "groups";
 /// The temporary name a re-dirty gives `<name>` between its two renames
 /// (`dirsync.rs`): a crash between them leaves it.
 pub use crate::dirsync::REDIRTY_SUFFIX;
+/// The name purge cleanup gives a dead file, under the engine lock, before
+/// unlinking it without the lock (ADR 0020): `<name>.purged` is dead
+/// whatever it holds, and recovery and cleanup remove it.
+pub const PURGED_SUFFIX: &str = ".purged";
 /// The root user's credentials (a password hash, never the password).
 pub const CREDENTIALS_FILE: &str = "root.credentials";
 /// A partition's purge cleanup obligation (two slots).

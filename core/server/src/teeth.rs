@@ -62,6 +62,10 @@ pub enum Mechanism {
     /// so a cleanup's sync begun before it confirms nothing (ADR 0019,
     /// `sim run` seed 35 at harsh rates).
     FailedRedoFailsTheDirectory,
+    /// A purge cleanup's unlink of a `<name>.purged`, made without the engine
+    /// lock, counts as performed (no redo) only if no sync of the directory
+    /// failed between its note and its report (ADR 0020).
+    UnlinkOffLockSeesFailures,
 }
 
 impl Mechanism {
@@ -80,6 +84,7 @@ impl Mechanism {
             Mechanism::RecheckDeadBeforeUnlink => "recheck-dead-before-unlink",
             Mechanism::SeeOthersSyncFailures => "see-others-sync-failures",
             Mechanism::FailedRedoFailsTheDirectory => "failed-redo-fails-the-directory",
+            Mechanism::UnlinkOffLockSeesFailures => "unlink-off-lock-sees-failures",
         }
     }
 

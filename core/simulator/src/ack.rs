@@ -34,7 +34,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use sluice_server::layout::{PartitionPaths, parse_segment_name};
+use sluice_server::layout::{PURGED_SUFFIX, PartitionPaths, parse_segment_name};
 use sluice_server::metadata::{Durability, PartitionKey};
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::slots::SlotRead;
@@ -360,7 +360,8 @@ impl Generation {
 
 /// The files below `key`'s partition in `view` that belong to a generation
 /// below `generation`: segments by the generation in their name, offset files
-/// by the generation of their newest valid record. The obligation and
+/// by the generation of their newest valid record, and any `<name>.purged`
+/// (cleanup's name for a dead file it is about to unlink). The obligation and
 /// anything else below the partition are never dead.
 pub fn dead_files(
     view: &BTreeMap<String, NodeView>,
@@ -382,6 +383,14 @@ pub fn dead_files(
             let NodeView::File(bytes) = node else {
                 return false;
             };
+            if path.ends_with(PURGED_SUFFIX)
+                && [&segments, &consumers, &groups]
+                    .iter()
+                    .any(|d| path.starts_with(d.as_str()))
+            {
+                // Renamed aside by cleanup for its unlink: dead whatever it holds.
+                return true;
+            }
             if let Some(name) = path.strip_prefix(&segments) {
                 return parse_segment_name(name).is_some_and(|(g, _, _)| g < generation);
             }

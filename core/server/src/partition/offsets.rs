@@ -221,6 +221,15 @@ impl OffsetStore {
                 }
                 continue;
             }
+            if name
+                .strip_suffix(crate::layout::PURGED_SUFFIX)
+                .is_some_and(|id| id.parse::<u32>().is_ok())
+            {
+                // Renamed by purge cleanup before its unlink (ADR 0020): dead
+                // whatever it holds; the pending cleanup removes it.
+                report.stale.push(name);
+                continue;
+            }
             let Ok(id) = name.parse::<u32>() else {
                 tracing::warn!(dir = %dir.display(), name, "ignoring a file sluice does not write");
                 report.foreign.push(name);
@@ -274,6 +283,14 @@ impl OffsetStore {
             store.names.force_redirty();
         }
         Ok((store, report))
+    }
+
+    /// Whether this generation has an entry for `id`: a record stored since
+    /// the store was made (a failed or in-doubt one included) or recovered.
+    /// Without one, `id`'s file is as the last reading of it found it, since
+    /// every write of the file goes through an entry.
+    pub(crate) fn has_entry(&self, id: u32) -> bool {
+        self.offsets.contains_key(&id)
     }
 
     pub(crate) fn get(&self, id: u32) -> Option<u64> {

@@ -157,6 +157,16 @@ impl Log {
         }
         let mut bases = Vec::new();
         for name in &names {
+            if name
+                .strip_suffix(crate::layout::PURGED_SUFFIX)
+                .and_then(parse_segment_name)
+                .is_some()
+            {
+                // Renamed by purge cleanup before its unlink (ADR 0020): dead
+                // whatever its name says; the pending cleanup removes it.
+                report.stale_files.push(name.clone());
+                continue;
+            }
             match parse_segment_name(name) {
                 Some((g, _, _)) if g < floor => report.stale_files.push(name.clone()),
                 Some((g, base, LOG_EXT | INDEX_EXT)) if g == generation && base < low_water => {

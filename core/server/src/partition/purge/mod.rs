@@ -62,8 +62,8 @@ use crate::dirsync::{
     NameChange, PendingSync, REDIRTY_SUFFIX, SyncOutcome, repair_redirty_leftovers,
 };
 use crate::error::{EngineError, Result};
-use crate::layout::parse_segment_name;
 pub use crate::layout::{DirKind, OBLIGATION_FILE};
+use crate::layout::{PURGED_SUFFIX, parse_segment_name};
 use crate::slots::SlotRead;
 pub(crate) use record::RecoveredFrame;
 pub use record::{LoadedObligation, OBLIGATION_LAYOUT, ObligationRecord, decode_file};
@@ -96,20 +96,67 @@ pub(crate) enum CleanupWait {
     /// before any of its names is unlinked.
     PlanSync {
         file: Arc<dyn DurableFile>,
-        round: Removals,
+        round: Round,
     },
+    /// Every dead file of the round is renamed to `<name>.purged`; these
+    /// unlinks of the renamed files (and of leftovers of earlier attempts)
+    /// need no engine lock, since no one else changes those names (ADR 0020).
+    Unlinks(Vec<Unlink>),
     /// Every dead name is unlinked; these syncs of the partition's three
     /// directories (in `DirKind::ALL` order) confirm the removals.
     DirSyncs(Vec<PendingSync>),
+}
+
+/// One round of an attempt: the names its plan records, and in which form
+/// the scan found each dead. A name is recorded by its own (base) name,
+/// whether the dead file was found under it or only as the
+/// `<name>.purged` an earlier attempt left.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Round {
+    plan: Removals,
+    /// Names whose file under the name itself was found dead.
+    in_place: BTreeSet<(DirKind, String)>,
+    /// Names whose `<name>.purged` was found.
+    leftovers: BTreeSet<(DirKind, String)>,
+}
+
+impl Round {
+    fn is_empty(&self) -> bool {
+        self.plan.is_empty()
+    }
+
+    fn add(&mut self, dir: DirKind, name: String, leftover: bool) {
+        let set = if leftover {
+            &mut self.leftovers
+        } else {
+            &mut self.in_place
+        };
+        set.insert((dir, name.clone()));
+        self.plan.insert(dir, name);
+    }
+}
+
+/// An unlink of a renamed dead file, made without the engine lock.
+#[derive(Debug)]
+pub(crate) struct Unlink {
+    dir: DirKind,
+    /// `<name>.purged`.
+    name: String,
+    path: std::path::PathBuf,
+    /// The directory's failed syncs when the unlink was noted: if the count
+    /// moves before its report, a failure may have dropped it.
+    failures_at_note: u64,
 }
 
 /// The step a cleanup attempt takes next, under the engine lock.
 pub(crate) enum CleanupStep {
     Begin,
     PlanSynced {
-        round: Removals,
+        round: Round,
         synced: std::result::Result<(), StorageError>,
     },
+    /// Each unlink with its result.
+    Unlinked(Vec<(Unlink, std::result::Result<(), StorageError>)>),
     /// `outcomes` run up to the first sync that did not confirm, included.
     DirsSynced {
         syncs: Vec<PendingSync>,
@@ -117,9 +164,31 @@ pub(crate) enum CleanupStep {
     },
 }
 
+/// What a cleanup attempt waits for without the engine lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CleanupPhase {
+    /// The plan's file sync.
+    PlanSync,
+    /// The unlinks of the round's renamed dead files.
+    Unlinks,
+    /// The syncs of the partition's three directories.
+    DirSyncs,
+}
+
 impl CleanupWait {
+    /// What the attempt waits for (`None` once it is over).
+    pub(crate) fn phase(&self) -> Option<CleanupPhase> {
+        match self {
+            CleanupWait::Done => None,
+            CleanupWait::PlanSync { .. } => Some(CleanupPhase::PlanSync),
+            CleanupWait::Unlinks(_) => Some(CleanupPhase::Unlinks),
+            CleanupWait::DirSyncs(_) => Some(CleanupPhase::DirSyncs),
+        }
+    }
+
     /// Performs the wait's I/O (without the engine lock: it touches only the
-    /// obligation file's data and the directories' `DirSync`) and returns the
+    /// obligation file's data, the `<name>.purged` files and the directories'
+    /// `DirSync`) and returns the
     /// step that takes its result. `Done` has nothing to wait for.
     pub(crate) fn perform(self, storage: &dyn DurableStorage) -> CleanupStep {
         match self {
@@ -128,6 +197,15 @@ impl CleanupWait {
                 round,
                 synced: file.sync(),
             },
+            CleanupWait::Unlinks(unlinks) => CleanupStep::Unlinked(
+                unlinks
+                    .into_iter()
+                    .map(|u| {
+                        let result = storage.remove_file(&u.path);
+                        (u, result)
+                    })
+                    .collect(),
+            ),
             CleanupWait::DirSyncs(syncs) => {
                 let mut outcomes = Vec::with_capacity(syncs.len());
                 for sync in &syncs {
@@ -140,6 +218,24 @@ impl CleanupWait {
                 }
                 CleanupStep::DirsSynced { syncs, outcomes }
             }
+        }
+    }
+}
+
+/// The name a dead file is renamed to before its unlink (ADR 0020).
+fn purged_name(name: &str) -> String {
+    format!("{name}{PURGED_SUFFIX}")
+}
+
+/// Whether `name` is one cleanup may remove in `dir`: a segment's, or an
+/// offset file's canonical id (so a removed name's length stays bounded).
+fn is_cleanup_name(dir: DirKind, name: &str) -> bool {
+    match dir {
+        DirKind::Segments => {
+            parse_segment_name(name).is_some_and(|(_, _, ext)| matches!(ext, "log" | "idx"))
+        }
+        DirKind::Consumers | DirKind::Groups => {
+            name.parse::<u32>().is_ok_and(|id| id.to_string() == name)
         }
     }
 }
@@ -342,6 +438,7 @@ impl Partition {
         let advanced = match step {
             CleanupStep::Begin => self.begin_attempt(),
             CleanupStep::PlanSynced { round, synced } => self.after_plan_sync(round, synced),
+            CleanupStep::Unlinked(results) => self.after_unlinks(results),
             CleanupStep::DirsSynced { syncs, outcomes } => self.after_dir_syncs(syncs, outcomes),
         };
         advanced.map_err(|e| self.attempt_failed(e))
@@ -433,9 +530,12 @@ impl Partition {
         for (dir, names) in earlier.iter() {
             let tracker = self.tracker_mut(dir);
             for name in names {
-                // A tracked change to the name is newer than this removal.
-                if !tracker.is_unconfirmed(name) {
-                    tracker.note(name, NameChange::Removed);
+                // The name and its `.purged` form (ADR 0020). A tracked change
+                // to either is newer than this removal.
+                for name in [name.clone(), purged_name(name)] {
+                    if !tracker.is_unconfirmed(&name) {
+                        tracker.note(&name, NameChange::Removed);
+                    }
                 }
             }
         }
@@ -449,7 +549,7 @@ impl Partition {
             // The obligation holds at most one round: names carried from an
             // earlier attempt (whose directory sync failed) are confirmed
             // before a round that would not fit next to them.
-            if self.ob().removed().len_with(&round) > MAX_NAMES_PER_ROUND {
+            if self.ob().removed().len_with(&round.plan) > MAX_NAMES_PER_ROUND {
                 let dirs = self.ob().removed().dirs();
                 self.sync_dirs(&dirs)?;
                 self.ob_mut().round_confirmed(&dirs);
@@ -457,7 +557,7 @@ impl Partition {
             }
             // Plan first, persist, then remove: a crash between two removals
             // leaves every removed name recorded.
-            self.ob_mut().plan_removals(&round);
+            self.ob_mut().plan_removals(&round.plan);
             let persist = crate::teeth::enabled(crate::teeth::Mechanism::PersistPlanBeforeUnlink);
             if !more {
                 // The last round's plan is synced without the engine lock.
@@ -473,18 +573,20 @@ impl Partition {
             self.unlink_round(&round, cutoff)?;
             // An intermediate round confirms its removals before the next one,
             // so the recorded names stay bounded.
-            let dirs = round.dirs();
+            let dirs = round.plan.dirs();
             self.sync_dirs(&dirs)?;
             self.ob_mut().round_confirmed(&dirs);
             self.record_obligation()?;
         }
     }
 
-    /// The plan of the last round is durable (or its sync failed): remove
-    /// its names, then sync the three directories.
+    /// The plan of the last round is durable (or its sync failed): rename
+    /// each of its files still dead to `<name>.purged`, here under the engine
+    /// lock, and leave their unlinks (the slow part: the kernel frees the
+    /// file's blocks) to a wait without it (ADR 0020).
     fn after_plan_sync(
         &mut self,
-        round: Removals,
+        round: Round,
         synced: std::result::Result<(), StorageError>,
     ) -> Result<CleanupWait> {
         synced?;
@@ -493,11 +595,107 @@ impl Partition {
         // its two renames and left a planned name at `<name>.redirty`: move
         // it back first, or the dead file would outlive `Applied` under the
         // leftover name (`sim run` seed 724).
-        for dir in round.dirs() {
+        for dir in round.plan.dirs() {
             self.repair_leftovers(dir)?;
         }
-        self.unlink_round(&round, cutoff)?;
+        let mut unlinks = Vec::with_capacity(round.plan.len());
+        for (dir, names) in round.plan.iter() {
+            let path = self.paths.dir(dir).to_path_buf();
+            for name in names {
+                let key = (dir, name.clone());
+                let mut renamed = false;
+                if round.in_place.contains(&key) && self.still_dead(dir, name, cutoff)? {
+                    // Noted before the rename: one that fails may still have
+                    // taken effect, and the tracker must then redo it.
+                    self.tracker_mut(dir).note(name, NameChange::Removed);
+                    self.cleanup_worked_on.insert(dir);
+                    match self
+                        .storage
+                        .rename(&path.join(name), &path.join(purged_name(name)))
+                    {
+                        Ok(()) => {
+                            self.tracker_mut(dir).performed(name);
+                            renamed = true;
+                        }
+                        Err(e) if e.kind == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                if renamed || round.leftovers.contains(&key) {
+                    let aside = purged_name(name);
+                    let tracker = self.tracker_mut(dir);
+                    tracker.note(&aside, NameChange::Removed);
+                    unlinks.push(Unlink {
+                        dir,
+                        path: path.join(&aside),
+                        name: aside,
+                        failures_at_note: tracker.directory_failures(),
+                    });
+                }
+            }
+        }
+        if unlinks.is_empty() {
+            return self.begin_dir_syncs();
+        }
+        Ok(CleanupWait::Unlinks(unlinks))
+    }
+
+    /// The renamed files' unlinks ran without the engine lock: note each
+    /// again (a sync of the engine's since its first note may have confirmed
+    /// it while the file was still there), as performed only if it succeeded
+    /// and no sync of the directory failed since the note (one may have
+    /// dropped it). Then sync the three directories.
+    fn after_unlinks(
+        &mut self,
+        results: Vec<(Unlink, std::result::Result<(), StorageError>)>,
+    ) -> Result<CleanupWait> {
+        let mut first_error = None;
+        for (unlink, result) in results {
+            self.cleanup_worked_on.insert(unlink.dir);
+            let tracker = self.tracker_mut(unlink.dir);
+            let failures_now = tracker.directory_failures();
+            tracker.note(&unlink.name, NameChange::Removed);
+            match result {
+                Ok(())
+                    if failures_now == unlink.failures_at_note
+                        || !crate::teeth::enabled(
+                            crate::teeth::Mechanism::UnlinkOffLockSeesFailures,
+                        ) =>
+                {
+                    tracker.performed(&unlink.name)
+                }
+                Ok(()) => {}
+                Err(e) if e.kind == ErrorKind::NotFound => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e.into());
+        }
         self.begin_dir_syncs()
+    }
+
+    /// Whether a file the scan found dead is dead still. The engine serves
+    /// the partition between the steps of an attempt, and a consumer may
+    /// have stored a fresh offset into it since; cleanup never removes a
+    /// fresh write. Every write of an offset file goes through the store's
+    /// entry for its id, so without one the file is as the scan read it;
+    /// with one it is read again. A segment's name carries its generation.
+    fn still_dead(&self, dir: DirKind, name: &str, cutoff: u64) -> Result<bool> {
+        if !crate::teeth::enabled(crate::teeth::Mechanism::RecheckDeadBeforeUnlink) {
+            return Ok(true);
+        }
+        let kind = match dir {
+            DirKind::Segments => return Ok(true),
+            DirKind::Consumers => super::offsets::OffsetKind::Consumer,
+            DirKind::Groups => super::offsets::OffsetKind::Group,
+        };
+        match name.parse::<u32>() {
+            Ok(id) if !self.offsets(kind).has_entry(id) => Ok(true),
+            _ => self.is_dead(dir, name, cutoff),
+        }
     }
 
     /// Moves back every `<name>.redirty` in `dir` (a re-dirty stopped between
@@ -519,31 +717,34 @@ impl Partition {
         Ok(self.storage.list_dir(path)?)
     }
 
-    /// Removes the round's names that are still dead. Checked again here,
-    /// under the engine lock, because the engine serves the partition
-    /// between the steps of an attempt: an offset file the scan found dead
-    /// may since hold a record of the new generation (a fresh store under
-    /// the same consumer id), and cleanup never removes a fresh write.
-    fn unlink_round(&mut self, round: &Removals, cutoff: u64) -> Result<()> {
-        for (dir, names) in round.iter() {
+    /// Removes an intermediate round's names that are still dead, under the
+    /// engine lock (rare: more than `MAX_NAMES_PER_ROUND` dead names), and
+    /// the `.purged` leftovers it found.
+    fn unlink_round(&mut self, round: &Round, cutoff: u64) -> Result<()> {
+        for (dir, names) in round.plan.iter() {
             let path = self.paths.dir(dir).to_path_buf();
             for name in names {
-                if crate::teeth::enabled(crate::teeth::Mechanism::RecheckDeadBeforeUnlink)
-                    && !self.is_dead(dir, name, cutoff)?
-                {
-                    continue;
+                let key = (dir, name.clone());
+                let mut targets = Vec::with_capacity(2);
+                if round.in_place.contains(&key) && self.still_dead(dir, name, cutoff)? {
+                    targets.push(name.clone());
                 }
-                // Noted before the unlink: an unlink that fails may still
-                // have taken effect, and the tracker must then redo the
-                // removal, not an older change to the name (a `Created`
-                // noted at recovery, whose redo finds nothing to do).
-                self.tracker_mut(dir).note(name, NameChange::Removed);
-                self.cleanup_worked_on.insert(dir);
-                match self.storage.remove_file(&path.join(name)) {
-                    // Dirty now: the tracker need not redo it.
-                    Ok(()) => self.tracker_mut(dir).performed(name),
-                    Err(e) if e.kind == ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
+                if round.leftovers.contains(&key) {
+                    targets.push(purged_name(name));
+                }
+                for target in targets {
+                    // Noted before the unlink: an unlink that fails may still
+                    // have taken effect, and the tracker must then redo the
+                    // removal, not an older change to the name (a `Created`
+                    // noted at recovery, whose redo finds nothing to do).
+                    self.tracker_mut(dir).note(&target, NameChange::Removed);
+                    self.cleanup_worked_on.insert(dir);
+                    match self.storage.remove_file(&path.join(&target)) {
+                        // Dirty now: the tracker need not redo it.
+                        Ok(()) => self.tracker_mut(dir).performed(&target),
+                        Err(e) if e.kind == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
             }
         }
@@ -622,8 +823,8 @@ impl Partition {
     }
 
     /// Up to `MAX_NAMES_PER_ROUND` dead names, and whether more remain.
-    fn scan_dead(&mut self, cutoff: u64) -> Result<(Removals, bool)> {
-        let mut round = Removals::new();
+    fn scan_dead(&mut self, cutoff: u64) -> Result<(Round, bool)> {
+        let mut round = Round::default();
         for dir in DirKind::ALL {
             // A re-dirty whose second rename failed left `<name>.redirty`:
             // moved back first, or a dead file under it would be missed here
@@ -631,13 +832,18 @@ impl Partition {
             // after `Applied`.
             let names = self.repair_leftovers(dir)?;
             for name in names {
-                if self.is_dead(dir, &name, cutoff)? {
-                    if round.len() == MAX_NAMES_PER_ROUND {
-                        return Ok((round, true));
-                    }
-                    // A dead name is one of sluice's own, which all fit.
-                    round.insert(dir, name);
+                let (base, leftover) = match name.strip_suffix(PURGED_SUFFIX) {
+                    // Renamed by an earlier attempt: dead whatever it holds.
+                    Some(base) if is_cleanup_name(dir, base) => (base.to_string(), true),
+                    Some(_) => continue,
+                    None if self.is_dead(dir, &name, cutoff)? => (name, false),
+                    None => continue,
+                };
+                if !round.plan.contains(dir, &base) && round.plan.len() == MAX_NAMES_PER_ROUND {
+                    return Ok((round, true));
                 }
+                // A dead name is one of sluice's own, which all fit.
+                round.add(dir, base, leftover);
             }
         }
         Ok((round, false))

@@ -33,7 +33,7 @@ use sluice_storage::DurableStorage;
 use super::{ObligationKey, Reconciler};
 use crate::metadata::PartitionKey;
 use crate::partition::Partition;
-use crate::partition::purge::{CleanupStep, CleanupWait};
+use crate::partition::purge::{CleanupPhase, CleanupStep, CleanupWait};
 
 /// What one reconciler pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -134,6 +134,17 @@ impl CleanupRun {
             .iter()
             .filter(|j| matches!(j.state, JobState::Waiting(_)))
             .count()
+    }
+
+    /// What each attempt waiting for I/O waits for, in key order.
+    pub fn waiting_for(&self) -> Vec<CleanupPhase> {
+        self.jobs
+            .iter()
+            .filter_map(|j| match &j.state {
+                JobState::Waiting(wait) => wait.phase(),
+                _ => None,
+            })
+            .collect()
     }
 
     pub fn report(&self) -> &PassReport {
