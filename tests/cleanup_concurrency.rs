@@ -9,12 +9,19 @@
 use sluice_server::layout::{PURGED_SUFFIX, parse_segment_name};
 use sluice_server::partition::purge::{CleanupPhase, PurgeState};
 use sluice_server::partition::{Consumer, PollingStrategy};
-use sluice_server::{CleanupRun, Engine};
+use sluice_server::{CleanupRun, Engine, Partitioning};
 use sluice_storage::{Crash, Fault, FaultMode, OpKind, OpMatcher, SimStorage};
+use std::path::Path;
+use std::sync::Arc;
+
+use sluice_server::clock::ManualClock;
+use sluice_server::metadata::PartitionKey;
+use sluice_storage::DurableStorage;
 use sluice_testkit::engine::{
-    buffered, crash_and_reopen, key, make_everything_durable, offsets_of, persisted, poll,
-    segment_name, send, sim_paths as key_paths, sim_with, store_offset, stored_offset, stream,
-    topic, try_send,
+    DATA_DIR, START_MICROS, batch, buffered, config, crash_and_reopen, key,
+    make_everything_durable, new_sim, offsets_of, persisted, poll, segment_name, send,
+    setup_partitions, sim_paths as key_paths, sim_with, store_offset, stored_offset, stream, topic,
+    try_send,
 };
 
 /// The consumer whose offset file the purge makes dead.
@@ -340,4 +347,65 @@ fn given_a_renamed_dead_file_left_by_a_crash_when_the_engine_restarts_then_clean
     let (_, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
     assert_eq!(report.stale_records, 0, "{report:?}");
     assert_eq!(dead_segments_durable(&sim, 1), Vec::<String>::new());
+}
+
+/// Sends `n` messages to `partition`.
+fn send_to(engine: &mut Engine, partition: u32, n: u64) {
+    engine
+        .send(
+            &stream(),
+            &topic(),
+            &Partitioning::PartitionId(partition),
+            batch(0, n),
+        )
+        .unwrap();
+}
+
+#[test]
+fn given_a_pass_taking_one_step_per_call_when_a_partition_not_yet_begun_is_purged_again_then_both_histories_are_cleaned()
+ {
+    // Given: a three-partition topic on an engine that takes one cleanup
+    // step per engine call, as the server does; every partition has an old
+    // history and a stored offset, all durable.
+    let sim = new_sim();
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let mut config = config(Path::new(DATA_DIR));
+    config.reconciler.steps_per_hold = 1;
+    let clock = Arc::new(ManualClock::new(START_MICROS));
+    let (mut engine, _) = Engine::open(storage, clock, config).unwrap();
+    setup_partitions(&mut engine, persisted(), 3);
+    for partition in 0..3 {
+        send_to(&mut engine, partition, 2);
+    }
+    store_offset(&mut engine, consumer(), 1).unwrap();
+    make_everything_durable(&sim);
+
+    // When: the topic is purged; the pass's first call begins one cleanup
+    // and leaves the other two first steps for later calls; partition 2 is
+    // purged again before its first step is taken.
+    engine.purge_topic(&stream(), &topic()).unwrap();
+    let run = engine.begin_reconcile();
+    assert_eq!(run.waiting_for(), [CleanupPhase::PlanSync]);
+    assert_eq!(run.ready(), 2);
+    send_to(&mut engine, 2, 1);
+    engine.purge_partition(&stream(), &topic(), 2).unwrap();
+    finish(&mut engine, run);
+
+    // Then: the pass cleaned partitions 0 and 1 and dropped partition 2's
+    // superseded attempt; the next passes clean its two histories, and a
+    // power cut finds no dead file anywhere.
+    engine.reconcile_until_idle(10);
+    assert!(engine.reconciler().pending().is_empty());
+    for partition in 0..3 {
+        let key = PartitionKey { partition, ..key() };
+        let p = engine.partition(key).unwrap();
+        assert_eq!(p.generation(), if partition == 2 { 2 } else { 1 });
+        assert_eq!(
+            p.obligation().map(|ob| ob.state()),
+            Some(PurgeState::Applied)
+        );
+    }
+    let (mut engine, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    assert_eq!(report.stale_records, 0, "{report:?}");
+    assert!(poll(&mut engine, consumer(), PollingStrategy::First, 10).is_empty());
 }

@@ -174,6 +174,7 @@ pub async fn start(
     let mut engine_config = EngineConfig::new(config.data_dir.clone(), options.seed);
     engine_config.reconciler.concurrency = config.reconciler.concurrency;
     engine_config.reconciler.max_per_pass = config.reconciler.concurrency.max(1);
+    engine_config.reconciler.steps_per_hold = SERVER_STEPS_PER_HOLD;
     engine_config.max_open_files = config.files.max_open;
     engine_config.default_message_expiry_us = config
         .retention
@@ -341,11 +342,19 @@ async fn run_reconciler(
     }
 }
 
-/// One reconciler pass: its steps under the engine lock, and the waits of
-/// its purge cleanups (the plan's and the directories' syncs) without it,
-/// so requests, to the purged partitions too, are served while cleanup
-/// waits for the disk. Returns the report, how long the pass took, and the
-/// pass's bound.
+/// Cleanup steps the server's reconciler takes per hold of the engine lock.
+/// A step of one partition's cleanup takes a fraction of a millisecond (a
+/// scan, a plan write, renames); eight of them in one hold were a
+/// request's p99 during a big purge (docs/performance.md). Requests queued
+/// for the lock get it between two steps.
+pub const SERVER_STEPS_PER_HOLD: usize = 1;
+
+/// One reconciler pass: its steps under the engine lock, one partition's
+/// step per hold, and the waits of its purge cleanups (the plan's sync, the
+/// unlinks, the directories' syncs) without it, all of them at once, so
+/// requests, to the purged partitions too, are served while cleanup waits
+/// for the disk. Returns the report, how long the pass took, and the pass's
+/// bound.
 async fn reconciler_pass(
     state: &AppState,
 ) -> Result<(PassReport, std::time::Duration, usize), ApiError> {
@@ -354,21 +363,27 @@ async fn reconciler_pass(
         .engine(|e| Ok((e.begin_reconcile(), e.reconciler().config().max_per_pass)))
         .await?;
     while !run.is_finished() {
-        run = tokio::task::spawn_blocking(move || {
-            run.perform_waits();
-            run
-        })
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "cleanup I/O task failed");
-            ApiError::internal("the cleanup I/O task failed")
-        })?;
-        run = state
-            .engine(move |e| {
-                e.resume_reconcile(&mut run);
-                Ok(run)
+        // Every step that is due, each in its own engine call, so the
+        // attempts' next waits are all under way together.
+        while run.ready() > 0 {
+            run = state
+                .engine(move |e| {
+                    e.resume_reconcile(&mut run);
+                    Ok(run)
+                })
+                .await?;
+        }
+        if run.waiting() > 0 {
+            run = tokio::task::spawn_blocking(move || {
+                run.perform_waits();
+                run
             })
-            .await?;
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "cleanup I/O task failed");
+                ApiError::internal("the cleanup I/O task failed")
+            })?;
+        }
     }
     Ok((run.into_report(), started.elapsed(), bound))
 }

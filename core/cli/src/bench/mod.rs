@@ -327,6 +327,7 @@ pub fn engine_config(data: &Path, seed: u64, reconciler: &ReconcilerSettings) ->
     let mut config = EngineConfig::new(data.to_path_buf(), seed);
     config.reconciler.concurrency = reconciler.concurrency;
     config.reconciler.max_per_pass = reconciler.concurrency.max(1);
+    config.reconciler.steps_per_hold = sluice_server::server::SERVER_STEPS_PER_HOLD;
     config.max_open_files = ServerConfig::default().files.max_open;
     config
 }

@@ -161,8 +161,13 @@ impl Engine {
         // metadata holding them is not durable, a power loss could bring back
         // the older generations, so nothing may be removed yet.
         self.reconciler.begin_pass();
-        let concurrency = self.reconciler.config().concurrency;
-        let mut run = CleanupRun::new(now_ms, concurrency, self.storage.clone());
+        let config = self.reconciler.config();
+        let mut run = CleanupRun::new(
+            now_ms,
+            config.concurrency,
+            config.steps_per_hold,
+            self.storage.clone(),
+        );
         let due = self.reconciler.due(now_ms);
         if let Err(e) = self.ensure_metadata_durable() {
             let msg = e.to_string();

@@ -45,6 +45,11 @@ pub struct ReconcilerConfig {
     /// one after another, so a pass's I/O comes in a fixed order: simulations
     /// and trace snapshots rely on that.
     pub concurrency: usize,
+    /// Cleanup steps one engine call of a pass takes at most
+    /// (`begin_reconcile`, `resume_reconcile`); the others wait for the next
+    /// call. The server takes one, so a request never waits behind more than
+    /// one partition's step; the default takes every due step in one call.
+    pub steps_per_hold: usize,
     pub seed: u64,
 }
 
@@ -56,6 +61,7 @@ impl Default for ReconcilerConfig {
             stuck_after: 5,
             max_per_pass: 64,
             concurrency: DEFAULT_CLEANUP_CONCURRENCY,
+            steps_per_hold: usize::MAX,
             seed: 0,
         }
     }

@@ -20,6 +20,11 @@
 //!   again for the new generation) drops the job: what it had done is
 //!   recorded in the obligation or noted in the trackers, and the next
 //!   attempt redoes what is not confirmed.
+//! - An engine call takes at most `steps_per_hold` steps (a first step
+//!   included); the other attempts keep their next step `Ready` for the next
+//!   call, so a request waits behind at most that many partitions' steps.
+//!   A `Ready` first step holds its partition like any other (its token is
+//!   set when the pass starts), and is checked like any other step.
 //! - Outcomes are recorded in key order within each step of the pass,
 //!   whatever order the waits finished in (the backoff jitter draws from a
 //!   seeded RNG); with `concurrency` 1 every wait runs on the calling
@@ -75,6 +80,8 @@ impl PassReport {
 pub struct CleanupRun {
     pub(crate) now_ms: u64,
     concurrency: usize,
+    /// Steps taken per engine call at most (at least 1).
+    steps_per_hold: usize,
     storage: Arc<dyn DurableStorage>,
     /// In key order.
     jobs: Vec<PurgeJob>,
@@ -113,10 +120,16 @@ impl std::fmt::Debug for JobState {
 }
 
 impl CleanupRun {
-    pub(crate) fn new(now_ms: u64, concurrency: usize, storage: Arc<dyn DurableStorage>) -> Self {
+    pub(crate) fn new(
+        now_ms: u64,
+        concurrency: usize,
+        steps_per_hold: usize,
+        storage: Arc<dyn DurableStorage>,
+    ) -> Self {
         CleanupRun {
             now_ms,
             concurrency,
+            steps_per_hold: steps_per_hold.max(1),
             storage,
             jobs: Vec::new(),
             report: PassReport::default(),
@@ -133,6 +146,15 @@ impl CleanupRun {
         self.jobs
             .iter()
             .filter(|j| matches!(j.state, JobState::Waiting(_)))
+            .count()
+    }
+
+    /// The attempts whose next step is due (their I/O ran, or they have not
+    /// begun): the next engine call takes up to `steps_per_hold` of them.
+    pub fn ready(&self) -> usize {
+        self.jobs
+            .iter()
+            .filter(|j| matches!(j.state, JobState::Ready(_)))
             .count()
     }
 
@@ -215,6 +237,7 @@ pub(crate) fn start_purge_cleanups(
     next_token: &mut u64,
     run: &mut CleanupRun,
 ) {
+    let mut taken = 0;
     for key in due {
         let Some(p) = partitions.get_mut(&key) else {
             panic!("invariant: pending purge of partition {key}, which is not live");
@@ -231,11 +254,25 @@ pub(crate) fn start_purge_cleanups(
         *next_token += 1;
         let generation = p.generation();
         let retired = p.take_retired();
+        if taken == run.steps_per_hold {
+            // Begun by a later engine call: the partition is held already.
+            p.cleanup_job = Some(token);
+            run.jobs.push(PurgeJob {
+                key,
+                generation,
+                token,
+                state: JobState::Ready(CleanupStep::Begin),
+                retired,
+            });
+            continue;
+        }
+        taken += 1;
         let advanced = p.advance_cleanup(CleanupStep::Begin);
         settle(
             reconciler, run, key, generation, token, p, advanced, retired,
         );
     }
+    run.jobs.sort_by_key(|j| j.key);
 }
 
 /// Takes the next step of every attempt whose I/O ran, under the engine
@@ -246,7 +283,12 @@ pub(crate) fn resume_purge_cleanups(
     run: &mut CleanupRun,
 ) {
     let jobs = std::mem::take(&mut run.jobs);
+    let mut taken = 0;
     for mut job in jobs {
+        if taken == run.steps_per_hold {
+            run.jobs.push(job);
+            continue;
+        }
         let step = match std::mem::replace(&mut job.state, JobState::Empty) {
             JobState::Ready(step) => step,
             state => {
@@ -255,6 +297,7 @@ pub(crate) fn resume_purge_cleanups(
                 continue;
             }
         };
+        taken += 1;
         let Some(p) = partitions.get_mut(&job.key) else {
             // Deleted meanwhile: its deletion forgot the obligation.
             continue;
@@ -276,6 +319,8 @@ pub(crate) fn resume_purge_cleanups(
             continue;
         }
         let advanced = p.advance_cleanup(step);
+        // Empty unless this was a first step left for this call.
+        let retired = std::mem::take(&mut job.retired);
         settle(
             reconciler,
             run,
@@ -284,7 +329,7 @@ pub(crate) fn resume_purge_cleanups(
             job.token,
             p,
             advanced,
-            Vec::new(),
+            retired,
         );
     }
     run.jobs.sort_by_key(|j| j.key);
