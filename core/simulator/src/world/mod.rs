@@ -352,7 +352,7 @@ impl World {
         // Half the seeds take one cleanup step per engine call, as the
         // server does, so first steps left `Ready` for a later call and
         // requests between two partitions' steps are explored too.
-        if self.seed % 2 == 0 {
+        if self.seed.is_multiple_of(2) {
             config.reconciler.steps_per_hold = 1;
         }
         config.purge_mode = self.purge_mode;
