@@ -443,3 +443,16 @@ fn without_checking_failures_after_off_lock_unlinks_the_reduced_scenario_applies
     println!("unlink-off-lock-sees-failures off -> applied: {applied}, dead durable: {dead:?}");
     assert!(applied && !dead.is_empty());
 }
+
+/// An engine redo failing half way after a cleanup's sync ran and before
+/// the cleanup took it in (`sim run` seed 234 of session 9): without keeping
+/// the notes, the tracker forgets the name the redo left behind, and the
+/// engine's next flush makes the leftover dead file durable.
+#[test]
+fn without_keeping_notes_after_a_later_failure_the_reduced_scenario_leaves_a_dead_file() {
+    let off = teeth::disable(Mechanism::KeepNotesAfterALaterFailure);
+    let (applied, dead) = crate::cleanup_concurrency::failed_redo_after_a_pending_sync_ran();
+    drop(off);
+    println!("keep-notes-after-a-later-failure off -> applied: {applied}, dead durable: {dead:?}");
+    assert!(applied && !dead.is_empty());
+}

@@ -45,7 +45,10 @@ use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 
 use crate::teeth::{
     self,
-    Mechanism::{FailedRedoFailsTheDirectory, RedoDroppedRemovals, SeeOthersSyncFailures},
+    Mechanism::{
+        FailedRedoFailsTheDirectory, KeepNotesAfterALaterFailure, RedoDroppedRemovals,
+        SeeOthersSyncFailures,
+    },
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,17 +305,26 @@ impl DirTracker {
         );
         match outcome {
             SyncOutcome::Synced => {
-                self.unconfirmed
-                    .retain(|_, (_, _, seq)| *seq >= pending.covers_below);
-                // Changes noted since were made after the redo, so they are
-                // dirty in the page cache, unless a sync failed since this
-                // one was begun: one after it ran (this tracker's own, say,
+                // The sync ran with the count unchanged (else it would be
+                // `Overtaken`), so it made every change noted before its
+                // `begin_sync` durable. If the count moved since, a failure
+                // came after it ran: a failed sync (this tracker's own, say,
                 // while the cleanup waited for the engine lock) may have
-                // dropped them, and this tracker has seen that failure
-                // already, so no moved count will tell it again (`sim run`
-                // seed 681).
-                if lock(&self.shared).failures == pending.failures_at_begin {
-                    self.redirty = false;
+                // dropped the changes noted since, and this tracker has seen
+                // it already, so no moved count will tell it again (`sim
+                // run` seed 681); or a redo failed half way, leaving a name
+                // the sync confirmed no longer as noted (an empty file
+                // created again under a removed name: seed 234 of session
+                // 9). Then nothing is cleared: every change stays to be
+                // redone and confirmed by the next sync.
+                if lock(&self.shared).failures == pending.failures_at_begin
+                    || !teeth::enabled(KeepNotesAfterALaterFailure)
+                {
+                    self.unconfirmed
+                        .retain(|_, (_, _, seq)| *seq >= pending.covers_below);
+                    if lock(&self.shared).failures == pending.failures_at_begin {
+                        self.redirty = false;
+                    }
                 }
                 Ok(())
             }

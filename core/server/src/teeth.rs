@@ -66,6 +66,11 @@ pub enum Mechanism {
     /// lock, counts as performed (no redo) only if no sync of the directory
     /// failed between its note and its report (ADR 0020).
     UnlinkOffLockSeesFailures,
+    /// A pending sync that succeeded confirms nothing if a failure of its
+    /// directory (a failed sync, or a redo that failed half way) came
+    /// after it ran and before the tracker took it in (`sim run` seed 234
+    /// of session 9).
+    KeepNotesAfterALaterFailure,
 }
 
 impl Mechanism {
@@ -85,6 +90,7 @@ impl Mechanism {
             Mechanism::SeeOthersSyncFailures => "see-others-sync-failures",
             Mechanism::FailedRedoFailsTheDirectory => "failed-redo-fails-the-directory",
             Mechanism::UnlinkOffLockSeesFailures => "unlink-off-lock-sees-failures",
+            Mechanism::KeepNotesAfterALaterFailure => "keep-notes-after-a-later-failure",
         }
     }
 
