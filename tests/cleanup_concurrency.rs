@@ -6,10 +6,10 @@
 //! production engine on `SimStorage`, and check what a client and a restart
 //! then see.
 
-use sluice_server::layout::{PURGED_SUFFIX, parse_segment_name};
 use sluice_server::partition::purge::{CleanupPhase, PurgeState};
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::{CleanupRun, Engine, Partitioning};
+use sluice_sim::ack;
 use sluice_storage::{Crash, Fault, FaultMode, OpKind, OpMatcher, SimStorage};
 use std::path::Path;
 use std::sync::Arc;
@@ -20,8 +20,7 @@ use sluice_storage::DurableStorage;
 use sluice_testkit::engine::{
     DATA_DIR, START_MICROS, batch, buffered, config, crash_and_reopen, key,
     make_everything_durable, new_sim, offsets_of, persisted, poll, segment_name, send,
-    setup_partitions, sim_paths as key_paths, sim_with, store_offset, stored_offset, stream, topic,
-    try_send,
+    setup_partitions, sim_with, store_offset, stored_offset, stream, topic, try_send,
 };
 
 /// The consumer whose offset file the purge makes dead.
@@ -175,7 +174,7 @@ pub(crate) fn failed_redo_during_a_pending_sync() -> (bool, Vec<String>, SimStor
 pub(crate) fn failed_redo_after_a_pending_sync_ran() -> (bool, Vec<String>) {
     let (applied, _, sim, mut engine) = failed_redo_around_a_pending_sync(true);
     engine.sync_all().unwrap();
-    (applied, dead_segments_durable(&sim, 1))
+    (applied, dead_files_durable(&sim, 1))
 }
 
 fn failed_redo_around_a_pending_sync(
@@ -205,24 +204,14 @@ fn failed_redo_around_a_pending_sync(
     );
     finish(&mut engine, run);
     let applied = purge_state(&engine) == Some(PurgeState::Applied);
-    (applied, dead_segments_durable(&sim, 1), sim, engine)
+    (applied, dead_files_durable(&sim, 1), sim, engine)
 }
 
-/// Segment files of a generation below `generation` that a power cut now
-/// would leave on disk.
-fn dead_segments_durable(sim: &SimStorage, generation: u64) -> Vec<String> {
-    let dir = key_paths().segments;
-    let dir = dir.to_str().unwrap();
-    sim.durable_view()
-        .keys()
-        .filter_map(|path| path.strip_prefix(dir)?.strip_prefix('/'))
-        .filter(|name| {
-            // A `.purged` file is dead whatever its name says (ADR 0020).
-            name.ends_with(PURGED_SUFFIX)
-                || parse_segment_name(name).is_some_and(|(g, _, _)| g < generation)
-        })
-        .map(str::to_string)
-        .collect()
+/// The partition's files of a generation below `generation` (and any
+/// `<name>.purged`) that a power cut now would leave on disk: the
+/// simulator's own definition (`ack::dead_files`).
+fn dead_files_durable(sim: &SimStorage, generation: u64) -> Vec<String> {
+    ack::dead_files(&sim.durable_view(), Path::new(DATA_DIR), key(), generation)
 }
 
 #[test]
@@ -235,7 +224,7 @@ fn given_a_cleanup_waiting_for_its_syncs_when_an_engine_redo_fails_half_way_then
     assert!(!applied, "applied while dead files are durable: {dead:?}");
     engine.reconcile_until_idle(10);
     assert_eq!(purge_state(&engine), Some(PurgeState::Applied));
-    assert_eq!(dead_segments_durable(&sim, 1), Vec::<String>::new());
+    assert_eq!(dead_files_durable(&sim, 1), Vec::<String>::new());
 }
 
 #[test]
@@ -332,7 +321,7 @@ pub(crate) fn engine_sync_failure_between_unlink_and_report() -> (bool, Vec<Stri
     assert!(engine.sync_all().is_err(), "the engine's flush failed");
     finish(&mut engine, run);
     let applied = purge_state(&engine) == Some(PurgeState::Applied);
-    (applied, dead_segments_durable(&sim, 1))
+    (applied, dead_files_durable(&sim, 1))
 }
 
 #[test]
@@ -365,7 +354,7 @@ fn given_a_renamed_dead_file_left_by_a_crash_when_the_engine_restarts_then_clean
     assert_eq!(purge_state(&engine), Some(PurgeState::Applied));
     let (_, report) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
     assert_eq!(report.stale_records, 0, "{report:?}");
-    assert_eq!(dead_segments_durable(&sim, 1), Vec::<String>::new());
+    assert_eq!(dead_files_durable(&sim, 1), Vec::<String>::new());
 }
 
 /// Sends `n` messages to `partition`.
