@@ -428,3 +428,34 @@ fn given_a_cleanup_sync_that_ran_when_an_engine_redo_fails_half_way_before_it_is
     assert!(applied, "the syncs succeeded before the failure");
     assert_eq!(dead, Vec::<String>::new());
 }
+
+#[test]
+fn given_off_lock_unlinks_dropped_by_a_failed_sync_when_the_process_restarts_then_the_new_process_redoes_them()
+ {
+    // Given: a cleanup whose renames reached the disk (a flush), whose
+    // unlinks of the `.purged` files ran, and whose sync of `segments/`
+    // then failed, dropping those unlinks (Linux): the disk still holds the
+    // `.purged` files, the page cache shows them gone.
+    let (sim, mut engine) = sim_with(persisted());
+    let mut run = purge_with_cleanup_waiting(&mut engine, &sim);
+    step_until(&mut engine, &mut run, CleanupPhase::Unlinks);
+    make_everything_durable(&sim);
+    one_step(&mut engine, &mut run);
+    fail_next_segments_sync(&sim);
+    finish(&mut engine, run);
+    assert_ne!(purge_state(&engine), Some(PurgeState::Applied));
+
+    // When: the process crashes (the page cache survives) and restarts; a
+    // persisted send starts the new history's segment, whose directory
+    // sync comes before the new process's cleanup, which then runs to
+    // `Applied`.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    send(&mut engine, 0, 1);
+    engine.reconcile_until_idle(10);
+    assert_eq!(purge_state(&engine), Some(PurgeState::Applied));
+
+    // Then: the new process took the recorded names' `.purged` forms as not
+    // durably removed and made them again before its syncs (`sim run
+    // --max-open-files 16` seed 810), so a power cut finds no dead file.
+    assert_eq!(dead_files_durable(&sim, 1), Vec::<String>::new());
+}

@@ -299,14 +299,9 @@ impl Partition {
         // Removals recorded by an earlier process may have been dropped by a
         // failed sync that this process never saw: redo them before the next
         // sync of their directory confirms anything.
-        for (dir, names) in ob.removed().iter() {
-            let tracker = self.tracker_mut(dir);
-            for name in names {
-                if !tracker.is_unconfirmed(name) {
-                    tracker.note(name, NameChange::Removed);
-                }
-            }
-            tracker.force_redirty();
+        self.note_earlier_removals(ob.removed());
+        for dir in ob.removed().dirs() {
+            self.tracker_mut(dir).force_redirty();
         }
         if stale_found {
             // `Applied` and `DirsSynced` both claim that no dead file's name
@@ -462,6 +457,24 @@ impl Partition {
         e
     }
 
+    /// Notes the removals an earlier attempt recorded (perhaps in an earlier
+    /// process) as not known durable, so each directory's tracker redoes
+    /// them before its next sync confirms anything: each name and its
+    /// `.purged` form, which the attempt may have unlinked instead (ADR
+    /// 0020). A tracked change to either is newer than the removal.
+    fn note_earlier_removals(&mut self, removed: &Removals) {
+        for (dir, names) in removed.iter() {
+            let tracker = self.tracker_mut(dir);
+            for name in names {
+                for name in [name.clone(), purged_name(name)] {
+                    if !tracker.is_unconfirmed(&name) {
+                        tracker.note(&name, NameChange::Removed);
+                    }
+                }
+            }
+        }
+    }
+
     /// Directories the latest cleanup attempt worked on.
     pub(crate) fn cleanup_worked_on(&self) -> Vec<DirKind> {
         self.cleanup_worked_on.iter().copied().collect()
@@ -527,18 +540,7 @@ impl Partition {
         // Names recorded by earlier attempts are not known durable; make sure
         // this directory's tracker redoes them before it next confirms a sync.
         let earlier = self.ob().removed().clone();
-        for (dir, names) in earlier.iter() {
-            let tracker = self.tracker_mut(dir);
-            for name in names {
-                // The name and its `.purged` form (ADR 0020). A tracked change
-                // to either is newer than this removal.
-                for name in [name.clone(), purged_name(name)] {
-                    if !tracker.is_unconfirmed(&name) {
-                        tracker.note(&name, NameChange::Removed);
-                    }
-                }
-            }
-        }
+        self.note_earlier_removals(&earlier);
         // Remove in rounds of at most MAX_NAMES_PER_ROUND, so the names of one
         // round always fit the obligation's slot.
         loop {
