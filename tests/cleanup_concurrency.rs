@@ -51,6 +51,13 @@ fn one_step(engine: &mut Engine, run: &mut CleanupRun) {
     engine.resume_reconcile(run);
 }
 
+/// The outcome a scenario's cleanup must reach: `Applied` (its own syncs
+/// succeeded), with no dead file a power cut would leave.
+fn assert_applied_with_no_dead_file((applied, dead): (bool, Vec<String>)) {
+    assert!(applied, "the cleanup's own syncs succeeded");
+    assert_eq!(dead, Vec::<String>::new());
+}
+
 /// Steps until the attempt waits for `phase` (its I/O not yet run).
 fn step_until(engine: &mut Engine, run: &mut CleanupRun, phase: CleanupPhase) {
     while run.waiting_for() != [phase] {
@@ -329,9 +336,7 @@ fn given_unlinks_made_without_the_lock_when_the_engine_sync_fails_before_they_ar
  {
     // Then: the cleanup took the unlinks as possibly dropped and made them
     // again before its own syncs, so `Applied` leaves no dead file durable.
-    let (applied, dead) = engine_sync_failure_between_unlink_and_report();
-    assert!(applied, "the cleanup's own syncs succeeded");
-    assert_eq!(dead, Vec::<String>::new());
+    assert_applied_with_no_dead_file(engine_sync_failure_between_unlink_and_report());
 }
 
 #[test]
@@ -424,9 +429,7 @@ fn given_a_cleanup_sync_that_ran_when_an_engine_redo_fails_half_way_before_it_is
     // Then: the tracker kept the names the failed redo left as they were
     // not noted, so the flush redid them and no dead file is durable
     // (`sim run` seed 234 of session 9).
-    let (applied, dead) = failed_redo_after_a_pending_sync_ran();
-    assert!(applied, "the syncs succeeded before the failure");
-    assert_eq!(dead, Vec::<String>::new());
+    assert_applied_with_no_dead_file(failed_redo_after_a_pending_sync_ran());
 }
 
 #[test]

@@ -317,14 +317,13 @@ impl DirTracker {
                 // created again under a removed name: seed 234 of session
                 // 9). Then nothing is cleared: every change stays to be
                 // redone and confirmed by the next sync.
-                if lock(&self.shared).failures == pending.failures_at_begin
-                    || !teeth::enabled(KeepNotesAfterALaterFailure)
-                {
+                let unchanged = lock(&self.shared).failures == pending.failures_at_begin;
+                if unchanged || !teeth::enabled(KeepNotesAfterALaterFailure) {
                     self.unconfirmed
                         .retain(|_, (_, _, seq)| *seq >= pending.covers_below);
-                    if lock(&self.shared).failures == pending.failures_at_begin {
-                        self.redirty = false;
-                    }
+                }
+                if unchanged {
+                    self.redirty = false;
                 }
                 Ok(())
             }
