@@ -520,6 +520,19 @@ impl Segment {
         if let Some(e) = self.log.take_deferred_error() {
             tracing::warn!(path = %self.log_path.display(), error = %e, "log sync failed when the file pool closed it; its unsure tail is rechecked");
             self.after_failed_sync();
+            // That sync may have been the one meant to make a cut durable (a
+            // failed append's clean-up, whose bytes a sync reporting an error
+            // may have written): under Linux it dropped the length's dirty
+            // state, and no later sync writes it, so the disk keeps the cut
+            // bytes. A later roll would seal the segment over them, where
+            // recovery reads them as batches of the sealed segment (`sim run
+            // --max-open-files 2` seed 41: an offset served twice). Cut
+            // again, so the next sync carries the length; if that fails, the
+            // next write or roll retries it first (`trim_tail`). An append's
+            // own failed sync is followed by this cut already (`write_batch`).
+            if self.log.truncate(self.size).is_err() {
+                self.tail_dirty = true;
+            }
         }
     }
 
