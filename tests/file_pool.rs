@@ -469,15 +469,20 @@ fn given_a_poll_whose_own_reopen_evicts_a_later_segment_and_that_sync_fails_when
 /// one partition of one-batch segments (every send rolls), and every failed
 /// sync evicting the pages it could not write (ADR 0002 §2.4).
 fn tight_engine(sim: &SimStorage, options: TopicOptions) -> Engine {
+    let mut engine = open_tight(sim, START_MICROS);
+    setup(&mut engine, options);
+    engine
+}
+
+/// The engine of `tight_engine` on what `sim` holds (recovery).
+fn open_tight(sim: &SimStorage, clock_micros: u64) -> Engine {
     sim.set_eviction_after_failed_sync(1_000_000);
     let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
     let mut config = config(Path::new(DATA_DIR));
     config.max_open_files = Some(2);
-    let mut engine = Engine::open(storage, Arc::new(ManualClock::new(START_MICROS)), config)
+    Engine::open(storage, Arc::new(ManualClock::new(clock_micros)), config)
         .unwrap()
-        .0;
-    setup(&mut engine, options);
-    engine
+        .0
 }
 
 fn poll_all(engine: &mut Engine) -> Result<Vec<u64>, EngineError> {
@@ -621,4 +626,82 @@ fn given_a_failed_sends_cut_whose_length_an_eviction_sync_lost_when_later_sends_
         .unwrap();
     assert_eq!(offsets_of(&polled.messages), vec![0, 1, 2]);
     assert_eq!(payloads_of(&polled.messages), vec!["m0", "m10", "m11"]);
+}
+
+#[test]
+fn given_a_failed_pool_sync_whose_recheck_cannot_open_the_log_when_a_poll_reads_the_segment_then_it_rechecks_first_and_never_serves_the_evicted_pages()
+ {
+    // Given a buffered segment whose eviction sync failed and evicted its
+    // pages, and a fault on the open that the recheck of its unsure tail
+    // needs (through the pool every read may reopen its file; `sim run
+    // --max-open-files 2` seed 109: the error was taken, the recheck
+    // skipped, and every later poll served zeros as `CorruptFile`).
+    let sim = harsh_sim();
+    let mut engine = tight_engine(&sim, one_batch_segments(Durability::Buffered));
+    send(&mut engine, 0, 3);
+    fail_next_log_sync(&sim, 0, FaultMode::Before);
+    engine
+        .store_offset(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            2,
+        )
+        .unwrap();
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Open).path_ends_with(&segment_name(0, 0, "log")),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    // When polls read the segment, then the recheck owed is done before
+    // any of its bytes is served: the lost batch is cut, never read.
+    assert_eq!(poll_all(&mut engine).unwrap(), Vec::<u64>::new());
+    assert_eq!(poll_all(&mut engine).unwrap(), Vec::<u64>::new());
+    // And the next send goes on after the cut offsets.
+    assert_eq!(send(&mut engine, 3, 1).base_offset, 3);
+}
+
+#[test]
+fn given_buffered_batches_recovered_from_the_page_cache_when_an_eviction_sync_of_their_segment_fails_then_polls_never_serve_the_evicted_pages()
+ {
+    // Given buffered batches a process crash left in the page cache only,
+    // and a send after recovery that makes their segment's log dirty again:
+    // two stores open two offset files, the second evicting the log, and
+    // that sync fails, evicting every page no sync covered, the recovered
+    // batches' too (`sim run --max-open-files 2` seed 266). The crash
+    // keeps their pages dirty, as `sim run` does (not `harsh_sim`, whose
+    // last close drops them).
+    let sim = new_sim();
+    let engine = tight_engine(&sim, buffered());
+    let mut engine = {
+        let mut engine = engine;
+        send(&mut engine, 0, 3);
+        drop(engine);
+        sim.crash(Crash::Process);
+        open_tight(&sim, RESTART_MICROS)
+    };
+    send(&mut engine, 3, 1);
+    fail_next_log_sync(&sim, 0, FaultMode::Before);
+    for consumer in [1, 2] {
+        engine
+            .store_offset(
+                &stream(),
+                &topic(),
+                key().partition,
+                Consumer::consumer(consumer),
+                3,
+            )
+            .unwrap();
+    }
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    // When a poll reads the segment, then it serves what still reads back
+    // (the lost batches are cut, recovered ones too), never zeros as
+    // `CorruptFile`.
+    let served = poll_all(&mut engine).unwrap();
+    assert!([0, 1, 2, 3].starts_with(&served), "{served:?}");
+    // And the next send goes on after the cut offsets.
+    assert_eq!(send(&mut engine, 4, 1).base_offset, 4);
 }

@@ -370,6 +370,14 @@ impl Log {
         }
     }
 
+    /// See `Segment::distrust_recovered`: under `buffered`, no recovered
+    /// byte is known to be on disk.
+    pub(crate) fn distrust_recovered(&mut self) {
+        for seg in &mut self.segments {
+            seg.distrust_recovered();
+        }
+    }
+
     /// Base offsets of every segment, oldest first.
     pub(crate) fn segment_bases(&self) -> Vec<u64> {
         self.segments.iter().map(|s| s.base_offset).collect()
@@ -390,30 +398,39 @@ impl Log {
     /// it rolled, see `take_roll_attempt`, the caller must also sync the
     /// directory).
     /// Handles the syncs the file pool made for these segments and saw
-    /// fail (ADR 0018), before a read or an append relies on their bytes.
+    /// fail (ADR 0018), as far as it can: a segment whose recheck could not
+    /// be done yet (a storage error) is settled again right before it is
+    /// read or written (`settle_segment`), which then fails instead.
     pub(crate) fn settle_deferred(&mut self) {
         for i in 0..self.segments.len() {
-            self.settle_segment(i);
+            if let Err(e) = self.settle_segment(i) {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "a segment's failed sync could not be rechecked yet; it is settled again before the segment is read or written");
+            }
         }
     }
 
-    /// `settle_deferred` for segment `i`; a sealed one cut by it is counted
-    /// again in `sealed_bytes`.
-    fn settle_segment(&mut self, i: usize) {
+    /// `Segment::settle_deferred` for segment `i`; a sealed one cut by it is
+    /// counted again in `sealed_bytes`.
+    fn settle_segment(&mut self, i: usize) -> Result<()> {
         let sealed = i + 1 < self.segments.len();
         let Some(segment) = self.segments.get_mut(i) else {
-            return;
+            return Ok(());
         };
         let before = segment.size;
-        segment.settle_deferred();
+        let settled = segment.settle_deferred();
         let after = segment.size;
         if sealed && after != before {
             self.sealed_bytes = sealed_bytes(&self.segments);
         }
+        settled
     }
 
     pub(crate) fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {
         self.settle_deferred();
+        // The segment written (or sealed by a roll) must be settled.
+        if let Some(last) = self.segments.len().checked_sub(1) {
+            self.settle_segment(last)?;
+        }
         let count = messages.len() as u64;
         let base_offset = self.next_offset;
         let timestamp = messages.first().map_or(0, |m| m.timestamp);
@@ -489,7 +506,7 @@ impl Log {
         for i in first..self.segments.len() {
             // Reading the segments before it may have made the pool close
             // this one's log (see the module invariants).
-            self.settle_segment(i);
+            self.settle_segment(i)?;
             let seg = &self.segments[i];
             let mut pos = seg.position_for(offset);
             while pos < seg.size {
@@ -513,7 +530,7 @@ impl Log {
     pub(crate) fn offset_for_timestamp(&mut self, ts: u64) -> Result<Option<u64>> {
         for i in 0..self.segments.len() {
             // As in `read`: settled right before it is read.
-            self.settle_segment(i);
+            self.settle_segment(i)?;
             let seg = &self.segments[i];
             let mut pos = seg.position_for_timestamp(ts);
             while pos < seg.size {
