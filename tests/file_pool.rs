@@ -705,3 +705,51 @@ fn given_buffered_batches_recovered_from_the_page_cache_when_an_eviction_sync_of
     // And the next send goes on after the cut offsets.
     assert_eq!(send(&mut engine, 4, 1).base_offset, 4);
 }
+
+#[test]
+fn given_a_buffered_batch_whose_eviction_sync_failed_when_a_later_batch_is_synced_by_the_pool_then_a_power_loss_leaves_no_hole_below_it()
+ {
+    // Given a buffered batch whose eviction sync failed, its pages kept
+    // but their dirty state dropped (Linux): nothing will write it to disk.
+    let sim = new_sim();
+    let mut engine = tight_engine(&sim, buffered());
+    sim.set_eviction_after_failed_sync(0);
+    send(&mut engine, 0, 3);
+    // The segment's name is on disk (as a directory writeback would make it).
+    sim.sync_dir(&paths(Path::new(DATA_DIR)).segments).unwrap();
+    fail_next_log_sync(&sim, 0, FaultMode::Before);
+    engine
+        .store_offset(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            0,
+        )
+        .unwrap();
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    // When a later batch is appended and the pool's next eviction of the
+    // log syncs it (stores open offset files until the log is closed), and
+    // the power fails.
+    send(&mut engine, 3, 2);
+    let syncs = engine.file_pool_stats().unwrap().eviction_syncs;
+    for consumer in 2..8 {
+        engine
+            .store_offset(
+                &stream(),
+                &topic(),
+                key().partition,
+                Consumer::consumer(consumer),
+                0,
+            )
+            .unwrap();
+    }
+    assert!(engine.file_pool_stats().unwrap().eviction_syncs > syncs);
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    // Then recovery finds both batches, not the later one above a hole (a
+    // valid batch after an invalid one is damage: the partition would
+    // refuse service).
+    let mut engine = open_tight(&sim, RESTART_MICROS);
+    assert_eq!(poll_all(&mut engine).unwrap(), vec![0, 1, 2, 3, 4]);
+}

@@ -436,9 +436,15 @@ impl Segment {
     ) -> Result<()> {
         self.trim_tail(sync)?;
         let at = self.size;
-        if sync {
+        if sync || self.carried_to < at {
             // This sync acknowledges the batch: every byte before it must be
-            // carried too, or it would be durable above a hole.
+            // carried too, or it would be durable above a hole. Without one
+            // (`buffered`) the same holds for the next sync of the file, the
+            // file pool's when it closes it (ADR 0018): after a failed sync,
+            // the bytes before the batch may be neither on disk nor dirty,
+            // and recovery would read the hole below it as damage (`sim run
+            // --max-open-files 2` seed 240: a partition degraded). Only a
+            // failed sync leaves `carried_to` short of `size`.
             self.carry_unsure(true)?;
         }
         // One write of the whole frame, from its pieces (`Framed`).
