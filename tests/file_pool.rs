@@ -440,7 +440,7 @@ fn given_a_poll_whose_own_reopen_evicts_a_later_segment_and_that_sync_fails_when
     send(&mut engine, 0, 3);
     send(&mut engine, 3, 3);
     sim.fail_when(
-        OpMatcher::kind(OpKind::SyncFile).path_ends_with(&segment_name(0, 3, "log")),
+        OpMatcher::kind(OpKind::SyncFile).path_ends_with(segment_name(0, 3, "log")),
         Fault::io(FaultMode::Before),
         0,
         1,
@@ -502,7 +502,7 @@ fn poll_all(engine: &mut Engine) -> Result<Vec<u64>, EngineError> {
 /// Fails the next sync of segment `base`'s log (generation 0) once.
 fn fail_next_log_sync(sim: &SimStorage, base: u64, mode: FaultMode) {
     sim.fail_when(
-        OpMatcher::kind(OpKind::SyncFile).path_ends_with(&segment_name(0, base, "log")),
+        OpMatcher::kind(OpKind::SyncFile).path_ends_with(segment_name(0, base, "log")),
         Fault::io(mode),
         0,
         1,
@@ -651,7 +651,7 @@ fn given_a_failed_pool_sync_whose_recheck_cannot_open_the_log_when_a_poll_reads_
         .unwrap();
     assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
     sim.fail_when(
-        OpMatcher::kind(OpKind::Open).path_ends_with(&segment_name(0, 0, "log")),
+        OpMatcher::kind(OpKind::Open).path_ends_with(segment_name(0, 0, "log")),
         Fault::io(FaultMode::Before),
         0,
         1,
