@@ -419,3 +419,337 @@ fn given_a_buffered_segment_whose_sync_fails_when_the_pool_evicts_it_then_polls_
             .unwrap();
     }
 }
+
+#[test]
+fn given_a_poll_whose_own_reopen_evicts_a_later_segment_and_that_sync_fails_when_it_reads_on_then_it_never_serves_the_evicted_pages()
+ {
+    // Given a buffered partition of two segments, the newer one dirty, and
+    // a bound of 2 (`sluice sim run --max-open-files 2`, seed 4 at 2,000
+    // steps): a poll from offset 0 reopens the older segment's log, which
+    // evicts the newer one's (the least recently used dirty handle), and
+    // that eviction's sync fails and evicts its pages.
+    let sim = harsh_sim();
+    sim.set_eviction_after_failed_sync(1_000_000);
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let mut config = config(Path::new(DATA_DIR));
+    config.max_open_files = Some(2);
+    let mut engine = Engine::open(storage, Arc::new(ManualClock::new(START_MICROS)), config)
+        .unwrap()
+        .0;
+    setup(&mut engine, one_batch_segments(Durability::Buffered));
+    send(&mut engine, 0, 3);
+    send(&mut engine, 3, 3);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_ends_with(segment_name(0, 3, "log")),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    // When the poll reads both segments.
+    let polled = engine
+        .poll(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            PollingStrategy::Offset(0),
+            u64::MAX,
+            false,
+        )
+        .unwrap();
+    // Then the eviction happened during the poll, and the newer segment's
+    // lost batch is cut before it is read, never served as zeros
+    // (`CorruptFile`): the poll serves the older segment's messages.
+    let stats = engine.file_pool_stats().unwrap();
+    assert_eq!(stats.eviction_sync_failures, 1, "{stats:?}");
+    assert_eq!(offsets_of(&polled.messages), vec![0, 1, 2]);
+}
+
+/// An engine on `sim` whose files go through a pool of 2 descriptors, with
+/// one partition of one-batch segments (every send rolls), and every failed
+/// sync evicting the pages it could not write (ADR 0002 §2.4).
+fn tight_engine(sim: &SimStorage, options: TopicOptions) -> Engine {
+    let mut engine = open_tight(sim, START_MICROS);
+    setup(&mut engine, options);
+    engine
+}
+
+/// The engine of `tight_engine` on what `sim` holds (recovery).
+fn open_tight(sim: &SimStorage, clock_micros: u64) -> Engine {
+    sim.set_eviction_after_failed_sync(1_000_000);
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let mut config = config(Path::new(DATA_DIR));
+    config.max_open_files = Some(2);
+    Engine::open(storage, Arc::new(ManualClock::new(clock_micros)), config)
+        .unwrap()
+        .0
+}
+
+fn poll_all(engine: &mut Engine) -> Result<Vec<u64>, EngineError> {
+    engine
+        .poll(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            PollingStrategy::Offset(0),
+            u64::MAX,
+            false,
+        )
+        .map(|polled| offsets_of(&polled.messages))
+}
+
+/// Fails the next sync of segment `base`'s log (generation 0) once.
+fn fail_next_log_sync(sim: &SimStorage, base: u64, mode: FaultMode) {
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_ends_with(segment_name(0, base, "log")),
+        Fault::io(mode),
+        0,
+        1,
+    );
+}
+
+#[test]
+fn given_a_sealed_segment_whose_eviction_sync_failed_when_its_lost_batch_is_cut_then_the_log_counts_its_sealed_bytes_again()
+ {
+    // Given a buffered log of one-batch segments and a bound of 2: the
+    // roll to the second segment opens its files, which evicts the first
+    // one's dirty log, and that sync fails (`sim run --max-open-files 2`
+    // seed 78).
+    let sim = harsh_sim();
+    let mut engine = tight_engine(&sim, one_batch_segments(Durability::Buffered));
+    send(&mut engine, 0, 3);
+    fail_next_log_sync(&sim, 0, FaultMode::Before);
+    send(&mut engine, 3, 3);
+    let stats = engine.file_pool_stats().unwrap();
+    assert_eq!(stats.eviction_sync_failures, 1, "{stats:?}");
+    // When a poll settles it: the sealed segment's lost batch is cut.
+    assert_eq!(poll_all(&mut engine).unwrap(), vec![3, 4, 5]);
+    // Then the log's count of sealed bytes (what retention by size weighs)
+    // is that of the segments it holds.
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn given_an_empty_sealed_segment_left_by_a_cut_when_retention_by_size_runs_then_it_commits_no_mark_at_or_below_the_current_one()
+ {
+    // Given a buffered partition whose only batch was lost to a failed
+    // eviction sync: the poll cuts it, and the next send starts a segment of
+    // its own, leaving the empty one sealed at the low-water mark
+    // (`sim run --max-open-files 2` seed 49).
+    let sim = harsh_sim();
+    let mut engine = tight_engine(&sim, one_batch_segments(Durability::Buffered));
+    send(&mut engine, 0, 3);
+    fail_next_log_sync(&sim, 0, FaultMode::Before);
+    // The offset file's open evicts the segment's log (dirty, least
+    // recently used).
+    engine
+        .store_offset(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            2,
+        )
+        .unwrap();
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    assert_eq!(poll_all(&mut engine).unwrap(), Vec::<u64>::new());
+    send(&mut engine, 3, 1);
+    // When the topic's size cap is set below what it holds and the
+    // reconciler enforces it.
+    engine
+        .update_topic(&stream(), &topic(), TOPIC, 0, 1)
+        .unwrap();
+    engine.reconcile();
+    engine.reconcile_until_idle(10);
+    // Then it commits nothing it cannot raise (the only sealed segment is
+    // empty) and keeps serving the active one.
+    assert_eq!(poll_all(&mut engine).unwrap(), vec![3]);
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn given_a_failed_sends_cut_whose_length_an_eviction_sync_lost_when_later_sends_seal_the_segment_then_a_power_loss_serves_only_acknowledged_batches()
+ {
+    // Given a persisted partition of one-batch segments and a bound of 2: a
+    // send's sync fails after it reached the disk, so its batch is durable
+    // and cut from the page cache only; the pool's sync of that cut, when
+    // it evicts the log, fails too (`sim run --max-open-files 2` seed 41).
+    let sim = harsh_sim();
+    let options = TopicOptions {
+        segment_size: 1,
+        ..options(Durability::Persisted, Durability::Buffered)
+    };
+    let mut engine = tight_engine(&sim, options);
+    send(&mut engine, 0, 1);
+    fail_next_log_sync(&sim, 1, FaultMode::After);
+    try_send(&mut engine, 1, 3).unwrap_err();
+    fail_next_log_sync(&sim, 1, FaultMode::Before);
+    // Two buffered stores open two offset files: the first evicts the
+    // segment's index, the second its log (each the least recently used).
+    for consumer in [1, 2] {
+        engine
+            .store_offset(
+                &stream(),
+                &topic(),
+                key().partition,
+                Consumer::consumer(consumer),
+                0,
+            )
+            .unwrap();
+    }
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    // When the next sends are acknowledged (a shorter batch where the
+    // failed one was, then one that seals its segment) and the power fails.
+    send(&mut engine, 10, 1);
+    send(&mut engine, 11, 1);
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+    let mut config = config(Path::new(DATA_DIR));
+    config.max_open_files = Some(2);
+    let mut engine = Engine::open(storage, Arc::new(ManualClock::new(RESTART_MICROS)), config)
+        .unwrap()
+        .0;
+    // Then recovery finds the acknowledged batches and nothing of the
+    // failed one's bytes.
+    let polled = engine
+        .poll(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            PollingStrategy::Offset(0),
+            u64::MAX,
+            false,
+        )
+        .unwrap();
+    assert_eq!(offsets_of(&polled.messages), vec![0, 1, 2]);
+    assert_eq!(payloads_of(&polled.messages), vec!["m0", "m10", "m11"]);
+}
+
+#[test]
+fn given_a_failed_pool_sync_whose_recheck_cannot_open_the_log_when_a_poll_reads_the_segment_then_it_rechecks_first_and_never_serves_the_evicted_pages()
+ {
+    // Given a buffered segment whose eviction sync failed and evicted its
+    // pages, and a fault on the open that the recheck of its unsure tail
+    // needs (through the pool every read may reopen its file; `sim run
+    // --max-open-files 2` seed 109: the error was taken, the recheck
+    // skipped, and every later poll served zeros as `CorruptFile`).
+    let sim = harsh_sim();
+    let mut engine = tight_engine(&sim, one_batch_segments(Durability::Buffered));
+    send(&mut engine, 0, 3);
+    fail_next_log_sync(&sim, 0, FaultMode::Before);
+    engine
+        .store_offset(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            2,
+        )
+        .unwrap();
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Open).path_ends_with(segment_name(0, 0, "log")),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    // When polls read the segment, then the recheck owed is done before
+    // any of its bytes is served: the lost batch is cut, never read.
+    assert_eq!(poll_all(&mut engine).unwrap(), Vec::<u64>::new());
+    assert_eq!(poll_all(&mut engine).unwrap(), Vec::<u64>::new());
+    // And the next send goes on after the cut offsets.
+    assert_eq!(send(&mut engine, 3, 1).base_offset, 3);
+}
+
+#[test]
+fn given_buffered_batches_recovered_from_the_page_cache_when_an_eviction_sync_of_their_segment_fails_then_polls_never_serve_the_evicted_pages()
+ {
+    // Given buffered batches a process crash left in the page cache only,
+    // and a send after recovery that makes their segment's log dirty again:
+    // two stores open two offset files, the second evicting the log, and
+    // that sync fails, evicting every page no sync covered, the recovered
+    // batches' too (`sim run --max-open-files 2` seed 266). The crash
+    // keeps their pages dirty, as `sim run` does (not `harsh_sim`, whose
+    // last close drops them).
+    let sim = new_sim();
+    let engine = tight_engine(&sim, buffered());
+    let mut engine = {
+        let mut engine = engine;
+        send(&mut engine, 0, 3);
+        drop(engine);
+        sim.crash(Crash::Process);
+        open_tight(&sim, RESTART_MICROS)
+    };
+    send(&mut engine, 3, 1);
+    fail_next_log_sync(&sim, 0, FaultMode::Before);
+    for consumer in [1, 2] {
+        engine
+            .store_offset(
+                &stream(),
+                &topic(),
+                key().partition,
+                Consumer::consumer(consumer),
+                3,
+            )
+            .unwrap();
+    }
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    // When a poll reads the segment, then it serves what still reads back
+    // (the lost batches are cut, recovered ones too), never zeros as
+    // `CorruptFile`.
+    let served = poll_all(&mut engine).unwrap();
+    assert!([0, 1, 2, 3].starts_with(&served), "{served:?}");
+    // And the next send goes on after the cut offsets.
+    assert_eq!(send(&mut engine, 4, 1).base_offset, 4);
+}
+
+#[test]
+fn given_a_buffered_batch_whose_eviction_sync_failed_when_a_later_batch_is_synced_by_the_pool_then_a_power_loss_leaves_no_hole_below_it()
+ {
+    // Given a buffered batch whose eviction sync failed, its pages kept
+    // but their dirty state dropped (Linux): nothing will write it to disk.
+    let sim = new_sim();
+    let mut engine = tight_engine(&sim, buffered());
+    sim.set_eviction_after_failed_sync(0);
+    send(&mut engine, 0, 3);
+    // The segment's name is on disk (as a directory writeback would make it).
+    sim.sync_dir(&paths(Path::new(DATA_DIR)).segments).unwrap();
+    fail_next_log_sync(&sim, 0, FaultMode::Before);
+    engine
+        .store_offset(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            0,
+        )
+        .unwrap();
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    // When a later batch is appended and the pool's next eviction of the
+    // log syncs it (stores open offset files until the log is closed), and
+    // the power fails.
+    send(&mut engine, 3, 2);
+    let syncs = engine.file_pool_stats().unwrap().eviction_syncs;
+    for consumer in 2..8 {
+        engine
+            .store_offset(
+                &stream(),
+                &topic(),
+                key().partition,
+                Consumer::consumer(consumer),
+                0,
+            )
+            .unwrap();
+    }
+    assert!(engine.file_pool_stats().unwrap().eviction_syncs > syncs);
+    drop(engine);
+    sim.crash(Crash::PowerLoss);
+    // Then recovery finds both batches, not the later one above a hole (a
+    // valid batch after an invalid one is damage: the partition would
+    // refuse service).
+    let mut engine = open_tight(&sim, RESTART_MICROS);
+    assert_eq!(poll_all(&mut engine).unwrap(), vec![0, 1, 2, 3, 4]);
+}

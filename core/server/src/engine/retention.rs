@@ -238,7 +238,14 @@ impl Engine {
                 continue;
             }
             let mark = segs[next - 1].next_offset;
-            if let Err(e) = self.commit_mark(key, mark) {
+            // The segments taken may all be empty ones ending at the mark (a
+            // cut of lost batches leaves one sealed, `Segment::recheck_unsure`):
+            // nothing to raise, and the mark only grows.
+            let raises = self
+                .partitions
+                .get(&key)
+                .is_some_and(|p| mark > p.log().low_water());
+            if raises && let Err(e) = self.commit_mark(key, mark) {
                 tracing::warn!(partition = %key, error = %e, "could not commit a low-water mark; retrying next pass");
                 ok = false;
             }

@@ -287,6 +287,12 @@ impl Partition {
             // Bytes recovered from the page cache may be missing on disk with
             // nothing left dirty to carry them (see `Segment::redirty_tail`).
             log.redirty_tail()?;
+        } else if !options.durability.is_persisted() {
+            // Under `buffered` nothing recovered is known to be on disk: no
+            // sync need have covered it. A sync that fails later (the file
+            // pool's, ADR 0018) must recheck all of it, not only what this
+            // process wrote (`sim run --max-open-files 2` seed 266).
+            log.distrust_recovered();
         }
         // A stored offset names a message that was acknowledged. If the log
         // came back shorter (buffered messages lost to a power loss while

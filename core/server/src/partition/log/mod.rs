@@ -30,8 +30,19 @@
 //!   `next_offset` never falls below it (an offset below it is never reused).
 //!   The mark always lies on a segment boundary, so no segment straddles it.
 //! - `sealed_bytes` is the size of every segment but the last: only the last
-//!   segment is ever written, so it changes only when a roll seals one or
-//!   retention drops some, and a log's size costs O(1).
+//!   segment is ever written, so it changes only when a roll seals one,
+//!   retention drops some, or a sync the file pool made of a sealed one
+//!   failed and its lost batches are cut (`settle_segment`, the one place
+//!   a sealed segment shrinks, which counts them again), and a log's size
+//!   costs O(1).
+//! - A segment's bytes are read only after the syncs the file pool made of
+//!   it and saw fail are handled (`settle_segment`), and that is done for
+//!   each segment right before a poll reads it, not only when the poll
+//!   starts: reading one segment may reopen its log, and the pool may then
+//!   close another segment's, whose failed sync may evict the very pages
+//!   the poll reads next (ADR 0018; `sim run --max-open-files 2` seed 4).
+//!   Nothing between that settle and the segment's reads opens another
+//!   file, so no eviction can come in between.
 
 mod message;
 mod segment;
@@ -369,6 +380,14 @@ impl Log {
         }
     }
 
+    /// See `Segment::distrust_recovered`: under `buffered`, no recovered
+    /// byte is known to be on disk.
+    pub(crate) fn distrust_recovered(&mut self) {
+        for seg in &mut self.segments {
+            seg.distrust_recovered();
+        }
+    }
+
     /// Base offsets of every segment, oldest first.
     pub(crate) fn segment_bases(&self) -> Vec<u64> {
         self.segments.iter().map(|s| s.base_offset).collect()
@@ -389,15 +408,39 @@ impl Log {
     /// it rolled, see `take_roll_attempt`, the caller must also sync the
     /// directory).
     /// Handles the syncs the file pool made for these segments and saw
-    /// fail (ADR 0018), before a read or an append relies on their bytes.
+    /// fail (ADR 0018), as far as it can: a segment whose recheck could not
+    /// be done yet (a storage error) is settled again right before it is
+    /// read or written (`settle_segment`), which then fails instead.
     pub(crate) fn settle_deferred(&mut self) {
-        for segment in &mut self.segments {
-            segment.settle_deferred();
+        for i in 0..self.segments.len() {
+            if let Err(e) = self.settle_segment(i) {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "a segment's failed sync could not be rechecked yet; it is settled again before the segment is read or written");
+            }
         }
+    }
+
+    /// `Segment::settle_deferred` for segment `i`; a sealed one cut by it is
+    /// counted again in `sealed_bytes`.
+    fn settle_segment(&mut self, i: usize) -> Result<()> {
+        let sealed = i + 1 < self.segments.len();
+        let Some(segment) = self.segments.get_mut(i) else {
+            return Ok(());
+        };
+        let before = segment.size;
+        let settled = segment.settle_deferred();
+        let after = segment.size;
+        if sealed && after != before {
+            self.sealed_bytes = sealed_bytes(&self.segments);
+        }
+        settled
     }
 
     pub(crate) fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {
         self.settle_deferred();
+        // The segment written (or sealed by a roll) must be settled.
+        if let Some(last) = self.segments.len().checked_sub(1) {
+            self.settle_segment(last)?;
+        }
         let count = messages.len() as u64;
         let base_offset = self.next_offset;
         let timestamp = messages.first().map_or(0, |m| m.timestamp);
@@ -461,7 +504,7 @@ impl Log {
     /// Up to `count` messages starting at `offset` (or at the first stored one after it).
     /// Each batch is read into one buffer and checked once; the messages
     /// served from it are views of that buffer (no copy per message).
-    pub fn read(&self, offset: u64, count: u64) -> Result<Vec<Message>> {
+    pub fn read(&mut self, offset: u64, count: u64) -> Result<Vec<Message>> {
         // By the committed mark, never by what happens to be loaded.
         let offset = offset.max(self.low_water);
         if count == 0 {
@@ -475,7 +518,11 @@ impl Log {
         let held = usize::try_from(self.next_offset.saturating_sub(offset)).unwrap_or(usize::MAX);
         let mut out = Vec::with_capacity(want.min(held).min(PREALLOCATE_AT_MOST));
         let first = self.segments.partition_point(|s| s.next_offset <= offset);
-        for seg in &self.segments[first..] {
+        for i in first..self.segments.len() {
+            // Reading the segments before it may have made the pool close
+            // this one's log (see the module invariants).
+            self.settle_segment(i)?;
+            let seg = &self.segments[i];
             let mut pos = seg.position_for(offset);
             while pos < seg.size {
                 let len = self.batch_at(seg, pos, |buffer, view| {
@@ -495,8 +542,11 @@ impl Log {
     }
 
     /// The offset of the first message with a timestamp >= `ts`.
-    pub(crate) fn offset_for_timestamp(&self, ts: u64) -> Result<Option<u64>> {
-        for seg in &self.segments {
+    pub(crate) fn offset_for_timestamp(&mut self, ts: u64) -> Result<Option<u64>> {
+        for i in 0..self.segments.len() {
+            // As in `read`: settled right before it is read.
+            self.settle_segment(i)?;
+            let seg = &self.segments[i];
             let mut pos = seg.position_for_timestamp(ts);
             while pos < seg.size {
                 let mut found = None;

@@ -57,6 +57,12 @@ pub(crate) struct Segment {
     carried_to: u64,
     /// Every byte below this is known to be on disk (a sync covered it).
     durable_to: u64,
+    /// A failed sync's recheck of the unsure tail (`recheck_unsure`) could
+    /// not read the file (through the file pool a read may have to open it
+    /// again, and that open can fail): until it is done, the bytes from
+    /// `durable_to` may be pages the failed writeback evicted, so the
+    /// segment is neither read nor written before it (`settle_deferred`).
+    recheck_owed: bool,
     /// The newest message timestamp stored here (0 when empty): retention by
     /// age removes a sealed segment only once this is older than the expiry.
     /// Timestamps never decrease within a log (`Partition::append` keeps them
@@ -177,6 +183,7 @@ impl Segment {
             tail_dirty: false,
             carried_to: 0,
             durable_to: 0,
+            recheck_owed: false,
             newest_timestamp: 0,
         })
     }
@@ -212,6 +219,7 @@ impl Segment {
             tail_dirty: false,
             carried_to: 0,
             durable_to: 0,
+            recheck_owed: false,
             newest_timestamp: 0,
         };
         let first = seg.load_index(file_len)?;
@@ -437,9 +445,15 @@ impl Segment {
     ) -> Result<()> {
         self.trim_tail(sync)?;
         let at = self.size;
-        if sync {
+        if sync || self.carried_to < at {
             // This sync acknowledges the batch: every byte before it must be
-            // carried too, or it would be durable above a hole.
+            // carried too, or it would be durable above a hole. Without one
+            // (`buffered`) the same holds for the next sync of the file, the
+            // file pool's when it closes it (ADR 0018): after a failed sync,
+            // the bytes before the batch may be neither on disk nor dirty,
+            // and recovery would read the hole below it as damage (`sim run
+            // --max-open-files 2` seed 240: a partition degraded). Only a
+            // failed sync leaves `carried_to` short of `size`.
             self.carry_unsure(true)?;
         }
         // One write of the whole frame, from its pieces (`Framed`).
@@ -512,8 +526,25 @@ impl Segment {
     /// the disk holds it, so the unsure tail is rechecked (and cut).
     fn after_failed_sync(&mut self) {
         self.carried_to = self.durable_to;
-        if let Err(check) = self.recheck_unsure(self.durable_to) {
-            tracing::warn!(path = %self.log_path.display(), error = %check, "segment tail not rechecked after a failed sync");
+        self.recheck_owed = true;
+        if let Err(check) = self.settle_recheck() {
+            tracing::warn!(path = %self.log_path.display(), error = %check, "segment tail not rechecked after a failed sync; rechecked before the segment is read or written");
+        }
+    }
+
+    /// Does the recheck a failed sync owes, if any. A storage error leaves
+    /// it owed (the next settle tries again); damage below `durable_to` is
+    /// reported once, as the read that meets it reports it.
+    fn settle_recheck(&mut self) -> Result<()> {
+        if !self.recheck_owed {
+            return Ok(());
+        }
+        match self.recheck_unsure(self.durable_to) {
+            Err(e @ EngineError::Storage(_)) => Err(e),
+            other => {
+                self.recheck_owed = false;
+                other
+            }
         }
     }
 
@@ -522,14 +553,31 @@ impl Segment {
     /// appends: the failed writeback may have evicted the unsure tail's
     /// pages, and a poll would read zeros where batches were. The index is a
     /// cache rebuilt by recovery: its failure needs nothing.
-    pub(crate) fn settle_deferred(&mut self) {
+    /// An error: the recheck it owes could not be done yet (a storage
+    /// error); nothing of the segment may be read or written until a later
+    /// settle does it.
+    pub(crate) fn settle_deferred(&mut self) -> Result<()> {
         if let Some(e) = self.idx.take_deferred_error() {
             tracing::warn!(path = %self.idx_path.display(), error = %e, "index sync failed when the file pool closed it; recovery will validate it");
         }
         if let Some(e) = self.log.take_deferred_error() {
             tracing::warn!(path = %self.log_path.display(), error = %e, "log sync failed when the file pool closed it; its unsure tail is rechecked");
             self.after_failed_sync();
+            // That sync may have been the one meant to make a cut durable (a
+            // failed append's clean-up, whose bytes a sync reporting an error
+            // may have written): under Linux it dropped the length's dirty
+            // state, and no later sync writes it, so the disk keeps the cut
+            // bytes. A later roll would seal the segment over them, where
+            // recovery reads them as batches of the sealed segment (`sim run
+            // --max-open-files 2` seed 41: an offset served twice). Cut
+            // again, so the next sync carries the length; if that fails, the
+            // next write or roll retries it first (`trim_tail`). An append's
+            // own failed sync is followed by this cut already (`write_batch`).
+            if self.log.truncate(self.size).is_err() {
+                self.tail_dirty = true;
+            }
         }
+        self.settle_recheck()
     }
 
     /// Validates the batches from `from` to `size` and cuts the segment at
@@ -691,6 +739,17 @@ impl Segment {
         // ago (`Partition::recover` calls this right after `Log::recover`):
         // checking them again would only read the tail a third time.
         self.carry_unsure(false)
+    }
+
+    /// Recovery takes every byte it found as on disk (`durable_to`), as
+    /// everything an earlier process acknowledged under `persisted` is.
+    /// Under `buffered` that is not known: the bytes may be pages no sync
+    /// ever covered, and a failed sync of this file (the file pool's, ADR
+    /// 0018) may evict them, so its recheck (`recheck_unsure`) must cover
+    /// them, cutting what no longer reads back instead of reporting it as
+    /// damage below `durable_to`.
+    pub(crate) fn distrust_recovered(&mut self) {
+        self.durable_to = 0;
     }
 
     /// Makes an empty recovered segment durably empty before its offsets
