@@ -86,7 +86,7 @@ impl Engine {
         debug_assert_eq!(self.config.purge_mode, PurgeMode::Obligation);
         let generations = self.commit_new_generations(&keys)?;
         let now = self.now_ms();
-        for (key, generation) in generations {
+        for &(key, generation) in &generations {
             let p = self.partition_at(key)?;
             p.reset_to_generation(generation);
             p.begin_obligation(generation);
@@ -94,7 +94,13 @@ impl Engine {
             // The purge removes every file of the old history, those below
             // its low-water mark included; the new one starts at mark 0.
             self.forget_retention(key);
-            tracing::info!(partition = %key, generation, "purge committed");
+            tracing::debug!(partition = %key, generation, "purge committed");
+        }
+        // One line per call: a topic purge of 100,000 partitions is one
+        // operator action, not 100,000 events (each partition's generation is
+        // in the status endpoint, and at `debug`).
+        if let (Some((first, _)), Some((last, _))) = (generations.first(), generations.last()) {
+            tracing::info!(partitions = generations.len(), first = %first, last = %last, "purge committed");
         }
         self.assert_invariants("purge commit");
         // Answered at the commit point: cleanup is the reconciler's, and a

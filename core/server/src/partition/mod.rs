@@ -129,13 +129,22 @@ pub struct Partition {
     /// next cleanup attempt while it waits for the disk, without the engine
     /// lock, not by the purge call (closing the old generation's ~16,000
     /// descriptors of a 1,000-partition topic was 73% of its purge call).
-    retired: Vec<Partition>,
+    retired: Vec<Retired>,
     /// `retention.lwm`: the durable low-water mark's file (the mark itself
     /// is the log's, `Log::low_water`).
     low_water: retention::LowWaterFile,
     /// The retention cleanup obligation, `None` if nothing was ever expired
     /// in this generation (since this process started).
     retention: Option<retention::Retention>,
+}
+
+/// A history a purge replaced: only its open files are left, and dropping
+/// them (closing ~16 descriptors per partition) is all that remains to do.
+#[derive(Debug)]
+pub(crate) struct Retired {
+    _segments: log::RetiredSegments,
+    _consumers: offsets::RetiredEntries,
+    _groups: offsets::RetiredEntries,
 }
 
 impl Partition {
@@ -401,40 +410,34 @@ impl Partition {
 
     /// Switches to a new, empty history of `generation` (after a purge commit).
     /// Files of older generations stay on disk for cleanup; nothing here touches them.
+    ///
+    /// Done in place, allocating nothing but the retired history's slot: a
+    /// topic purge resets every partition under the engine lock, and building
+    /// each one's state anew (paths, trackers) was most of that call.
+    /// Kept as they are: what is not yet durable in each directory (those
+    /// changes happened, whatever generation the partition now serves), the
+    /// obligation and its file, the cleanup attempt in flight (it finds the
+    /// generation moved and stops), the degraded reason, and the low-water
+    /// mark's file (its slot sequence goes on). Started anew: the log, the
+    /// offset stores' entries, and the retention obligation (the mark of the
+    /// new generation is 0, and the purge's cleanup removes every file of the
+    /// old one, so no retention is owed any more).
     pub(crate) fn reset_to_generation(&mut self, generation: u64) {
         debug_assert!(generation > self.generation, "generations only grow");
-        let mut next = Partition::fresh(
-            self.storage.clone(),
-            self.paths.clone(),
-            self.key,
-            self.options,
-            generation,
-        );
-        // What is not yet durable in each directory stays tracked: those
-        // changes happened, whatever generation the partition now serves.
-        std::mem::swap(&mut next.segment_names, &mut self.segment_names);
-        std::mem::swap(next.consumers.names_mut(), self.consumers.names_mut());
-        std::mem::swap(next.groups.names_mut(), self.groups.names_mut());
-        std::mem::swap(&mut next.root_names, &mut self.root_names);
-        next.obligation = self.obligation.take();
-        next.obligation_seq = self.obligation_seq;
-        next.obligation_file = self.obligation_file.take();
-        next.obligation_unsynced = self.obligation_unsynced.take();
-        // An attempt in flight finds the generation moved and stops.
-        next.cleanup_job = self.cleanup_job.take();
-        // The mark's file is kept (its slot sequence goes on); the mark of the
-        // new generation starts at 0, and the purge's cleanup removes every
-        // file of the old one, so no retention is owed any more.
-        next.low_water = std::mem::take(&mut self.low_water);
-        next.degraded = self.degraded.take();
-        next.retired = std::mem::take(&mut self.retired);
-        let old = std::mem::replace(self, next);
-        self.retired.push(old);
+        self.generation = generation;
+        let retired = Retired {
+            _segments: self.log.restart_at(generation),
+            _consumers: self.consumers.restart_at(generation),
+            _groups: self.groups.restart_at(generation),
+        };
+        self.retired.push(retired);
+        self.retention = None;
+        self.cleanup_worked_on.clear();
     }
 
     /// The histories purges replaced, for their files to be closed where
     /// closing them holds nobody up.
-    pub(crate) fn take_retired(&mut self) -> Vec<Partition> {
+    pub(crate) fn take_retired(&mut self) -> Vec<Retired> {
         std::mem::take(&mut self.retired)
     }
 

@@ -174,7 +174,25 @@ pub(crate) struct OffsetStore {
     names: DirTracker,
 }
 
+/// The open files of a history a purge replaced (see
+/// `OffsetStore::restart_at`): closed when dropped.
+#[derive(Debug)]
+pub(crate) struct RetiredEntries {
+    _files: BTreeMap<u32, Entry>,
+}
+
 impl OffsetStore {
+    /// Starts the empty store of `generation` in place (a purge's commit)
+    /// and hands back the replaced one's open files. The directory's tracker
+    /// is kept: its unconfirmed changes happened, whatever the generation.
+    pub(crate) fn restart_at(&mut self, generation: u64) -> RetiredEntries {
+        debug_assert!(generation > self.generation, "generations only grow");
+        self.generation = generation;
+        RetiredEntries {
+            _files: std::mem::take(&mut self.offsets),
+        }
+    }
+
     pub(crate) fn empty(storage: Arc<dyn DurableStorage>, dir: &Path, generation: u64) -> Self {
         OffsetStore {
             storage,

@@ -119,6 +119,13 @@ pub(crate) struct Appended {
     pub(crate) new_segment: bool,
 }
 
+/// The open segment files of a history a purge replaced (see
+/// `Log::restart_at`): closed when dropped.
+#[derive(Debug)]
+pub(crate) struct RetiredSegments {
+    _files: Vec<Segment>,
+}
+
 impl Log {
     /// A log with no segments yet (the first append creates one).
     pub(crate) fn empty(
@@ -137,6 +144,21 @@ impl Log {
             low_water: 0,
             sealed_bytes: 0,
             roll_attempt: None,
+        }
+    }
+
+    /// Starts the empty history of `generation` in place (a purge's commit)
+    /// and hands back the replaced one's open files. The same state as
+    /// `Log::empty` of the same directory, built without allocating.
+    pub(crate) fn restart_at(&mut self, generation: u64) -> RetiredSegments {
+        debug_assert!(generation > self.generation, "generations only grow");
+        self.generation = generation;
+        self.next_offset = 0;
+        self.low_water = 0;
+        self.sealed_bytes = 0;
+        self.roll_attempt = None;
+        RetiredSegments {
+            _files: std::mem::take(&mut self.segments),
         }
     }
 

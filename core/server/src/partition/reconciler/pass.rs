@@ -37,8 +37,8 @@ use sluice_storage::DurableStorage;
 
 use super::{ObligationKey, Reconciler};
 use crate::metadata::PartitionKey;
-use crate::partition::Partition;
 use crate::partition::purge::{CleanupPhase, CleanupStep, CleanupWait};
+use crate::partition::{Partition, Retired};
 
 /// What one reconciler pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,7 +97,7 @@ struct PurgeJob {
     token: u64,
     state: JobState,
     /// The histories the purge replaced, closed by the first wait.
-    retired: Vec<Partition>,
+    retired: Vec<Retired>,
 }
 
 enum JobState {
@@ -346,7 +346,7 @@ fn settle(
     token: u64,
     p: &mut Partition,
     advanced: crate::error::Result<CleanupWait>,
-    retired: Vec<Partition>,
+    retired: Vec<Retired>,
 ) {
     match advanced {
         Ok(CleanupWait::Done) => {
