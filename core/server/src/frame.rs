@@ -20,8 +20,8 @@
 //! - The codec (bincode) sits only behind this module: swapping it changes
 //!   the version number, not the framing (docs/adr/0005-record-framing-and-codec.md).
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 pub const HEADER_LEN: usize = 20;
 
@@ -288,7 +288,7 @@ pub fn decode_header(magic: Magic, bytes: &[u8], max_payload: usize) -> Result<H
 }
 
 /// Checks a payload against its header: present, its checksum, the version.
-fn check_payload<'a>(
+pub(crate) fn check_payload<'a>(
     header: &Header,
     expected_version: u16,
     payload: &'a [u8],
@@ -339,18 +339,12 @@ pub fn decode_payload<T: DeserializeOwned>(
     )
 }
 
-/// As `decode_payload`, for a type that borrows from the payload (byte
-/// slices are handed out in place, not copied). The same checks, in the
-/// same order, and the same codec: only where the decoded bytes live
-/// differs.
-pub fn decode_payload_borrowed<'a, T: Deserialize<'a>>(
-    header: &Header,
-    expected_version: u16,
-    payload: &'a [u8],
-) -> Result<T, FrameError> {
-    let payload = check_payload(header, expected_version, payload)?;
+/// Decodes a bare payload with the record codec, no header and no checks:
+/// the reference the hand-written batch decoder is held to.
+#[cfg(test)]
+pub(crate) fn decode_bare<T: DeserializeOwned>(payload: &[u8]) -> Result<T, FrameError> {
     whole(
-        bincode::serde::borrow_decode_from_slice(payload, config()),
+        bincode::serde::decode_from_slice(payload, config()),
         payload.len(),
     )
 }

@@ -14,9 +14,9 @@
 //!   checked frame, `Log::read` turns each borrow into a view of that
 //!   buffer): a poll costs one allocation and one read per batch, not one
 //!   per message, and every byte it serves passed the batch's CRC32C.
-//! - `BatchView` decodes exactly the bytes `BatchRecord` encodes (same
-//!   fields, same order, same codec): it is a second way to read version 1,
-//!   not a new format.
+//! - `BatchView` holds exactly what `BatchRecord` encodes (same fields,
+//!   same order), read by `decode.rs` straight from the bytes bincode wrote:
+//!   a second way to read version 1, not a new format.
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -76,23 +76,21 @@ pub struct BatchRecord {
 
 /// A stored message as it sits in its batch's bytes: the payload borrowed,
 /// not copied (see the module invariants).
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub(crate) struct MessageView<'a> {
     pub(crate) offset: u64,
     pub(crate) timestamp: u64,
     pub(crate) id: u128,
     pub(crate) checksum: u32,
     pub(crate) headers: Option<Headers>,
-    #[serde(borrow)]
     pub(crate) payload: &'a [u8],
 }
 
-/// A `BatchRecord` decoded in place from its checked payload.
-#[derive(Debug, Deserialize)]
+/// A `BatchRecord` decoded in place from its checked payload (`decode.rs`).
+#[derive(Debug)]
 pub(crate) struct BatchView<'a> {
     pub(crate) generation: u64,
     pub(crate) base_offset: u64,
-    #[serde(borrow)]
     pub(crate) messages: Vec<MessageView<'a>>,
 }
 

@@ -121,10 +121,9 @@ pub(crate) fn read_batch_with<R>(
     let n = file.read_at(position + HEADER_LEN as u64, &mut payload)?;
     payload.truncate(n);
     let buffer = Bytes::from(payload);
-    Ok(
-        frame::decode_payload_borrowed::<BatchView<'_>>(&header, BATCH_VERSION, &buffer)
-            .map(|view| (f(&buffer, view), header.frame_len() as u64)),
-    )
+    Ok(frame::check_payload(&header, BATCH_VERSION, &buffer)
+        .and_then(super::decode::batch)
+        .map(|view| (f(&buffer, view), header.frame_len() as u64)))
 }
 
 /// Reads and validates the batch framed at `position`.
