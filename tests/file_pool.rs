@@ -509,6 +509,23 @@ fn fail_next_log_sync(sim: &SimStorage, base: u64, mode: FaultMode) {
     );
 }
 
+/// Opens consumer 1's offset file (storing `offset`) with the next sync of
+/// the first segment's log failing: at a bound of 2 the open evicts that
+/// dirty log, and its eviction sync fails.
+fn evict_the_log_with_a_failed_sync(sim: &SimStorage, engine: &mut Engine, offset: u64) {
+    fail_next_log_sync(sim, 0, FaultMode::Before);
+    engine
+        .store_offset(
+            &stream(),
+            &topic(),
+            key().partition,
+            Consumer::consumer(1),
+            offset,
+        )
+        .unwrap();
+    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+}
+
 #[test]
 fn given_a_sealed_segment_whose_eviction_sync_failed_when_its_lost_batch_is_cut_then_the_log_counts_its_sealed_bytes_again()
  {
@@ -540,19 +557,9 @@ fn given_an_empty_sealed_segment_left_by_a_cut_when_retention_by_size_runs_then_
     let sim = harsh_sim();
     let mut engine = tight_engine(&sim, one_batch_segments(Durability::Buffered));
     send(&mut engine, 0, 3);
-    fail_next_log_sync(&sim, 0, FaultMode::Before);
     // The offset file's open evicts the segment's log (dirty, least
     // recently used).
-    engine
-        .store_offset(
-            &stream(),
-            &topic(),
-            key().partition,
-            Consumer::consumer(1),
-            2,
-        )
-        .unwrap();
-    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    evict_the_log_with_a_failed_sync(&sim, &mut engine, 2);
     assert_eq!(poll_all(&mut engine).unwrap(), Vec::<u64>::new());
     send(&mut engine, 3, 1);
     // When the topic's size cap is set below what it holds and the
@@ -639,17 +646,7 @@ fn given_a_failed_pool_sync_whose_recheck_cannot_open_the_log_when_a_poll_reads_
     let sim = harsh_sim();
     let mut engine = tight_engine(&sim, one_batch_segments(Durability::Buffered));
     send(&mut engine, 0, 3);
-    fail_next_log_sync(&sim, 0, FaultMode::Before);
-    engine
-        .store_offset(
-            &stream(),
-            &topic(),
-            key().partition,
-            Consumer::consumer(1),
-            2,
-        )
-        .unwrap();
-    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    evict_the_log_with_a_failed_sync(&sim, &mut engine, 2);
     sim.fail_when(
         OpMatcher::kind(OpKind::Open).path_ends_with(segment_name(0, 0, "log")),
         Fault::io(FaultMode::Before),
@@ -717,17 +714,7 @@ fn given_a_buffered_batch_whose_eviction_sync_failed_when_a_later_batch_is_synce
     send(&mut engine, 0, 3);
     // The segment's name is on disk (as a directory writeback would make it).
     sim.sync_dir(&paths(Path::new(DATA_DIR)).segments).unwrap();
-    fail_next_log_sync(&sim, 0, FaultMode::Before);
-    engine
-        .store_offset(
-            &stream(),
-            &topic(),
-            key().partition,
-            Consumer::consumer(1),
-            0,
-        )
-        .unwrap();
-    assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+    evict_the_log_with_a_failed_sync(&sim, &mut engine, 0);
     // When a later batch is appended and the pool's next eviction of the
     // log syncs it (stores open offset files until the log is closed), and
     // the power fails.
