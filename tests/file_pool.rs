@@ -514,16 +514,23 @@ fn fail_next_log_sync(sim: &SimStorage, base: u64, mode: FaultMode) {
 /// dirty log, and its eviction sync fails.
 fn evict_the_log_with_a_failed_sync(sim: &SimStorage, engine: &mut Engine, offset: u64) {
     fail_next_log_sync(sim, 0, FaultMode::Before);
-    engine
-        .store_offset(
-            &stream(),
-            &topic(),
-            key().partition,
-            Consumer::consumer(1),
-            offset,
-        )
-        .unwrap();
+    store_offsets(engine, &[1], offset);
     assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
+}
+
+/// Each of `consumers` stores `offset` (each store may open, and so evict).
+fn store_offsets(engine: &mut Engine, consumers: &[u32], offset: u64) {
+    for &consumer in consumers {
+        engine
+            .store_offset(
+                &stream(),
+                &topic(),
+                key().partition,
+                Consumer::consumer(consumer),
+                offset,
+            )
+            .unwrap();
+    }
 }
 
 #[test]
@@ -594,17 +601,7 @@ fn given_a_failed_sends_cut_whose_length_an_eviction_sync_lost_when_later_sends_
     fail_next_log_sync(&sim, 1, FaultMode::Before);
     // Two buffered stores open two offset files: the first evicts the
     // segment's index, the second its log (each the least recently used).
-    for consumer in [1, 2] {
-        engine
-            .store_offset(
-                &stream(),
-                &topic(),
-                key().partition,
-                Consumer::consumer(consumer),
-                0,
-            )
-            .unwrap();
-    }
+    store_offsets(&mut engine, &[1, 2], 0);
     assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
     // When the next sends are acknowledged (a shorter batch where the
     // failed one was, then one that seals its segment) and the power fails.
@@ -682,17 +679,7 @@ fn given_buffered_batches_recovered_from_the_page_cache_when_an_eviction_sync_of
     };
     send(&mut engine, 3, 1);
     fail_next_log_sync(&sim, 0, FaultMode::Before);
-    for consumer in [1, 2] {
-        engine
-            .store_offset(
-                &stream(),
-                &topic(),
-                key().partition,
-                Consumer::consumer(consumer),
-                3,
-            )
-            .unwrap();
-    }
+    store_offsets(&mut engine, &[1, 2], 3);
     assert_eq!(engine.file_pool_stats().unwrap().eviction_sync_failures, 1);
     // When a poll reads the segment, then it serves what still reads back
     // (the lost batches are cut, recovered ones too), never zeros as

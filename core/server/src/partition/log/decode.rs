@@ -10,8 +10,9 @@
 //! - It accepts exactly the payloads bincode 2's `standard()` configuration
 //!   decodes as a `BatchRecord` (little endian, variable-length integers,
 //!   every byte consumed), and yields the same fields.
-//!   `tests/fuzz_decoders.rs` holds it to that on written batches and on
-//!   arbitrary and mutated bytes; `BatchRecord`'s serde derive stays the
+//!   The tests below hold it to that against bincode itself, on written,
+//!   damaged and arbitrary bytes (and `tests/fuzz_decoders.rs` reaches it
+//!   through segment recovery); `BatchRecord`'s serde derive stays the
 //!   definition of the format, and `frame_batch` writes it.
 //! - No input makes it panic or allocate beyond what the bytes can hold: a
 //!   length is checked against the bytes left before anything is taken, and
