@@ -24,6 +24,7 @@ mod fuzz_decoders;
 mod fuzz_http;
 mod http_api;
 mod iggy_sdk;
+mod incarnations;
 mod purge_proptest;
 mod purge_regression;
 mod purge_snapshots;

@@ -456,3 +456,33 @@ fn without_keeping_notes_after_a_later_failure_the_reduced_scenario_leaves_a_dea
     println!("keep-notes-after-a-later-failure off -> applied: {applied}, dead durable: {dead:?}");
     assert!(applied && !dead.is_empty());
 }
+
+/// A partition deleted and created again under its id while its purge
+/// cleanup's directory syncs wait without the engine lock (issue 27): with
+/// the fence off, the old cleanup's failing sync runs on the new directory,
+/// drops the new incarnation's names, and its tracker never hears of it.
+/// Every form of the loss is caught: a persisted send (topic and last
+/// partition re-created), a first persisted offset store, and a buffered
+/// send a flush promised durable.
+#[test]
+fn without_fencing_ended_incarnations_the_reduced_scenarios_lose_what_was_acknowledged() {
+    use crate::incarnations::{
+        Recreate, first_persisted_offset_after_recreate, flushed_buffered_send_after_recreate,
+        persisted_send_after_recreate,
+    };
+    let off = teeth::disable(Mechanism::FenceEndedIncarnations);
+    let mut caught = Vec::new();
+    for how in [Recreate::Topic, Recreate::LastPartition] {
+        let (acked, served) = persisted_send_after_recreate(how);
+        println!("fence off, {how:?}, persisted send -> acked {acked:?}, served {served:?}");
+        caught.push(served != acked);
+        let (acked, served) = flushed_buffered_send_after_recreate(how);
+        println!("fence off, {how:?}, flushed buffered send -> acked {acked:?}, served {served:?}");
+        caught.push(served != acked);
+    }
+    let offset = first_persisted_offset_after_recreate(Recreate::Topic);
+    println!("fence off, first persisted offset store -> after the power cut {offset:?}");
+    caught.push(offset != Some(0));
+    drop(off);
+    assert_eq!(caught, [true; 5], "every form loses acknowledged data");
+}

@@ -36,6 +36,20 @@
 //!   cleanup's unlinks of `<name>.purged` (ADR 0020): no one else changes
 //!   those names, and cleanup notes each again once its unlink reports, as
 //!   performed only if no sync of the directory failed since the note.
+//! - A directory's failed sync is seen by every tracker that has
+//!   unconfirmed names in it (ADR 0022). A `DirSync` belongs to one
+//!   *incarnation* of its directory: the trackers of one partition share
+//!   it, and a partition deleted and created again under the same id gets
+//!   new ones at the same path. Work without the engine lock resolves its
+//!   directory by path when it runs, so it runs only through `OffLock`,
+//!   which performs the I/O holding the `DirSync` lock and only while the
+//!   incarnation lives; its owner ends it (`end_incarnation`, when the
+//!   partition is dropped, under the engine lock) by taking that lock, so an
+//!   I/O in progress finishes first, on the old directory, and none starts
+//!   after. The path names a new directory only once the old one was
+//!   removed by its deletion's cleanup, after the drop: no sync or unlink
+//!   planned for one incarnation reaches the next. A tracker of an ended
+//!   incarnation is never used again (asserted).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,8 +60,8 @@ use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 use crate::teeth::{
     self,
     Mechanism::{
-        FailedRedoFailsTheDirectory, KeepNotesAfterALaterFailure, RedoDroppedRemovals,
-        SeeOthersSyncFailures,
+        FailedRedoFailsTheDirectory, FenceEndedIncarnations, KeepNotesAfterALaterFailure,
+        RedoDroppedRemovals, SeeOthersSyncFailures,
     },
 };
 
@@ -68,15 +82,53 @@ pub const REDIRTY_SUFFIX: &str = ".redirty";
 pub(crate) struct DirSync {
     /// Failed syncs of the directory since this process started.
     failures: u64,
+    /// The incarnation that owns the directory ended (its partition was
+    /// dropped): work planned for it does no more I/O, and its trackers are
+    /// never used again.
+    ended: bool,
+}
+
+/// One unconfirmed change to a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Unconfirmed {
+    change: NameChange,
+    /// Performed successfully since the last failed sync or forced
+    /// re-dirty: dirty in the page cache, so it needs no redo.
+    performed: bool,
+    /// The sequence number of its note.
+    seq: u64,
+}
+
+/// The door through which work planned under the engine lock does its I/O
+/// without it (a cleanup's syncs and unlinks): bound to the incarnation of
+/// the directory it was planned for, never to whatever the path names when
+/// it runs.
+#[derive(Debug, Clone)]
+pub(crate) struct OffLock {
+    dir: PathBuf,
+    shared: Arc<Mutex<DirSync>>,
+}
+
+impl OffLock {
+    /// Runs `io` holding the directory's `DirSync` lock, if its incarnation
+    /// has not ended; `None` (nothing done) once it has.
+    pub(crate) fn run<T>(&self, io: impl FnOnce(&mut DirSync) -> T) -> Option<T> {
+        let mut shared = lock(&self.shared);
+        if shared.ended && teeth::enabled(FenceEndedIncarnations) {
+            return None;
+        }
+        Some(io(&mut shared))
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct DirTracker {
     dir: PathBuf,
-    /// Each unconfirmed change: its kind, whether it was performed
-    /// successfully since the last failed sync or forced re-dirty (then it
-    /// needs no redo), and the sequence number of its note.
-    unconfirmed: BTreeMap<String, (NameChange, bool, u64)>,
+    unconfirmed: BTreeMap<String, Unconfirmed>,
     redirty: bool,
     /// The next note's sequence number.
     next_seq: u64,
@@ -92,8 +144,7 @@ pub(crate) struct DirTracker {
 /// `DirTracker::finish_sync` confirms what it covered.
 #[derive(Debug, Clone)]
 pub(crate) struct PendingSync {
-    dir: PathBuf,
-    shared: Arc<Mutex<DirSync>>,
+    door: OffLock,
     /// The directory's failure count when the sync was begun (and every
     /// dropped change redone): a different count at `run` means a failure
     /// in between may have dropped what this sync would confirm.
@@ -110,22 +161,30 @@ pub(crate) enum SyncOutcome {
     /// confirmed, and the tracker redoes its changes before the next one.
     Overtaken,
     Failed(StorageError),
+    /// The directory's incarnation ended before the sync ran (its partition
+    /// was deleted): nothing was done, and no step takes this in.
+    Fenced,
 }
 
 impl PendingSync {
-    /// Syncs the directory, holding its `DirSync` lock (never the engine's).
+    /// Syncs the directory, holding its `DirSync` lock (never the engine's),
+    /// unless its incarnation ended.
     pub(crate) fn run(&self, storage: &dyn DurableStorage) -> SyncOutcome {
-        let mut shared = lock(&self.shared);
-        if shared.failures != self.failures_at_begin {
-            return SyncOutcome::Overtaken;
-        }
-        match storage.sync_dir(&self.dir) {
-            Ok(()) => SyncOutcome::Synced,
-            Err(e) => {
-                shared.failures += 1;
-                SyncOutcome::Failed(e)
-            }
-        }
+        let dir = &self.door.dir;
+        self.door
+            .run(|shared| {
+                if shared.failures != self.failures_at_begin {
+                    return SyncOutcome::Overtaken;
+                }
+                match storage.sync_dir(dir) {
+                    Ok(()) => SyncOutcome::Synced,
+                    Err(e) => {
+                        shared.failures += 1;
+                        SyncOutcome::Failed(e)
+                    }
+                }
+            })
+            .unwrap_or(SyncOutcome::Fenced)
     }
 }
 
@@ -149,13 +208,58 @@ impl DirTracker {
         }
     }
 
+    /// Ends the incarnation of the directory this tracker (and every clone
+    /// of it) belongs to: waits for the off-lock I/O in progress through it,
+    /// and refuses any later one (see the module doc). Called by the owner
+    /// as it is dropped, under the engine lock.
+    pub(crate) fn end_incarnation(&self) {
+        lock(&self.shared).ended = true;
+    }
+
+    /// The door for I/O on this directory without the engine lock.
+    pub(crate) fn off_lock(&self) -> OffLock {
+        OffLock {
+            dir: self.dir.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// A tracker is used only while its incarnation lives.
+    fn assert_live(&self, shared: &DirSync) {
+        assert!(
+            !shared.ended,
+            "invariant: the tracker of {} is used after its incarnation ended",
+            self.dir.display()
+        );
+    }
+
+    /// Checks what the tracker keeps, after every change to its notes: each
+    /// note's sequence number was handed out (a pending sync confirms the
+    /// notes below its number, so a number from the future would be
+    /// confirmed by a sync begun before the change).
+    fn check(&self) {
+        debug_assert!(
+            self.unconfirmed.values().all(|u| u.seq < self.next_seq),
+            "invariant: a note of {} carries a sequence number not handed out",
+            self.dir.display()
+        );
+    }
+
     /// Records a change to `name` about to be made (or made by an earlier
     /// process): unconfirmed until a sync issued after it succeeds.
     pub(crate) fn note(&mut self, name: &str, change: NameChange) {
+        self.assert_live(&lock(&self.shared));
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.unconfirmed
-            .insert(name.to_string(), (change, false, seq));
+        self.unconfirmed.insert(
+            name.to_string(),
+            Unconfirmed {
+                change,
+                performed: false,
+                seq,
+            },
+        );
+        self.check();
     }
 
     /// The change noted for `name` was just performed successfully by this
@@ -163,7 +267,7 @@ impl DirTracker {
     /// a redo unless a sync fails (or a re-dirty is forced) first.
     pub(crate) fn performed(&mut self, name: &str) {
         if let Some(entry) = self.unconfirmed.get_mut(name) {
-            entry.1 = true;
+            entry.performed = true;
         }
     }
 
@@ -192,7 +296,7 @@ impl DirTracker {
 
     fn forget_performed(&mut self) {
         for entry in self.unconfirmed.values_mut() {
-            entry.1 = false;
+            entry.performed = false;
         }
     }
 
@@ -211,14 +315,14 @@ impl DirTracker {
         if !self.redirty {
             return Ok(());
         }
-        for (name, (change, performed, _)) in &self.unconfirmed {
-            if *performed {
+        for (name, u) in &self.unconfirmed {
+            if u.performed {
                 continue;
             }
-            if *change == NameChange::Removed && !teeth::enabled(RedoDroppedRemovals) {
+            if u.change == NameChange::Removed && !teeth::enabled(RedoDroppedRemovals) {
                 continue;
             }
-            redo(storage, &self.dir, name, *change)?;
+            redo(storage, &self.dir, name, u.change)?;
         }
         Ok(())
     }
@@ -247,6 +351,7 @@ impl DirTracker {
         shared: &mut DirSync,
         storage: &dyn DurableStorage,
     ) -> Result<(), StorageError> {
+        self.assert_live(shared);
         self.catch_up(shared);
         self.redo_dropped(storage)
             .inspect_err(|_| self.redo_failed(shared))
@@ -261,6 +366,7 @@ impl DirTracker {
             Ok(()) => {
                 self.redirty = false;
                 self.unconfirmed.clear();
+                self.check();
                 Ok(())
             }
             Err(e) => {
@@ -284,8 +390,7 @@ impl DirTracker {
         let mut shared = lock(&shared);
         self.prepare_sync(&mut shared, storage)?;
         Ok(PendingSync {
-            dir: self.dir.clone(),
-            shared: self.shared.clone(),
+            door: self.off_lock(),
             failures_at_begin: shared.failures,
             covers_below: self.next_seq,
         })
@@ -299,10 +404,12 @@ impl DirTracker {
         pending: &PendingSync,
         outcome: SyncOutcome,
     ) -> Result<(), StorageError> {
-        debug_assert_eq!(
-            pending.dir, self.dir,
-            "a pending sync finishes on its own tracker"
+        assert!(
+            Arc::ptr_eq(&pending.door.shared, &self.shared),
+            "invariant: a pending sync of {} finishes on a tracker of its own incarnation",
+            self.dir.display()
         );
+        self.assert_live(&lock(&self.shared));
         match outcome {
             SyncOutcome::Synced => {
                 // The sync ran with the count unchanged (else it would be
@@ -320,7 +427,7 @@ impl DirTracker {
                 let unchanged = lock(&self.shared).failures == pending.failures_at_begin;
                 if unchanged || !teeth::enabled(KeepNotesAfterALaterFailure) {
                     self.unconfirmed
-                        .retain(|_, (_, _, seq)| *seq >= pending.covers_below);
+                        .retain(|_, u| u.seq >= pending.covers_below);
                 }
                 if unchanged {
                     self.redirty = false;
@@ -340,6 +447,11 @@ impl DirTracker {
                 self.forget_performed();
                 Err(e)
             }
+            // `assert_live` above: a live tracker's syncs are never fenced.
+            SyncOutcome::Fenced => unreachable!(
+                "invariant: a fenced sync of {} reached a live tracker",
+                self.dir.display()
+            ),
         }
     }
 }

@@ -71,6 +71,11 @@ pub enum Mechanism {
     /// after it ran and before the tracker took it in (`sim run` seed 234
     /// of session 9).
     KeepNotesAfterALaterFailure,
+    /// Work planned for a partition and run without the engine lock (a
+    /// cleanup's plan sync, unlinks and directory syncs) does no I/O once
+    /// the partition was dropped: a partition created again under the same
+    /// id has new directories at the same paths (ADR 0022, issue 27).
+    FenceEndedIncarnations,
 }
 
 impl Mechanism {
@@ -91,6 +96,7 @@ impl Mechanism {
             Mechanism::FailedRedoFailsTheDirectory => "failed-redo-fails-the-directory",
             Mechanism::UnlinkOffLockSeesFailures => "unlink-off-lock-sees-failures",
             Mechanism::KeepNotesAfterALaterFailure => "keep-notes-after-a-later-failure",
+            Mechanism::FenceEndedIncarnations => "fence-ended-incarnations",
         }
     }
 

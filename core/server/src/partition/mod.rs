@@ -9,6 +9,12 @@
 //!   acknowledged before its file sync and, for a new or removed name, its
 //!   directory sync (through `DirTracker`, which redoes changes a failed sync
 //!   may have dropped).
+//! - A `Partition` value is one *incarnation* of its key's directories: a
+//!   partition deleted and created again under the same id is another value
+//!   with other trackers at the same paths. Dropping the value ends its
+//!   incarnation (`Drop`, under the engine lock): the work it planned to run
+//!   without the lock (its cleanup's waits) does no I/O from then on, and
+//!   the I/O in progress finishes first (dirsync.rs, ADR 0022).
 
 pub mod log;
 #[cfg(feature = "naive-purge")]
@@ -136,6 +142,15 @@ pub struct Partition {
     /// The retention cleanup obligation, `None` if nothing was ever expired
     /// in this generation (since this process started).
     retention: Option<retention::Retention>,
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.root_names.end_incarnation();
+        for dir in purge::DirKind::ALL {
+            self.tracker_mut(dir).end_incarnation();
+        }
+    }
 }
 
 /// A history a purge replaced: only its open files are left, and dropping

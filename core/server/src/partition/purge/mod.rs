@@ -59,7 +59,7 @@ use sluice_storage::{DurableFile, DurableStorage, ErrorKind, OpenMode, StorageEr
 use super::Partition;
 use super::offsets::{OffsetRecord, read_record};
 use crate::dirsync::{
-    NameChange, PendingSync, REDIRTY_SUFFIX, SyncOutcome, repair_redirty_leftovers,
+    NameChange, OffLock, PendingSync, REDIRTY_SUFFIX, SyncOutcome, repair_redirty_leftovers,
 };
 use crate::error::{EngineError, Result};
 pub use crate::layout::{DirKind, OBLIGATION_FILE};
@@ -97,6 +97,10 @@ pub(crate) enum CleanupWait {
     PlanSync {
         file: Arc<dyn DurableFile>,
         round: Round,
+        /// The partition directory's door: the file's sync runs only while
+        /// the partition lives (under a file pool, ADR 0018, a closed
+        /// descriptor is reopened by path).
+        door: OffLock,
     },
     /// Every dead file of the round is renamed to `<name>.purged`; these
     /// unlinks of the renamed files (and of leftovers of earlier attempts)
@@ -142,7 +146,8 @@ pub(crate) struct Unlink {
     dir: DirKind,
     /// `<name>.purged`.
     name: String,
-    path: std::path::PathBuf,
+    /// Its directory, bound to the partition's incarnation.
+    door: OffLock,
     /// The directory's failed syncs when the unlink was noted: if the count
     /// moves before its report, a failure may have dropped it.
     failures_at_note: u64,
@@ -162,6 +167,11 @@ pub(crate) enum CleanupStep {
         syncs: Vec<PendingSync>,
         outcomes: Vec<SyncOutcome>,
     },
+    /// The partition was dropped (deleted) while the wait was pending: the
+    /// wait stopped at its first I/O refused (ADR 0022), and the attempt is
+    /// over. Never taken by a live partition: the pass drops the job when
+    /// it finds the partition gone or another under its key.
+    Fenced,
 }
 
 /// What a cleanup attempt waits for without the engine lock.
@@ -188,32 +198,39 @@ impl CleanupWait {
 
     /// Performs the wait's I/O (without the engine lock: it touches only the
     /// obligation file's data, the `<name>.purged` files and the directories'
-    /// `DirSync`) and returns the
-    /// step that takes its result. `Done` has nothing to wait for.
+    /// `DirSync`) and returns the step that takes its result. Every I/O goes
+    /// through its directory's `OffLock`, so none reaches a directory of a
+    /// later incarnation at the same path: once the partition is dropped the
+    /// wait stops (`Fenced`). `Done` has nothing to wait for.
     pub(crate) fn perform(self, storage: &dyn DurableStorage) -> CleanupStep {
         match self {
             CleanupWait::Done => unreachable!("a finished attempt waits for nothing"),
-            CleanupWait::PlanSync { file, round } => CleanupStep::PlanSynced {
-                round,
-                synced: file.sync(),
+            CleanupWait::PlanSync { file, round, door } => match door.run(|_| file.sync()) {
+                Some(synced) => CleanupStep::PlanSynced { round, synced },
+                None => CleanupStep::Fenced,
             },
-            CleanupWait::Unlinks(unlinks) => CleanupStep::Unlinked(
-                unlinks
-                    .into_iter()
-                    .map(|u| {
-                        let result = storage.remove_file(&u.path);
-                        (u, result)
-                    })
-                    .collect(),
-            ),
+            CleanupWait::Unlinks(unlinks) => {
+                let mut results = Vec::with_capacity(unlinks.len());
+                for u in unlinks {
+                    let path = u.door.dir().join(&u.name);
+                    match u.door.run(|_| storage.remove_file(&path)) {
+                        Some(result) => results.push((u, result)),
+                        None => return CleanupStep::Fenced,
+                    }
+                }
+                CleanupStep::Unlinked(results)
+            }
             CleanupWait::DirSyncs(syncs) => {
                 let mut outcomes = Vec::with_capacity(syncs.len());
                 for sync in &syncs {
                     let outcome = sync.run(storage);
-                    let confirmed = matches!(outcome, SyncOutcome::Synced);
-                    outcomes.push(outcome);
-                    if !confirmed {
-                        break;
+                    match outcome {
+                        SyncOutcome::Fenced => return CleanupStep::Fenced,
+                        SyncOutcome::Synced => outcomes.push(outcome),
+                        _ => {
+                            outcomes.push(outcome);
+                            break;
+                        }
                     }
                 }
                 CleanupStep::DirsSynced { syncs, outcomes }
@@ -435,6 +452,10 @@ impl Partition {
             CleanupStep::PlanSynced { round, synced } => self.after_plan_sync(round, synced),
             CleanupStep::Unlinked(results) => self.after_unlinks(results),
             CleanupStep::DirsSynced { syncs, outcomes } => self.after_dir_syncs(syncs, outcomes),
+            CleanupStep::Fenced => unreachable!(
+                "invariant: a cleanup wait of partition {} was fenced while the partition lives",
+                self.key
+            ),
         };
         advanced.map_err(|e| self.attempt_failed(e))
     }
@@ -567,7 +588,8 @@ impl Partition {
                     return self.after_plan_sync(round, Ok(()));
                 }
                 let file = self.write_obligation_slot(true)?;
-                return Ok(CleanupWait::PlanSync { file, round });
+                let door = self.root_names.off_lock();
+                return Ok(CleanupWait::PlanSync { file, round, door });
             }
             if persist {
                 self.persist_obligation()?;
@@ -603,6 +625,7 @@ impl Partition {
         let mut unlinks = Vec::with_capacity(round.plan.len());
         for (dir, names) in round.plan.iter() {
             let path = self.paths.dir(dir).to_path_buf();
+            let door = self.tracker_mut(dir).off_lock();
             for name in names {
                 let key = (dir, name.clone());
                 let mut renamed = false;
@@ -629,7 +652,7 @@ impl Partition {
                     tracker.note(&aside, NameChange::Removed);
                     unlinks.push(Unlink {
                         dir,
-                        path: path.join(&aside),
+                        door: door.clone(),
                         name: aside,
                         failures_at_note: tracker.directory_failures(),
                     });
