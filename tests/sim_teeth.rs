@@ -249,9 +249,9 @@ fn without_persisting_the_plan_before_unlinking_a_check_fails() {
 /// both fixed since: the empty-segment reuse
 /// (`seed_60_at_harsh_rates_keeps_every_acknowledged_send`) and seed 30's
 /// unreadable obligation (the obligation file is opened once and held, ADR
-/// 0003 §3.2; its regression test went with issue 16, since when this
-/// version never re-dirties the obligation's name and an unreadable
-/// obligation no longer degrades a partition).
+/// 0003 §3.2; its regression test went with issue 16, since when the
+/// obligation's own writes no longer note its name for a re-dirty and an
+/// unreadable obligation no longer degrades a partition).
 #[test]
 fn without_replacing_dead_offset_files_a_check_fails() {
     assert_caught(
