@@ -1927,8 +1927,9 @@ mod findings {
     /// and the purge: no tracker remembers the unlink, and a plain directory
     /// sync persists nothing (the failed sync dropped the dirty entry), so
     /// `Applied` is reached with `groups/0` of generation 0 durable. This is
-    /// ADR 0003's G1 ("unlinks recorded nowhere") for offset deletes, listed
-    /// there under "Known limits" with no committed test until this one.
+    /// ADR 0003's G1 ("unlinks recorded nowhere") for offset deletes, then
+    /// listed there under "Known limits" with no committed test until this
+    /// one (closed since: A2, I in its "Closed since the first version").
     /// Fix: an unlink outside the obligation protocol must be recorded
     /// durably before it is made, e.g. a delete writes a tombstone record
     /// (`{generation, deleted}`, synced under `persisted`) instead of
@@ -1954,9 +1955,10 @@ mod findings {
     /// happens with no fault under `buffered`, where the store is never
     /// synced (found with a partial power loss that had made the old file
     /// durable).
-    /// ADR 0003 lists this under "Known limits" ("A fresh store into a dead
-    /// offset file"); the simulator's property (d) does not count it, this
-    /// test does (the file is dead on disk while `Applied` is durable).
+    /// ADR 0003 listed this under "Known limits" ("A fresh store into a dead
+    /// offset file"; closed since as its gap B); the simulator's property (d)
+    /// does not count it, this test does (the file is dead on disk while
+    /// `Applied` is durable).
     /// Fix: never write a new generation's record into a file whose newest
     /// record is older: remove it and create the file afresh (its name is
     /// then an unconfirmed creation, made durable by the next sync of the

@@ -761,10 +761,11 @@ fn durable_obligation_state(sim: &SimStorage) -> Option<PurgeState> {
     }
 }
 
-/// ADR 0003 §7 row 6: `DirsSynced` is written only after all three
-/// directories were confirmed synced in one attempt, so every removal is
-/// durable already; recovery that finds it goes straight to `Applied`, with
-/// no rescan and no directory sync.
+/// ADR 0003 §7 row 13: `DirsSynced` was written (by versions before issue
+/// 16; this one never writes it) only after all three directories were
+/// confirmed synced in one attempt, so every removal is durable already;
+/// recovery that finds it goes straight to `Applied`, with no rescan and no
+/// directory sync.
 #[test]
 fn an_obligation_found_dirs_synced_is_applied_without_another_round() {
     // Given: a purge left at a durable `DirsSynced` by a power loss.

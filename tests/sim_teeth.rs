@@ -248,8 +248,10 @@ fn without_persisting_the_plan_before_unlinking_a_check_fails() {
 /// offset file is durable). Its control runs met two engine findings first,
 /// both fixed since: the empty-segment reuse
 /// (`seed_60_at_harsh_rates_keeps_every_acknowledged_send`) and seed 30's
-/// unreadable obligation (`purge_regression`'s
-/// `an_obligation_write_after_a_re_dirty_stopped_between_its_renames_keeps_the_obligation`).
+/// unreadable obligation (the obligation file is opened once and held, ADR
+/// 0003 §3.2; its regression test went with issue 16, since when the
+/// obligation's own writes no longer note its name for a re-dirty and an
+/// unreadable obligation no longer degrades a partition).
 #[test]
 fn without_replacing_dead_offset_files_a_check_fails() {
     assert_caught(

@@ -22,7 +22,7 @@ pub enum Mechanism {
     /// the committed one (ADR 0003 §2).
     GenerationFilter,
     /// Cleanup persists the names it will remove before unlinking them
-    /// (`plan_removals`, ADR 0003 §4).
+    /// (`plan_removals`, ADR 0003 §3.1).
     PersistPlanBeforeUnlink,
     /// The first store into an offset file of an older generation replaces
     /// the file whole instead of writing into it (ADR 0008 finding B).

@@ -159,9 +159,10 @@ impl Engine {
     /// Starts a reconciler pass as of `now_ms`: retention's new marks, the
     /// due deletions and retentions (under this call), and the first step of
     /// every due purge cleanup. What the purge cleanups then wait for (the
-    /// plan's sync, the directories' syncs) needs no engine: the server runs
-    /// `CleanupRun::perform_waits` without its lock, so requests are served
-    /// while cleanup waits for the disk, and then `resume_reconcile`.
+    /// plan's sync, the unlinks, the directories' syncs) needs no engine:
+    /// the server runs `CleanupRun::perform_waits` without its lock, so
+    /// requests are served while cleanup waits for the disk, and then
+    /// `resume_reconcile`.
     pub fn begin_reconcile_at(&mut self, now_ms: u64) -> CleanupRun {
         // Cleanup removes what the committed generations make dead; while the
         // metadata holding them is not durable, a power loss could bring back

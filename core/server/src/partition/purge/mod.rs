@@ -23,7 +23,8 @@
 //!   not synced; nor is the file's name, since after a power loss a listing
 //!   sees every dead file the disk holds. A clean purge of one partition
 //!   costs six syncs: the metadata commit (2), the plan (1) and one per
-//!   directory that lost names (3).
+//!   directory (3): every attempt syncs all three, whether it removed a
+//!   name from each or not.
 //! - Only files *proven* older than the obligation's generation are removed:
 //!   segments by their name, offset files by the generation in their newest
 //!   valid record. A file of the current generation (a fresh acknowledged
@@ -32,16 +33,21 @@
 //!   it succeeded with no failed sync in between (`DirTracker` redoes removals
 //!   a failed sync may have dropped, including removals recorded by an earlier
 //!   process in the obligation).
-//! - `DirsSynced` is written only after all three directories were confirmed
-//!   in one attempt, so wherever it is found (in memory after a failed write,
-//!   or read back by recovery) every dead file's removal is already durable:
-//!   the next attempt writes `Applied` without another round (ADR 0003 §7,
-//!   row 6). Recovery that finds dead files anyway redoes the round.
+//! - `DirsSynced` is never written by this version: `after_dir_syncs` passes
+//!   through it to `Applied` with nothing in between, once all three
+//!   directories were confirmed in one attempt. It is read from files older
+//!   versions wrote (synced, after those confirmations), so wherever it is
+//!   found every dead file's removal is already durable: the next attempt
+//!   writes `Applied` without another round (ADR 0003 §3.1, §7). Recovery
+//!   that finds dead files anyway redoes the round. `FilesDeleted` is written
+//!   only as the record of an attempt that failed once its directory syncs
+//!   had begun.
 //! - An attempt is a chain of steps taken under the engine lock
 //!   (`advance_cleanup`), with waits between them that run without it
-//!   (`CleanupWait::perform`: the plan's sync, the directories' syncs; ADR
-//!   0019). The engine serves the partition between two steps, so the unlink
-//!   step checks each planned name again: a consumer may have stored a fresh
+//!   (`CleanupWait::perform`: the plan's sync, ADR 0019; the unlinks of the
+//!   renamed dead files, ADR 0020; the directories' syncs, ADR 0019). The
+//!   engine serves the partition between two steps, so the rename step
+//!   checks each planned name again: a consumer may have stored a fresh
 //!   offset into a file the scan found dead.
 //! - A programmer error (an illegal transition, an obligation missing where
 //!   an attempt runs) stops the process; only storage errors are retried.
@@ -544,14 +550,17 @@ impl Partition {
             // A new attempt redoes the round: confirmations of an earlier one
             // count for nothing.
             PurgeState::FilesDeleted => ob.retry(),
-            // The directories are synced already (see the module comment).
+            // `Requested`: a round from here. `DirsSynced` (read from a file
+            // an older version wrote): the directories are synced already,
+            // see just below.
             PurgeState::Requested | PurgeState::DirsSynced => {}
         }
         if self.ob().state() == PurgeState::DirsSynced {
-            // Written only after all three directories were confirmed in one
-            // attempt, after every change in them: every removal is durable
-            // already, and nothing can make a name dead since (a new purge
-            // supersedes the obligation). Another round would prove nothing new.
+            // Written (by older versions) only after all three directories
+            // were confirmed in one attempt, after every change in them:
+            // every removal is durable already, and nothing can make a name
+            // dead since (a new purge supersedes the obligation). Another
+            // round would prove nothing new.
             self.ob_mut().dirs_synced_to_applied();
             self.record_obligation()?;
             return Ok(CleanupWait::Done);
@@ -784,9 +793,11 @@ impl Partition {
     /// has since crashed, so no tracker remembers it); `Applied` must mean no
     /// dead file is durable.
     fn begin_dir_syncs(&mut self) -> Result<CleanupWait> {
-        // `FilesDeleted` and `DirsSynced` are not written: a record found
-        // with the plan (`Requested` and its names) makes the next attempt
-        // redo them, which is all either would have saved.
+        // Neither `FilesDeleted` nor `DirsSynced` is written on the way to
+        // `Applied`: a record found with the plan (`Requested` and its names)
+        // makes the next attempt redo them, which is all either would have
+        // saved. `FilesDeleted` reaches the file only as the record of an
+        // attempt that fails from here on (`attempt_failed`).
         self.ob_mut().requested_to_files_deleted();
         let storage = self.storage.clone();
         let mut syncs = Vec::with_capacity(DirKind::ALL.len());

@@ -6,7 +6,8 @@
 //!   decodes. It becomes an `Obligation` only through `TryFrom`, which
 //!   checks what the record's types cannot: the bounds of `Removals`, the
 //!   error text's length, no error in `Applied`. A record that fails counts
-//!   as invalid (a degraded partition when a purge was committed).
+//!   as invalid: with a purge committed, recovery warns and owes cleanup of
+//!   the committed generation from a fresh listing (ADR 0003 §3.3).
 //! - A version-1 record, what sluice wrote before, is read and upgraded to a
 //!   version-2 record first, with the version-1 reader's checks (`cutoff`
 //!   equals `generation`; no recorded name in `DirsSynced` or `Applied`).

@@ -62,7 +62,9 @@ pub(crate) enum Phase {
     /// whose removal still needs a confirmed directory sync.
     FilesDeleted { removed: Removals },
     /// In one attempt, all three directories got a successful sync issued
-    /// after every change in them: no dead file's name is durable.
+    /// after every change in them: no dead file's name is durable. This
+    /// version passes through it to `Applied` at once and never writes it;
+    /// it is read from files older versions wrote.
     DirsSynced,
     /// Cleanup for this generation is finished.
     Applied,
@@ -223,7 +225,7 @@ impl Obligation {
     ///
     /// # Panics
     /// Outside `Requested`, or if the names would not fit one `Removals`
-    /// (cleanup confirms carried names first, see `Partition::attempt`).
+    /// (cleanup confirms carried names first, see `Partition::begin_attempt`).
     pub fn plan_removals(&mut self, round: &Removals) {
         self.assert_internally_consistent();
         self.carried_mut("plan_removals").extend(round);

@@ -5,9 +5,9 @@
 //!
 //! An attempt is a chain of steps (`Partition::advance_cleanup`), each taken
 //! under the engine lock, separated by waits (`CleanupWait`: the plan's file
-//! sync, the directories' syncs) that a `CleanupRun` performs without it, on
-//! up to `concurrency` threads. Between two steps the engine serves every
-//! request, those to the partition being cleaned included.
+//! sync, the unlinks, the directories' syncs) that a `CleanupRun` performs
+//! without it, on up to `concurrency` threads. Between two steps the engine
+//! serves every request, those to the partition being cleaned included.
 //!
 //! Invariants:
 //! - A pass touches only the due partitions (O(due), not O(partitions)).
