@@ -145,6 +145,10 @@ pub(crate) struct PartitionModel {
     /// A power loss happened since the first acknowledgement of this
     /// generation: buffered writes may have rolled back.
     lossy_messages: bool,
+    /// Payloads acknowledged before the last successful flush (a graceful
+    /// stop's `sync_all`): durable whatever the policy, so no power loss
+    /// or failed writeback may take them, not even from a `buffered` topic.
+    flushed: BTreeSet<String>,
     lossy_offsets: bool,
     /// A sync the engine's file pool made failed (ADR 0018), and may have
     /// lost buffered messages written before it. The engine finds them gone
@@ -224,6 +228,7 @@ impl PartitionModel {
             messages_policy,
             offsets_policy,
             lossy_messages: false,
+            flushed: BTreeSet::new(),
             lossy_offsets: false,
             writeback_settles: 0,
             writeback_offsets: WritebackWindow::Closed,
@@ -277,6 +282,7 @@ impl PartitionModel {
             self.purged_offsets.extend(h.values());
         }
         self.lossy_messages = false;
+        self.flushed.clear();
         self.lossy_offsets = false;
         self.writeback_settles = 0;
         self.writeback_offsets = WritebackWindow::Closed;
@@ -570,6 +576,14 @@ impl Oracle {
         }
     }
 
+    /// The engine flushed (`sync_all` succeeded): every message acknowledged
+    /// so far is durable, whatever its topic's policy.
+    pub(crate) fn flushed(&mut self) {
+        for p in self.partitions.values_mut() {
+            p.flushed = p.messages.iter().map(|(_, m)| m.clone()).collect();
+        }
+    }
+
     /// A crash happened.
     pub(crate) fn crashed(&mut self, power_loss: bool) {
         for p in self.partitions.values_mut() {
@@ -744,6 +758,20 @@ impl Oracle {
                 .collect();
             if !missing.is_empty() {
                 out.push(v('b', format!("acknowledged messages lost: {missing:?}")));
+            }
+        } else {
+            // A buffered topic's power loss may take what was acknowledged,
+            // never what a flush made durable.
+            let served: BTreeSet<&String> = seen.history.iter().map(|(_, m)| m).collect();
+            let missing: Vec<&(u64, String)> = p
+                .messages
+                .iter()
+                .filter(|(o, m)| {
+                    *o >= seen.low_water && p.flushed.contains(m) && !served.contains(m)
+                })
+                .collect();
+            if !missing.is_empty() {
+                out.push(v('b', format!("flushed messages lost: {missing:?}")));
             }
         }
         // (g) Next never skips an acknowledged message: for a consumer with a

@@ -280,12 +280,15 @@ pub fn run_bounded(
                     Step::PurgeTopic
                 }
                 // A periodic pass, or the next step of the one in flight.
-                9 if rng.coin() => Step::Reconcile,
-                9 => Step::CleanupTurn,
+                9 => match rng.below(8) {
+                    0..3 => Step::Reconcile,
+                    3..6 => Step::CleanupTurn,
+                    _ => Step::Flush,
+                },
                 11 => retention_step(&mut rng),
                 _ => {
                     let step = catalog_step(&mut rng, &world);
-                    if let Step::Remove(r) = &step {
+                    if let Step::Remove(r) | Step::Recreate(r) = &step {
                         // A re-created partition must not take values its
                         // deleted incarnation used: a resurrected offset
                         // would then pass for a new one.
@@ -458,7 +461,8 @@ fn catalog_step(rng: &mut SimRng, world: &World) -> Step {
             Step::Create(r)
         }
     };
-    match rng.below(4) {
+    match rng.below(5) {
+        4 => recreate_step(rng, world),
         0 => toggle(topic(0, 1).is_some(), TOPIC_1),
         1 => match (meta.streams.contains_key(&1), topic(1, 0).is_some()) {
             (false, _) => Step::Create(STREAM_1),
@@ -489,6 +493,50 @@ fn catalog_step(rng: &mut SimRng, world: &World) -> Step {
                 }
             }
         },
+    }
+}
+
+/// A re-creation under the same id (issue 27): of the resource holding a
+/// partition whose cleanup the pass in flight is working on, if there is
+/// one (its waits then run after the new incarnation took the paths), else
+/// of topic 1 or its last partition. Topic 0 of stream 0 is never deleted.
+fn recreate_step(rng: &mut SimRng, world: &World) -> Step {
+    let Some(meta) = world.metadata() else {
+        return Step::Reconcile;
+    };
+    let last_of = |s: u32, t: u32| {
+        meta.streams
+            .get(&s)
+            .and_then(|x| x.topics.get(&t))
+            .and_then(|t| t.partitions.keys().next_back().copied())
+    };
+    let cleaning: Vec<PartitionKey> = world
+        .cleaning()
+        .into_iter()
+        .filter(|k| (k.stream, k.topic) != (0, 0))
+        .filter(|k| last_of(k.stream, k.topic).is_some_and(|last| k.partition <= last))
+        .collect();
+    let target = match cleaning.get(rng.below(cleaning.len().max(1) as u64) as usize) {
+        Some(k) => *k,
+        None if last_of(0, 1).is_some() => PartitionKey {
+            stream: 0,
+            topic: 1,
+            partition: 0,
+        },
+        None => return Step::Reconcile,
+    };
+    let topic = ResourceKey::Topic {
+        stream: target.stream,
+        topic: target.topic,
+    };
+    match rng.below(3) {
+        0 if last_of(target.stream, target.topic) == Some(target.partition)
+            && target.partition > 0 =>
+        {
+            Step::Recreate(ResourceKey::Partition(target))
+        }
+        1 if target.stream == 1 => Step::Recreate(STREAM_1),
+        _ => Step::Recreate(topic),
     }
 }
 

@@ -95,6 +95,15 @@ pub(crate) enum Step {
     /// Deletes a stream, a topic, a group, or the last partition of a topic
     /// (`Partition(k)`: the engine takes the last live one).
     Remove(ResourceKey),
+    /// `Remove` then `Create` of the same resource under the same id, with
+    /// no reconciler step between: the server serves both while its
+    /// reconciler task is in the middle of a pass, whose waits may then
+    /// run on the new incarnation's paths (issue 27).
+    Recreate(ResourceKey),
+    /// The engine flushes everything acknowledged (`sync_all`, a graceful
+    /// stop's promise): on success, nothing acknowledged before it may be
+    /// lost, whatever the topic's policy.
+    Flush,
     /// Sets a topic's retention (`update_topic`: its `message_expiry` in
     /// microseconds, its `max_topic_size` in bytes; 0 for none), by the name
     /// [`topic_name`] gives its id.
@@ -578,6 +587,22 @@ impl World {
                 self.oracle.removed(r, ok);
                 ok
             }
+            Step::Recreate(r) => {
+                let removed = self.apply(&Step::Remove(*r));
+                removed && self.apply(&Step::Create(*r))
+            }
+            Step::Flush => {
+                let ok = self.call().and_then(Engine::sync_all).is_ok();
+                if ok {
+                    self.oracle.flushed();
+                } else {
+                    // A failed sync may have evicted unsynced pages (Linux),
+                    // which the engine then finds gone and cuts: buffered
+                    // state may roll back, as after a failed writeback.
+                    self.oracle.writeback_failed();
+                }
+                ok
+            }
             Step::SetRetention {
                 stream,
                 topic,
@@ -905,11 +930,18 @@ impl World {
     /// `step`, it is left in flight for the next steps to interleave with;
     /// elsewhere it runs to its end.
     pub fn run_woken_pass(&mut self) {
+        let interleave = self.interleave || self.interleave_always;
+        if interleave && self.inflight.is_some() {
+            // The server's one reconciler task is in the middle of a pass:
+            // it begins the woken one when that one ends (`advance_inflight`),
+            // and serves requests meanwhile, on the paths the pass's waits
+            // are about to touch too (a deletion and a re-creation, issue 27).
+            return;
+        }
         if !self.woken.swap(false, Ordering::Relaxed) {
             return;
         }
         self.settle_inflight();
-        let interleave = self.interleave || self.interleave_always;
         let Some(engine) = self.engine.as_mut() else {
             return;
         };
@@ -938,6 +970,8 @@ impl World {
         }
         if run.is_finished() {
             self.inflight = None;
+            // A pass woken while this one ran begins now.
+            self.run_woken_pass();
         }
     }
 
@@ -951,6 +985,13 @@ impl World {
     /// Takes the next step of the pass in flight, if there is one.
     pub fn advance_cleanup(&mut self) {
         self.advance_inflight();
+    }
+
+    /// The partitions whose cleanup attempts the pass in flight holds.
+    pub(crate) fn cleaning(&self) -> Vec<PartitionKey> {
+        self.inflight
+            .as_ref()
+            .map_or_else(Vec::new, CleanupRun::partitions)
     }
 
     /// Runs the pass in flight to its end (before a pass of its own, as the

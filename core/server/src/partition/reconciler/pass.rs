@@ -169,6 +169,11 @@ impl CleanupRun {
             .collect()
     }
 
+    /// The partitions whose attempts are under way, in key order.
+    pub fn partitions(&self) -> Vec<PartitionKey> {
+        self.jobs.iter().map(|j| j.key).collect()
+    }
+
     pub fn report(&self) -> &PassReport {
         &self.report
     }
