@@ -112,17 +112,14 @@ pub struct Partition {
     degraded: Option<String>,
     /// The purge cleanup obligation, `None` if the partition was never purged.
     obligation: Option<purge::Obligation>,
-    /// Sequence number of the newest obligation slot written or read.
-    obligation_seq: u64,
     /// The obligation file, opened once per process (by recovery, or by the
     /// first write) and kept: a re-dirty of its name moves it aside between
-    /// two renames, and opening the name then would start a second file.
-    obligation_file: Option<Arc<dyn sluice_storage::DurableFile>>,
-    /// The newest record recovery read back, while it is not known to be on
-    /// disk (an earlier process's sync of it may have failed): rewritten,
-    /// byte for byte, and synced before the other slot, which may hold the
-    /// newest durable record, is overwritten.
-    obligation_unsynced: Option<purge::RecoveredFrame>,
+    /// two renames, and opening the name then would start a second file. It
+    /// holds the newest record's number and, while it is not known to be on
+    /// disk (an earlier process's sync of it may have failed), the record
+    /// recovery read, rewritten byte for byte and synced before the other
+    /// slot, which may hold the newest durable record, is overwritten.
+    obligation_file: Option<crate::slots::SlotFile<Arc<dyn sluice_storage::DurableFile>>>,
     root_names: DirTracker,
     /// Directories the latest cleanup attempt worked on (removed a file
     /// from or synced), for the per-directory figures operators see.
@@ -179,9 +176,7 @@ impl Partition {
             segment_names: DirTracker::new(&paths.segments),
             root_names: DirTracker::new(&paths.root),
             obligation: None,
-            obligation_seq: 0,
             obligation_file: None,
-            obligation_unsynced: None,
             cleanup_worked_on: std::collections::BTreeSet::new(),
             cleanup_job: None,
             retired: Vec::new(),
@@ -380,7 +375,6 @@ impl Partition {
         partition.low_water = low_water_file;
         partition.note_recovered_low_water();
         let (loaded, file) = purge::load(&partition)?;
-        partition.obligation_file = file.map(Arc::from);
         // The obligation file's name is never made durable (ADR 0003 §9):
         // a power loss that takes it leaves a disk a fresh listing sees whole.
         // Removals of a purged generation the mark's record still lists are
@@ -389,7 +383,7 @@ impl Partition {
             || !c_report.stale.is_empty()
             || !g_report.stale.is_empty()
             || partition.retention_records_dead_removals();
-        partition.adopt_obligation(loaded, stale);
+        partition.adopt_obligation(loaded, file, stale);
         partition.adopt_retention(!log_report.below_low_water.is_empty());
         if partition.log.low_water() > 0 {
             // The mark was read from the page cache: an earlier process's

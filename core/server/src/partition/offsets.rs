@@ -29,7 +29,9 @@
 //!   newest record not known to be on disk (a failed write or sync, or one
 //!   recovered from the page cache) is written again and synced before the
 //!   other slot is overwritten. Otherwise a failed store followed by a torn
-//!   one could leave only an older record than the one acknowledged.
+//!   one could leave only an older record than the one acknowledged. Each
+//!   entry's `SlotFile` (`slots.rs`) keeps that rule; this module decides
+//!   what is owed: every record recovered or read back after a failure.
 //! - A delete answers from memory only when memory knows the file: no entry
 //!   means no record of this generation on it, and a failed write that could
 //!   not be read back leaves its entry marked in doubt, so an acknowledged
@@ -46,9 +48,9 @@ use std::sync::Arc;
 use sluice_storage::{DurableFile, DurableStorage, ErrorKind, OpenMode};
 
 use crate::dirsync::{DirTracker, NameChange, repair_redirty_leftovers};
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::frame::Magic;
-use crate::slots::{SlotLayout, SlotRead};
+use crate::slots::{Durability, SlotFile, SlotLayout, SlotRead};
 use crate::teeth::{
     self,
     Mechanism::{OffsetSlotSequence, ReplaceDeadOffsetFile},
@@ -86,12 +88,10 @@ pub(crate) const REPLACE_SUFFIX: &str = ".tmp";
 struct Entry {
     /// What the file's newest record says; `None` is a tombstone.
     offset: Option<u64>,
-    seq: u64,
-    file: Box<dyn DurableFile>,
-    /// Whether that record is known to be on disk (its file sync succeeded in
-    /// this process). A record recovered from the page cache, or one whose
-    /// write or sync failed, may be missing from the disk.
-    synced: bool,
+    /// The file, its newest record's number, and whether that record is
+    /// owed: not known to be on disk (recovered from the page cache, or its
+    /// write or sync failed), so written again before the other slot is.
+    slots: SlotFile<Box<dyn DurableFile>>,
     /// A failed write whose outcome could not be read back: the file's
     /// newest record may be the one that write tried, not `offset`. Memory
     /// serves `offset` (the failed call was never acknowledged), but a delete
@@ -100,23 +100,51 @@ struct Entry {
 }
 
 impl Entry {
-    /// A record read back from the page cache: not known to be on disk.
-    fn unsynced(offset: Option<u64>, seq: u64, file: Box<dyn DurableFile>) -> Entry {
+    /// Memory's record `{generation, offset}` as the file's newest, number
+    /// `seq`, read back from the page cache: not known to be on disk, so
+    /// owed. The owed frame is that record encoded again, the bytes the
+    /// file holds for it.
+    fn unsynced(
+        generation: u64,
+        offset: Option<u64>,
+        seq: u64,
+        file: Box<dyn DurableFile>,
+    ) -> Entry {
+        let owed =
+            (seq > 0).then(|| OFFSET_LAYOUT.frame(seq, &OffsetRecord { generation, offset }));
         Entry {
             offset,
-            seq,
-            file,
-            synced: false,
+            slots: SlotFile::after(OFFSET_LAYOUT, file, seq, owed),
+            write_in_doubt: false,
+        }
+    }
+
+    /// A file with no record (`fresh`: just created, empty): the next write
+    /// is record 1.
+    fn empty(file: Box<dyn DurableFile>, fresh: bool) -> Entry {
+        Entry {
+            offset: None,
+            slots: if fresh {
+                SlotFile::created(OFFSET_LAYOUT, file)
+            } else {
+                SlotFile::new(OFFSET_LAYOUT, file)
+            },
             write_in_doubt: false,
         }
     }
 
     /// What memory knows after a failed write it could not read back: the
-    /// record it had (`seq` 0 if none), and that the file may hold another.
-    fn in_doubt(offset: Option<u64>, seq: u64, file: Box<dyn DurableFile>) -> Entry {
+    /// record it had (`seq` 0 if none), and that the file may hold another,
+    /// which the next write covers (with `seq` 0, never truncates away).
+    fn in_doubt(
+        generation: u64,
+        offset: Option<u64>,
+        seq: u64,
+        file: Box<dyn DurableFile>,
+    ) -> Entry {
         Entry {
             write_in_doubt: true,
-            ..Entry::unsynced(offset, seq, file)
+            ..Entry::unsynced(generation, offset, seq, file)
         }
     }
 
@@ -124,7 +152,7 @@ impl Entry {
     /// tombstone, durable where `persisted` asks for it), so a delete has
     /// nothing to write.
     fn known_deleted(&self, persisted: bool) -> bool {
-        self.offset.is_none() && !self.write_in_doubt && (self.synced || !persisted)
+        self.offset.is_none() && !self.write_in_doubt && (!self.slots.owes() || !persisted)
     }
 }
 
@@ -140,20 +168,6 @@ pub struct OffsetRecovery {
     /// Ids whose file is on disk but whom the metadata no longer names (a
     /// deleted group's): never loaded, left to a delete obligation.
     pub orphans: Vec<u32>,
-}
-
-/// A slot write's outcome as one result: an encoding failure is a bug
-/// (a record always fits its 64-byte slot).
-fn encoded(
-    written: std::result::Result<
-        std::result::Result<(), crate::frame::FrameError>,
-        sluice_storage::StorageError,
-    >,
-) -> Result<()> {
-    match written {
-        Ok(encoded) => encoded.map_err(|e| EngineError::Internal(e.to_string())),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// A file's record as read from disk, for recovery and purge cleanup.
@@ -284,7 +298,7 @@ impl OffsetStore {
                     }
                     store
                         .offsets
-                        .insert(id, Entry::unsynced(value.offset, seq, file));
+                        .insert(id, Entry::unsynced(generation, value.offset, seq, file));
                     // Found in the page cache: durable only if some sync covered it.
                     store.names.note(&name, NameChange::Created);
                 }
@@ -400,44 +414,31 @@ impl OffsetStore {
         let Some(entry) = self.offsets.get_mut(&id) else {
             panic!("invariant: the offset entry of {id} was inserted just above");
         };
-        let (previous, base_seq, synced) = (entry.offset, entry.seq, entry.synced);
-        let seq = base_seq + 1;
-        let (storage, names, generation) = (&self.storage, &mut self.names, self.generation);
+        let (previous, base_seq) = (entry.offset, entry.slots.seq());
+        let (storage, names) = (&self.storage, &mut self.names);
         // No early return from here on: whatever fails, the entry must be
         // rebuilt from what the file now holds.
         let result = (|| -> Result<()> {
-            let file = entry.file.as_ref();
-            if persisted && !synced && base_seq > 0 {
-                // The newest record may not be on disk (its write or sync
-                // failed, or it was recovered from the page cache), and then
-                // the other slot holds the newest durable one, which the
-                // write below would overwrite: a torn write there would leave
-                // neither. Make the newest record durable first (the same
-                // bytes again, so a torn rewrite changes nothing).
-                let current = OffsetRecord {
-                    generation,
-                    offset: previous,
-                };
-                encoded(OFFSET_LAYOUT.write(file, base_seq, &current))?;
-                file.sync()?;
+            if !persisted {
+                entry.slots.write(&record, Durability::Cached)?;
+                return Ok(());
             }
-            encoded(OFFSET_LAYOUT.write(file, seq, &record))?;
-            if persisted {
-                file.sync()?;
-                // A tombstone needs no durable name: if the name is lost,
-                // so is the offset it deletes. (The name is formatted only
-                // here: a buffered store never needs it.)
-                if offset.is_some() && names.is_unconfirmed(&id.to_string()) {
-                    names.sync(storage.as_ref())?;
-                }
+            // An owed newest record (its write or sync failed, or it was
+            // recovered from the page cache) is made durable first: the
+            // other slot, which this write overwrites, may hold the newest
+            // durable one.
+            entry.slots.write(&record, Durability::Synced)?;
+            // A tombstone needs no durable name: if the name is lost, so is
+            // the offset it deletes. (The name is formatted only here: a
+            // buffered store never needs it.)
+            if offset.is_some() && names.is_unconfirmed(&id.to_string()) {
+                names.sync(storage.as_ref())?;
             }
             Ok(())
         })();
         match result {
             Ok(()) => {
                 entry.offset = offset;
-                entry.seq = seq;
-                entry.synced = persisted;
                 entry.write_in_doubt = false;
             }
             // Not acknowledged: memory takes whatever the file's newest valid
@@ -445,7 +446,7 @@ impl OffsetStore {
             // landed), never less than disk nor more than written.
             Err(_) => {
                 if let Some(failed) = self.offsets.remove(&id) {
-                    self.reload_after_failure(id, failed.file, base_seq, previous);
+                    self.reload_after_failure(id, failed.slots.into_file(), base_seq, previous);
                 }
             }
         }
@@ -464,38 +465,40 @@ impl OffsetStore {
             Err(e) if e.kind == ErrorKind::NotFound => None,
             Err(e) => return Err(e.into()),
         };
-        let file = match existing {
-            None => self.storage.open(&path, OpenMode::CreateNew)?,
+        let entry = match existing {
+            None => Entry::empty(self.storage.open(&path, OpenMode::CreateNew)?, true),
             Some(file) => match OFFSET_LAYOUT.read::<OffsetRecord>(file.as_ref())? {
-                // Never written (a store whose write failed): nothing to keep.
+                // Never written (a store whose write failed): nothing to keep,
+                // and what the file holds is a failed attempt at record 1,
+                // which the first write truncates away (`slots.rs`).
                 // Its name was created by that store, perhaps in an earlier
                 // process, and a failed directory sync since may have dropped
                 // it: redo it before the next sync counts it durable.
                 SlotRead::Empty => {
                     self.names.force_redirty();
-                    file
+                    Entry::empty(file, false)
                 }
                 // A record of this generation not in memory (a failed write
                 // that memory could not follow): continue its sequence.
                 SlotRead::Valid { seq, value, .. } if value.generation == self.generation => {
                     self.names.note(&name, NameChange::Created);
                     self.names.force_redirty();
-                    return Ok(Entry::unsynced(value.offset, seq, file));
+                    return Ok(Entry::unsynced(self.generation, value.offset, seq, file));
                 }
                 // Writing into it instead is ADR 0008's finding B.
                 SlotRead::Valid { seq, .. } if !teeth::enabled(ReplaceDeadOffsetFile) => {
                     self.names.note(&name, NameChange::Created);
-                    return Ok(Entry::unsynced(None, seq, file));
+                    return Ok(Entry::unsynced(self.generation, None, seq, file));
                 }
                 SlotRead::Valid { .. } | SlotRead::Invalid { .. } => {
                     drop(file);
-                    self.replace_with_empty(&name)?
+                    Entry::empty(self.replace_with_empty(&name)?, true)
                 }
             },
         };
         // The name exists now, whatever was recorded before.
         self.names.note(&name, NameChange::Created);
-        Ok(Entry::unsynced(None, 0, file))
+        Ok(entry)
     }
 
     /// Renames a new, empty file over `name`: the dead record it held is
@@ -538,8 +541,10 @@ impl OffsetStore {
                 } else {
                     base_seq + 1
                 };
-                self.offsets
-                    .insert(id, Entry::unsynced(value.offset, seq, file));
+                self.offsets.insert(
+                    id,
+                    Entry::unsynced(self.generation, value.offset, seq, file),
+                );
             }
             // Nothing of this generation (a first write that never landed):
             // the next write starts the file again.
@@ -553,8 +558,10 @@ impl OffsetStore {
             // memory had nothing, and the entry is kept all the same: its
             // absence would tell a delete there is nothing to remove.
             Err(_) => {
-                self.offsets
-                    .insert(id, Entry::in_doubt(previous, base_seq, file));
+                self.offsets.insert(
+                    id,
+                    Entry::in_doubt(self.generation, previous, base_seq, file),
+                );
             }
         }
     }
@@ -563,8 +570,7 @@ impl OffsetStore {
     /// durable (a graceful shutdown's flush of buffered stores and deletes).
     pub(crate) fn sync_all(&mut self) -> Result<()> {
         for entry in self.offsets.values_mut() {
-            entry.file.sync()?;
-            entry.synced = true;
+            entry.slots.sync()?;
         }
         self.names.sync(self.storage.as_ref())?;
         Ok(())

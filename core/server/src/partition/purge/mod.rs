@@ -70,8 +70,7 @@ use crate::dirsync::{
 use crate::error::{EngineError, Result};
 pub use crate::layout::{DirKind, OBLIGATION_FILE};
 use crate::layout::{PURGED_SUFFIX, parse_segment_name};
-use crate::slots::SlotRead;
-pub(crate) use record::RecoveredFrame;
+use crate::slots::{Durability, SlotFile, SlotRead};
 pub use record::{LoadedObligation, OBLIGATION_LAYOUT, ObligationRecord, decode_file};
 pub(crate) use removals::MAX_NAMES_PER_ROUND;
 pub use removals::Removals;
@@ -86,10 +85,7 @@ pub(crate) fn load(p: &Partition) -> Result<(LoadedObligation, Option<Box<dyn Du
         Err(e) if e.kind == ErrorKind::NotFound => return Ok((LoadedObligation::Missing, None)),
         Err(e) => return Err(e.into()),
     };
-    let len = file.len()?.min(OBLIGATION_LAYOUT.file_len()) as usize;
-    let mut bytes = vec![0u8; len];
-    let n = file.read_at(0, &mut bytes)?;
-    bytes.truncate(n);
+    let bytes = OBLIGATION_LAYOUT.read_bytes(file.as_ref())?;
     Ok((decode_file(&bytes), Some(file)))
 }
 
@@ -264,31 +260,48 @@ fn is_cleanup_name(dir: DirKind, name: &str) -> bool {
 }
 
 impl Partition {
-    /// Installs the obligation recovery found, reconciling it with the
-    /// committed generation. Returns whether cleanup is pending.
-    pub(crate) fn adopt_obligation(&mut self, loaded: LoadedObligation, stale_found: bool) -> bool {
+    /// Installs the obligation recovery found in `file` (see `load`),
+    /// reconciling it with the committed generation, and keeps the file.
+    /// Returns whether cleanup is pending.
+    pub(crate) fn adopt_obligation(
+        &mut self,
+        loaded: LoadedObligation,
+        file: Option<Box<dyn DurableFile>>,
+        stale_found: bool,
+    ) -> bool {
         let g = self.generation;
+        self.obligation_file = file.map(|file| {
+            let file = Arc::<dyn DurableFile>::from(file);
+            match &loaded {
+                LoadedObligation::Valid {
+                    seq,
+                    obligation,
+                    frame,
+                } => {
+                    // Read through the page cache: perhaps never on disk.
+                    // Only a record that names removals is worth making
+                    // durable before the other slot is overwritten (those
+                    // names are known only there): it is owed, byte for byte.
+                    // One without names (`Applied`, a confirmed round) was
+                    // written after its removals were confirmed, and making
+                    // it durable again could re-assert a claim recovery is
+                    // about to find false (a dead file back after a power
+                    // loss: `sim run` seed 57, with the plan's sync waiting
+                    // off the engine lock).
+                    let owed = (!obligation.removed().is_empty()).then(|| frame.bytes().to_vec());
+                    SlotFile::after(OBLIGATION_LAYOUT, file, *seq, owed)
+                }
+                // No confirmed record: the first write empties the file.
+                LoadedObligation::Missing | LoadedObligation::Invalid(_) => {
+                    SlotFile::new(OBLIGATION_LAYOUT, file)
+                }
+            }
+        });
         let ob = match loaded {
             LoadedObligation::Missing if g == 0 => None,
             // The purge committed but its obligation never became durable.
             LoadedObligation::Missing => Some(Obligation::request(g)),
-            LoadedObligation::Valid {
-                seq,
-                obligation,
-                frame,
-            } => {
-                self.obligation_seq = seq;
-                // Read through the page cache: perhaps never on disk. Only a
-                // record that names removals is worth making durable before
-                // the other slot is overwritten (those names are known only
-                // there). One without names (`Applied`, a confirmed round)
-                // was written after its removals were confirmed, and making it
-                // durable again could re-assert a claim recovery is about to
-                // find false (a dead file back after a power loss: `sim run`
-                // seed 57, with the plan's sync waiting off the engine lock).
-                if !obligation.removed().is_empty() {
-                    self.obligation_unsynced = Some(frame);
-                }
+            LoadedObligation::Valid { obligation, .. } => {
                 if obligation.generation() == g {
                     Some(obligation)
                 } else if obligation.generation() < g {
@@ -380,69 +393,46 @@ impl Partition {
         if self.obligation.is_none() {
             return Ok(());
         }
-        let file = self.write_obligation_slot(durable)?;
-        if durable {
-            file.sync()?;
-        }
+        let durability = if durable {
+            Durability::Synced
+        } else {
+            Durability::Cached
+        };
+        self.write_obligation_as(durability)?;
         Ok(())
     }
 
     /// Writes the in-memory obligation into the next slot and returns the
     /// file, for the caller to sync if the write is to be `durable` (a plan
     /// is synced without the engine lock). Only for a durable write, while a
-    /// record read at recovery is not known on disk, is a sync made here:
-    /// of that record, before the other slot is overwritten.
+    /// record read at recovery is owed, is a sync made here: of that record,
+    /// before the other slot is overwritten.
     fn write_obligation_slot(&mut self, durable: bool) -> Result<Arc<dyn DurableFile>> {
+        let durability = if durable {
+            Durability::SyncedByCaller
+        } else {
+            Durability::Cached
+        };
+        self.write_obligation_as(durability)
+    }
+
+    /// The one write of the obligation file (`slots.rs` keeps its rules:
+    /// the owed record first, the first record into an emptied file);
+    /// returns the file. `MAX_RECORD_PAYLOAD` bounds every record and is
+    /// asserted at compile time to fit a slot.
+    fn write_obligation_as(&mut self, durability: Durability) -> Result<Arc<dyn DurableFile>> {
         let Some(ob) = self.obligation.as_ref() else {
             unreachable!("an obligation is written only while one exists");
         };
         let record = ObligationRecord::from(ob);
-        let file = match &self.obligation_file {
-            Some(file) => file.clone(),
-            None => {
-                // Only here while no handle was ever opened: the name was never
-                // noted, so no re-dirty can have moved the file aside. (A kept
-                // handle is kept for that reason; under a file pool, ADR 0018,
-                // its descriptor may be closed, and the pool, which sees the
-                // re-dirty's renames, reopens the file wherever it is.)
-                let file: Arc<dyn DurableFile> = Arc::from(
-                    self.storage
-                        .open(&self.paths.obligation, OpenMode::CreateOrOpen)?,
-                );
-                self.obligation_file = Some(file.clone());
-                file
-            }
-        };
-        if durable && let Some(newest) = &self.obligation_unsynced {
-            // The record recovery read may exist only in the page cache (its
-            // sync failed in the process that wrote it); then the other slot,
-            // which the write below overwrites, holds the newest durable
-            // record. Make the newest one durable first: the same bytes into
-            // the same slot, so a torn rewrite changes nothing it held.
-            file.write_at(
-                OBLIGATION_LAYOUT.slot_offset(self.obligation_seq),
-                newest.bytes(),
-            )?;
-            file.sync()?;
-            self.obligation_unsynced = None;
-        }
-        let seq = self.obligation_seq + 1;
-        if seq == 1 && file.len()? > 0 {
-            // No record of this file was ever confirmed (else the next write
-            // would be number 2): what it holds is an earlier attempt at the
-            // first record, torn or never synced. Writing over it could mix
-            // two records' prefixes into a slot that reads as corrupt, not as
-            // a torn first write (and the partition would be degraded); an
-            // empty file keeps any torn write a prefix of one record.
-            file.truncate(0)?;
-        }
-        if let Err(e) = OBLIGATION_LAYOUT.write(file.as_ref(), seq, &record)? {
-            // `MAX_RECORD_PAYLOAD` bounds every record and is asserted at
-            // compile time to fit a slot.
-            unreachable!("an obligation record always fits its slot: {e}");
-        }
-        self.obligation_seq = seq;
-        Ok(file)
+        let slots = SlotFile::open_kept(
+            &mut self.obligation_file,
+            self.storage.as_ref(),
+            &self.paths.obligation,
+            OBLIGATION_LAYOUT,
+        )?;
+        slots.write(&record, durability)?;
+        Ok(slots.file().clone())
     }
 
     /// Takes one cleanup attempt one step further, under the engine lock:

@@ -18,8 +18,9 @@
 //!   fields fit one slot: asserted at compile time below, and the bound is
 //!   checked against a real encoding by a test.
 //! - The newest valid slot's frame is kept byte for byte, so that rewriting
-//!   it to make it durable (mod.rs) puts the same bytes into the same slot
-//!   and a torn rewrite damages nothing, whatever version it holds.
+//!   it to make it durable (the file's `SlotFile` owes it, see
+//!   `adopt_obligation`) puts the same bytes into the same slot and a torn
+//!   rewrite damages nothing, whatever version it holds.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -30,9 +30,11 @@
 //!   of an older generation is the purge's, and nothing at or above the mark
 //!   (the active segment included) is ever touched.
 //! - The recovered record may exist only in the page cache (its sync failed
-//!   in an earlier process): it is written again into its own slot and
-//!   synced, and its name made durable, before anything below it is removed
-//!   and before the other slot is overwritten.
+//!   in an earlier process): the file's `SlotFile` owes it (`slots.rs`), so
+//!   it is written again into its own slot and synced, and its name made
+//!   durable, before anything below it is removed and before the other slot
+//!   is overwritten. A version-1 record owes record 1 of version 2 instead
+//!   (`record.rs`).
 
 mod record;
 mod state;
@@ -47,6 +49,7 @@ use crate::error::{EngineError, Result};
 use crate::layout::{
     INDEX_EXT, LOG_EXT, LOW_WATER_FILE, PartitionPaths, parse_segment_name, segment_name,
 };
+use crate::slots::{Durability, SlotFile};
 use crate::teeth::{self, Mechanism::RedoRecordedRetention};
 pub use record::{
     LOW_WATER_LAYOUT, LoadedLowWater, LowWaterRecord, MAX_REMOVING_PER_ROUND, decode_file,
@@ -56,19 +59,13 @@ pub use state::{Retention, RetentionPhase};
 /// The partition's handle on `retention.lwm` and what is known of it.
 #[derive(Debug, Default)]
 pub(crate) struct LowWaterFile {
-    /// Sequence number of the newest slot written or read.
-    seq: u64,
-    /// Opened once per process (by recovery or the first write) and kept:
-    /// a re-dirty of the name moves the file aside between two renames.
-    /// Under a file pool (ADR 0018) the descriptor may be closed between
-    /// calls; the pool sees both renames and reopens the file where it is.
-    file: Option<Box<dyn DurableFile>>,
-    /// The newest record recovery read, while it is not known to be on disk.
-    unsynced: Option<LowWaterRecord>,
+    /// The file, opened once per process (by recovery or the first write)
+    /// and kept (`SlotFile::open_kept`): a re-dirty of the name moves the
+    /// file aside between two renames. Its sequence number, and the record
+    /// recovery read while that is not known to be on disk, are its own.
+    slots: Option<SlotFile<Box<dyn DurableFile>>>,
     /// Whether the file's name is known durable.
     named: bool,
-    /// Recovery read a version-1 file: the first write upgrades it.
-    legacy: bool,
     /// The newest record's `removing` and the generation it names: the
     /// segments whose removal no sync of `segments/` has confirmed.
     recorded: Vec<u64>,
@@ -101,16 +98,13 @@ pub(crate) fn load(
         Err(e) if e.kind == ErrorKind::NotFound => return Ok((0, LowWaterFile::default())),
         Err(e) => return Err(e.into()),
     };
-    let len = file.len()?.min(LOW_WATER_LAYOUT.file_len()) as usize;
-    let mut bytes = vec![0u8; len];
-    let n = file.read_at(0, &mut bytes)?;
-    bytes.truncate(n);
-    let mut state = LowWaterFile {
-        file: Some(file),
-        ..LowWaterFile::default()
-    };
+    let bytes = LOW_WATER_LAYOUT.read_bytes(file.as_ref())?;
+    let mut state = LowWaterFile::default();
     match decode_file(&bytes) {
-        LoadedLowWater::Missing => Ok((0, state)),
+        LoadedLowWater::Missing => {
+            state.slots = Some(SlotFile::new(LOW_WATER_LAYOUT, file));
+            Ok((0, state))
+        }
         // Files below an unknown mark may be gone: serving from the first
         // surviving segment would be a guess, so the partition is degraded.
         LoadedLowWater::Invalid(reason) => Err(EngineError::CorruptFile {
@@ -123,13 +117,15 @@ pub(crate) fn load(
             record,
             legacy,
         } => {
-            // A version-1 file's slots are not this layout's: the upgrade
-            // writes record 1, past both of them (record.rs).
-            state.seq = if legacy { 0 } else { seq };
-            state.legacy = legacy;
+            // Owed until written again and synced (the same bytes into the
+            // same slot). A version-1 file's slots are not this layout's: it
+            // owes record 1 of this one, which lies past both of them
+            // (record.rs), and the next write is record 2.
+            let seq = if legacy { 1 } else { seq };
+            let owed = LOW_WATER_LAYOUT.frame(seq, &record);
+            state.slots = Some(SlotFile::after(LOW_WATER_LAYOUT, file, seq, Some(owed)));
             state.recorded = record.removing.clone();
             state.recorded_generation = record.generation;
-            state.unsynced = Some(record.clone());
             if record.generation == generation {
                 Ok((record.low_water_mark, state))
             } else {
@@ -235,65 +231,29 @@ impl Partition {
             self.segment_names.sync(self.storage.as_ref())?;
         }
         debug_assert!(removing.len() <= MAX_REMOVING_PER_ROUND);
-        let seq = self.low_water.seq + 1;
         let record = LowWaterRecord {
             generation: self.generation,
             low_water_mark: mark,
             removing,
         };
-        let file = self.low_water_file()?;
-        if seq == 1 && file.len()? > 0 {
-            // No record was ever confirmed: what the file holds is an earlier
-            // attempt at the first record. An empty file keeps any torn write
-            // a prefix of one record (a torn first write reads as missing).
-            file.truncate(0)?;
-        }
-        if let Err(e) = LOW_WATER_LAYOUT.write(file, seq, &record)? {
-            unreachable!("a low-water mark record always fits its slot: {e}");
-        }
-        file.sync()?;
-        self.low_water.seq = seq;
+        // Into the next slot, the first record into an emptied file.
+        SlotFile::open_kept(
+            &mut self.low_water.slots,
+            self.storage.as_ref(),
+            &self.paths.low_water,
+            LOW_WATER_LAYOUT,
+        )?
+        .write(&record, Durability::Synced)?;
         self.low_water.recorded = record.removing;
         self.low_water.recorded_generation = record.generation;
         self.make_low_water_named()
     }
 
-    /// The file, opened (created) on first use.
-    fn low_water_file(&mut self) -> Result<&dyn DurableFile> {
-        if self.low_water.file.is_none() {
-            let file = self
-                .storage
-                .open(&self.paths.low_water, OpenMode::CreateOrOpen)?;
-            self.low_water.file = Some(file);
-        }
-        match self.low_water.file.as_deref() {
-            Some(f) => Ok(f),
-            None => unreachable!("the low-water mark file was opened just above"),
-        }
-    }
-
     /// Makes the recovered record (which may be in the page cache only) and
     /// the file's name durable, before anything below the mark is removed.
     fn ensure_low_water_durable(&mut self) -> Result<()> {
-        if let Some(record) = self.low_water.unsynced.clone() {
-            // The same bytes into the same slot: a torn rewrite changes
-            // nothing it held. A version-1 record is upgraded into record 1,
-            // which lies past both version-1 slots.
-            let seq = if self.low_water.legacy {
-                1
-            } else {
-                self.low_water.seq
-            };
-            let file = self.low_water_file()?;
-            if let Err(e) = LOW_WATER_LAYOUT.write(file, seq, &record)? {
-                unreachable!("a low-water mark record always fits its slot: {e}");
-            }
-            file.sync()?;
-            self.low_water.seq = seq;
-            self.low_water.legacy = false;
-            self.low_water.unsynced = None;
-        }
-        if self.low_water.file.is_some() {
+        if let Some(slots) = &mut self.low_water.slots {
+            slots.make_newest_durable()?;
             self.make_low_water_named()?;
         }
         Ok(())
@@ -318,7 +278,7 @@ impl Partition {
     /// failed sync of the partition directory may have dropped its name,
     /// and its failed sync of `segments/` the removals its record lists.
     pub(crate) fn note_recovered_low_water(&mut self) {
-        if self.low_water.file.is_some() {
+        if self.low_water.slots.is_some() {
             self.root_names.note(LOW_WATER_FILE, NameChange::Created);
             self.root_names.force_redirty();
         }
