@@ -518,7 +518,63 @@ impl Segment {
             self.next_offset
         );
         self.checked(|seg| {
-            seg.write_batch_at_end(encoded, base_offset, count, timestamp, newest_timestamp, sync)?;
+            seg.trim_tail(sync)?;
+            let at = seg.size;
+            if sync || seg.carried_to < at {
+                // This sync acknowledges the batch: every byte before it must be
+                // carried too, or it would be durable above a hole. Without one
+                // (`buffered`) the same holds for the next sync of the file, the
+                // file pool's when it closes it (ADR 0018): after a failed sync,
+                // the bytes before the batch may be neither on disk nor dirty,
+                // and recovery would read the hole below it as damage (`sim run
+                // --max-open-files 2` seed 240: a partition degraded). Only a
+                // failed sync leaves `carried_to` short of `size`.
+                seg.carry_unsure(true)?;
+                if seg.size != at {
+                    // Its recheck cut batches whose pages the kernel evicted
+                    // (a writeback failure this process did not see, since the
+                    // recheck after its own failed sync found them whole). The
+                    // batch belongs at `at` with base `next_offset`, which the
+                    // segment no longer ends at: written at `at` it would sit
+                    // above a hole, written at `size` offsets would repeat. The
+                    // log rolls for the next append (its `next_offset` is past
+                    // this segment's now).
+                    return Err(EngineError::Unavailable(format!(
+                        "{}: batches not on disk were lost from the page cache and cut before this append; send again",
+                        seg.log_path.display()
+                    )));
+                }
+            }
+            // One write of the whole frame, from its pieces (`Framed`).
+            let mut written = seg
+                .log
+                .write_vectored_at(at, &encoded.slices())
+                .map_err(EngineError::from);
+            if written.is_ok() {
+                if seg.carried_to == at {
+                    seg.carried_to = at + encoded.len() as u64;
+                }
+                if sync {
+                    written = seg.sync_log();
+                }
+            }
+            if let Err(e) = written {
+                // `size`, not `at`: a failed sync may have cut batches the
+                // kernel evicted (`recheck_unsure`).
+                seg.carried_to = seg.carried_to.min(seg.size);
+                if seg.log.truncate(seg.size).is_err() {
+                    // Cut before the next write or the roll that seals this segment.
+                    seg.tail_dirty = true;
+                }
+                return Err(e);
+            }
+            seg.size = at + encoded.len() as u64;
+            seg.next_offset = base_offset + count;
+            seg.newest_timestamp = seg.newest_timestamp.max(newest_timestamp);
+            // The index is a cache: failing to extend it never fails the append.
+            if let Err(e) = seg.maybe_index(base_offset, at, timestamp, encoded.len() as u64) {
+                tracing::warn!(path = %seg.idx_path.display(), error = %e, "index entry not written; recovery will rebuild it");
+            }
             // What the append acknowledges: every byte is carried (the next
             // sync of the file persists it), and on disk if it synced.
             assert!(
@@ -531,76 +587,6 @@ impl Segment {
             );
             Ok(())
         })
-    }
-
-    /// `write_batch` between its checks.
-    fn write_batch_at_end(
-        &mut self,
-        encoded: &Framed<'_>,
-        base_offset: u64,
-        count: u64,
-        timestamp: u64,
-        newest_timestamp: u64,
-        sync: bool,
-    ) -> Result<()> {
-        self.trim_tail(sync)?;
-        let at = self.size;
-        if sync || self.carried_to < at {
-            // This sync acknowledges the batch: every byte before it must be
-            // carried too, or it would be durable above a hole. Without one
-            // (`buffered`) the same holds for the next sync of the file, the
-            // file pool's when it closes it (ADR 0018): after a failed sync,
-            // the bytes before the batch may be neither on disk nor dirty,
-            // and recovery would read the hole below it as damage (`sim run
-            // --max-open-files 2` seed 240: a partition degraded). Only a
-            // failed sync leaves `carried_to` short of `size`.
-            self.carry_unsure(true)?;
-            if self.size != at {
-                // Its recheck cut batches whose pages the kernel evicted
-                // (a writeback failure this process did not see, since the
-                // recheck after its own failed sync found them whole). The
-                // batch belongs at `at` with base `next_offset`, which the
-                // segment no longer ends at: written at `at` it would sit
-                // above a hole, written at `size` offsets would repeat. The
-                // log rolls for the next append (its `next_offset` is past
-                // this segment's now).
-                return Err(EngineError::Unavailable(format!(
-                    "{}: batches not on disk were lost from the page cache and cut before this append; send again",
-                    self.log_path.display()
-                )));
-            }
-        }
-        // One write of the whole frame, from its pieces (`Framed`).
-        let mut written = self
-            .log
-            .write_vectored_at(at, &encoded.slices())
-            .map_err(EngineError::from);
-        if written.is_ok() {
-            if self.carried_to == at {
-                self.carried_to = at + encoded.len() as u64;
-            }
-            if sync {
-                written = self.sync_log();
-            }
-        }
-        if let Err(e) = written {
-            // `size`, not `at`: a failed sync may have cut batches the
-            // kernel evicted (`recheck_unsure`).
-            self.carried_to = self.carried_to.min(self.size);
-            if self.log.truncate(self.size).is_err() {
-                // Cut before the next write or the roll that seals this segment.
-                self.tail_dirty = true;
-            }
-            return Err(e);
-        }
-        self.size = at + encoded.len() as u64;
-        self.next_offset = base_offset + count;
-        self.newest_timestamp = self.newest_timestamp.max(newest_timestamp);
-        // The index is a cache: failing to extend it never fails the append.
-        if let Err(e) = self.maybe_index(base_offset, at, timestamp, encoded.len() as u64) {
-            tracing::warn!(path = %self.idx_path.display(), error = %e, "index entry not written; recovery will rebuild it");
-        }
-        Ok(())
     }
 
     /// Cuts bytes a failed write left beyond `size`, if its own clean-up
@@ -1102,24 +1088,33 @@ mod tests {
         Segment::recover(&sim, dir(), GENERATION, base, true).unwrap()
     }
 
+    /// Recovers a segment at `BASE` of two batches, of 2 and of `second`
+    /// messages, whose index names `first_entry` at byte 0 and the second
+    /// batch where it starts (returned too).
+    fn recover_two_batches(first_entry: u64, second: u64) -> (Segment, Option<ScanIssue>, u64) {
+        let first = batch(BASE, 2);
+        let position = first.len() as u64;
+        let log = [first, batch(BASE + 2, second)].concat();
+        let idx = [
+            index_frame(&entry(first_entry, 0)),
+            index_frame(&entry(BASE + 2, position)),
+        ]
+        .concat();
+        let (seg, issue) = recover_from(BASE, &log, &idx);
+        (seg, issue, position)
+    }
+
     #[test]
     fn index_entries_below_the_base_offset_are_dropped_at_recovery() {
         // Given: two batches, and an index whose last entry checks out but
         // whose first names an offset below the segment's base.
-        let (first, second) = (batch(BASE, 2), batch(BASE + 2, 3));
-        let log = [first.clone(), second].concat();
-        let position = first.len() as u64;
-        let idx = [
-            index_frame(&entry(5, 0)),
-            index_frame(&entry(BASE + 2, position)),
-        ]
-        .concat();
         // When: the segment is recovered.
-        let (seg, issue) = recover_from(BASE, &log, &idx);
+        let (seg, issue, position) = recover_two_batches(5, 3);
         // Then: the index is rebuilt by scanning (its invariants hold).
         assert_eq!(issue, None);
         assert_eq!(seg.index, vec![entry(BASE, 0)]);
-        assert_eq!((seg.size, seg.next_offset), (log.len() as u64, BASE + 5));
+        let end = position + batch(BASE + 2, 3).len() as u64;
+        assert_eq!((seg.size, seg.next_offset), (end, BASE + 5));
     }
 
     #[test]
@@ -1145,16 +1140,8 @@ mod tests {
     fn an_index_entry_at_an_empty_batch_is_dropped_at_recovery() {
         // Given: a batch, then a valid batch of no messages (sluice never
         // writes one) that the index's last entry names.
-        let (first, empty) = (batch(BASE, 2), batch(BASE + 2, 0));
-        let log = [first.clone(), empty].concat();
-        let position = first.len() as u64;
-        let idx = [
-            index_frame(&entry(BASE, 0)),
-            index_frame(&entry(BASE + 2, position)),
-        ]
-        .concat();
         // When: the segment is recovered.
-        let (seg, issue) = recover_from(BASE, &log, &idx);
+        let (seg, issue, position) = recover_two_batches(BASE, 0);
         // Then: the empty batch is cut as a torn tail, and no index entry
         // points at the segment's end.
         assert!(matches!(issue, Some(ScanIssue::TailCut { position: p, .. }) if p == position));
