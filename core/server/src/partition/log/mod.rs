@@ -60,6 +60,7 @@ use segment::{Segment, read_batch_with};
 use sluice_storage::DurableStorage;
 
 use crate::error::{EngineError, Result};
+use crate::frame::{FrameError, HEADER_LEN};
 use crate::layout::{INDEX_EXT, LOG_EXT, parse_segment_name, segment_name};
 
 /// What recovery found in a segment directory.
@@ -152,7 +153,11 @@ impl Log {
     /// and hands back the replaced one's open files. The same state as
     /// `Log::empty` of the same directory, built without allocating.
     pub(crate) fn restart_at(&mut self, generation: u64) -> RetiredSegments {
-        debug_assert!(generation > self.generation, "generations only grow");
+        assert!(
+            generation > self.generation,
+            "generations only grow ({} -> {generation})",
+            self.generation
+        );
         self.generation = generation;
         self.next_offset = 0;
         self.low_water = 0;
@@ -476,7 +481,10 @@ impl Log {
         settled
     }
 
+    /// # Panics
+    /// On an empty batch (`Partition::append` refuses one).
     pub(crate) fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {
+        assert!(!messages.is_empty(), "an empty batch reached the log");
         self.settle_deferred();
         // The segment written (or sealed by a roll) must be settled.
         if let Some(last) = self.segments.len().checked_sub(1) {
@@ -488,17 +496,22 @@ impl Log {
         let newest = messages.iter().map(|m| m.timestamp).max().unwrap_or(0);
         // Payloads are written from the messages' own buffers (one
         // vectored write), not copied into one frame first.
-        let encoded = message::frame_batch(self.generation, base_offset, &messages)
-            .map_err(|e| EngineError::Internal(e.to_string()))?;
-        if encoded.len() > MAX_BATCH_BYTES {
-            return Err(EngineError::Invalid {
-                what: "batch",
-                reason: format!(
-                    "{} bytes exceeds the limit of {MAX_BATCH_BYTES}",
-                    encoded.len()
-                ),
-            });
-        }
+        let too_large = |len: usize| EngineError::Invalid {
+            what: "batch",
+            reason: format!("{len} bytes exceeds the limit of {MAX_BATCH_BYTES}"),
+        };
+        let encoded = match message::frame_batch(self.generation, base_offset, &messages) {
+            Ok(encoded) if encoded.len() > MAX_BATCH_BYTES => return Err(too_large(encoded.len())),
+            Ok(encoded) => encoded,
+            // A payload whose length does not fit the frame's u32: a send of
+            // over 4 GiB, which a large body bound lets through.
+            Err(FrameError::TooLarge { len, .. }) => {
+                return Err(too_large(len.saturating_add(HEADER_LEN)));
+            }
+            // The values always encode: the codec fails into a `Vec` only on
+            // a sequence without a length or a custom serializer error.
+            Err(e) => unreachable!("a batch's fields always encode: {e}"),
+        };
         // A failed write's leftover bytes go before this write, and before a
         // roll seals the segment they are in.
         if let Some(last) = self.segments.last_mut() {
@@ -530,10 +543,9 @@ impl Log {
             self.sealed_bytes += self.segments.last().map_or(0, |s| s.size);
             self.segments.push(seg);
         }
-        let seg = self
-            .segments
-            .last_mut()
-            .ok_or_else(|| EngineError::Internal("log has no segment after roll".into()))?;
+        let Some(seg) = self.segments.last_mut() else {
+            unreachable!("a log has a segment after a roll (no roll means it had one)");
+        };
         seg.write_batch(&encoded, base_offset, count, timestamp, newest, sync)?;
         self.next_offset = base_offset + count;
         Ok(Appended {

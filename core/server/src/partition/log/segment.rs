@@ -15,6 +15,33 @@
 //!   failed write left beyond `size` (`tail_dirty`). So recovery may cut the
 //!   tail of the last segment only; an invalid batch in a sealed segment is
 //!   damage to acknowledged data and is reported, never cut.
+//!
+//! What the fields satisfy between calls (`check_invariants`, asserted on
+//! both sides of every method that changes them: creation, recovery, an
+//! append, a sync, a trim, a failed sync's handling and its recheck, a cut;
+//! a broken one is a programmer error and stops the process). Recovery makes
+//! them hold for any bytes on disk: `load_index` keeps only entries at or
+//! above `base_offset` whose last one names a batch of at least one message,
+//! which the tail scan then accepts, so the scan ends past it.
+//! - `durable_to ≤ carried_to ≤ size`: what is known on disk is carried, and
+//!   nothing past the last valid batch is either.
+//! - `base_offset ≤ next_offset`, and every index entry names an offset in
+//!   `base_offset..next_offset` and a position below `size`, no later than
+//!   `newest_timestamp`; `bytes_since_index` counts only bytes after the last
+//!   entry (0 with no entry).
+//! - `idx_size` is 0 exactly when there is no entry, and between the
+//!   smallest and the largest frame of an entry per entry. In debug builds
+//!   it is exactly the entries' frames, and the entries strictly increase in
+//!   offset and position: both are O(entries) (the first re-encodes every
+//!   entry), and every method above calls the check twice.
+//! - A recheck owed (`recheck_owed`) means nothing above `durable_to` counts
+//!   as carried: the bytes there may be pages a failed writeback evicted.
+//! - After a successful append every byte is carried, and durable too if the
+//!   append synced; after a successful `sync` every byte is durable.
+//! - A batch is written only where the segment ends (`size`) and only with
+//!   the segment's `next_offset` as its base: an append whose recheck of the
+//!   unsure tail cut batches (kernel-evicted pages) is refused, so the log
+//!   rolls rather than writing above a hole.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +58,28 @@ use crate::layout::{INDEX_EXT, LOG_EXT, segment_name};
 
 /// Index an entry at least every this many bytes of log.
 pub(crate) const INDEX_INTERVAL: u64 = 4096;
+
+/// The smallest and the largest frame of an index entry: its three integers
+/// take 1 to 9 bytes each as the codec's varints (`index_frame` asserts it).
+const INDEX_FRAME_MIN: u64 = HEADER_LEN as u64 + 3;
+const INDEX_FRAME_MAX: u64 = HEADER_LEN as u64 + 27;
+
+/// The frame of an index entry. Three integers always encode (the codec
+/// fails into a `Vec` only on a sequence without a length or a custom
+/// serializer error, neither possible here) and always fit `MAX_INDEX_ENTRY`.
+fn index_frame(entry: &IndexEntry) -> Vec<u8> {
+    let bytes = match frame::encode(Magic::INDEX, INDEX_VERSION, entry) {
+        Ok(bytes) => bytes,
+        Err(e) => unreachable!("an index entry always encodes: {e}"),
+    };
+    let len = bytes.len() as u64;
+    assert!(
+        (INDEX_FRAME_MIN..=INDEX_FRAME_MAX).contains(&len)
+            && bytes.len() - HEADER_LEN <= MAX_INDEX_ENTRY,
+        "an index entry framed in {len} bytes"
+    );
+    bytes
+}
 
 #[derive(Debug)]
 pub(crate) struct Segment {
@@ -167,7 +216,7 @@ impl Segment {
                 file.truncate(0)?;
             }
         }
-        Ok(Segment {
+        let seg = Segment {
             generation,
             base_offset,
             log_path,
@@ -184,7 +233,9 @@ impl Segment {
             durable_to: 0,
             recheck_owed: false,
             newest_timestamp: 0,
-        })
+        };
+        seg.check_invariants();
+        Ok(seg)
     }
 
     /// Opens an existing segment, validates its index and scans its tail.
@@ -227,17 +278,22 @@ impl Segment {
         // `redirty_tail` narrows this for the bytes that may not be.
         seg.carried_to = seg.size;
         seg.durable_to = seg.size;
+        seg.check_invariants();
         Ok((seg, issue))
     }
 
     /// Reads the index, keeping the longest prefix of entries that are
-    /// well-formed, increasing, and point at a batch that really starts there.
-    /// Returns the batch the last kept entry points at, as checked here, so
-    /// the tail scan that starts there does not read it a second time.
+    /// well-formed, increasing, at or above the segment's base offset, and
+    /// whose last one points at a batch of at least one message that really
+    /// starts there (the tail scan accepts that batch, so it ends past the
+    /// entry: see the module invariants). Returns that batch, as checked
+    /// here, so the tail scan that starts there does not read it again.
     fn load_index(&mut self, log_len: u64) -> Result<Option<(BatchSummary, u64)>> {
         let bytes = self.idx.read_to_end()?;
         let mut pos = 0usize;
         let mut entries: Vec<IndexEntry> = Vec::new();
+        // Where each entry's frame ends, so the kept prefix's length is known.
+        let mut ends: Vec<usize> = Vec::new();
         while pos < bytes.len() {
             match frame::decode::<IndexEntry>(
                 Magic::INDEX,
@@ -249,11 +305,20 @@ impl Segment {
                     let increasing = entries
                         .last()
                         .is_none_or(|l| e.offset > l.offset && e.position > l.position);
-                    if !increasing || e.position >= log_len {
+                    // Exactly the bytes this build writes for it (the codec
+                    // reads non-minimal integers too), so the kept prefix's
+                    // length is its entries' frames, as `cut_at` counts it.
+                    let canonical = bytes[pos..pos + used] == index_frame(&e)[..];
+                    if !increasing
+                        || !canonical
+                        || e.position >= log_len
+                        || e.offset < self.base_offset
+                    {
                         break;
                     }
                     entries.push(e);
                     pos += used;
+                    ends.push(pos);
                 }
                 Err(_) => break,
             }
@@ -262,7 +327,11 @@ impl Segment {
         let mut checked = None;
         while let Some(last) = entries.last() {
             match read_batch(self.log.as_ref(), last.position, log_len)? {
-                Ok((b, len)) if b.base_offset == last.offset && b.generation == self.generation => {
+                Ok((b, len))
+                    if b.base_offset == last.offset
+                        && b.generation == self.generation
+                        && b.count > 0 =>
+                {
                     checked = Some((b, len));
                     break;
                 }
@@ -271,14 +340,9 @@ impl Segment {
                 }
             }
         }
-        let keep = entries.len();
-        // Re-derive the byte length of the kept prefix so new entries append after it.
-        let mut idx_size = 0usize;
-        for _ in 0..keep {
-            let h = frame::decode_header(Magic::INDEX, &bytes[idx_size..], MAX_INDEX_ENTRY)
-                .map_err(|e| EngineError::Internal(format!("index re-read: {e}")))?;
-            idx_size += h.frame_len();
-        }
+        // The byte length of the kept prefix, so new entries append after it.
+        ends.truncate(entries.len());
+        let idx_size = ends.last().copied().unwrap_or(0);
         // Recovery trusts the index only this far: say so when it could not
         // trust all of it, since the scan then reads more of the segment.
         let scan_from = entries.last().map_or(0, |e| e.position);
@@ -420,8 +484,7 @@ impl Segment {
                 position,
                 timestamp,
             };
-            let bytes = frame::encode(Magic::INDEX, INDEX_VERSION, &entry)
-                .map_err(|e| EngineError::Internal(e.to_string()))?;
+            let bytes = index_frame(&entry);
             self.idx.write_at(self.idx_size, &bytes)?;
             self.idx_size += bytes.len() as u64;
             self.index.push(entry);
@@ -432,7 +495,13 @@ impl Segment {
     }
 
     /// Writes one encoded batch at `size`. On failure the segment is unchanged
-    /// (a best-effort truncate removes any prefix that landed).
+    /// (a best-effort truncate removes any prefix that landed), except that
+    /// a recheck of its unsure tail may have cut batches the kernel evicted.
+    ///
+    /// # Panics
+    /// If the batch does not continue the segment (`base_offset` is not
+    /// `next_offset`: the log rolls first), is empty (`Partition::append`
+    /// refuses that), or its first timestamp is newer than its newest.
     pub(crate) fn write_batch(
         &mut self,
         encoded: &Framed<'_>,
@@ -442,50 +511,82 @@ impl Segment {
         newest_timestamp: u64,
         sync: bool,
     ) -> Result<()> {
-        self.trim_tail(sync)?;
-        let at = self.size;
-        if sync || self.carried_to < at {
-            // This sync acknowledges the batch: every byte before it must be
-            // carried too, or it would be durable above a hole. Without one
-            // (`buffered`) the same holds for the next sync of the file, the
-            // file pool's when it closes it (ADR 0018): after a failed sync,
-            // the bytes before the batch may be neither on disk nor dirty,
-            // and recovery would read the hole below it as damage (`sim run
-            // --max-open-files 2` seed 240: a partition degraded). Only a
-            // failed sync leaves `carried_to` short of `size`.
-            self.carry_unsure(true)?;
-        }
-        // One write of the whole frame, from its pieces (`Framed`).
-        let mut written = self
-            .log
-            .write_vectored_at(at, &encoded.slices())
-            .map_err(EngineError::from);
-        if written.is_ok() {
-            if self.carried_to == at {
-                self.carried_to = at + encoded.len() as u64;
+        assert!(
+            base_offset == self.next_offset && count > 0 && timestamp <= newest_timestamp,
+            "{}: a batch of {count} at offset {base_offset} (timestamps {timestamp} to {newest_timestamp}) for a segment whose next offset is {}",
+            self.log_path.display(),
+            self.next_offset
+        );
+        self.checked(|seg| {
+            seg.trim_tail(sync)?;
+            let at = seg.size;
+            if sync || seg.carried_to < at {
+                // This sync acknowledges the batch: every byte before it must be
+                // carried too, or it would be durable above a hole. Without one
+                // (`buffered`) the same holds for the next sync of the file, the
+                // file pool's when it closes it (ADR 0018): after a failed sync,
+                // the bytes before the batch may be neither on disk nor dirty,
+                // and recovery would read the hole below it as damage (`sim run
+                // --max-open-files 2` seed 240: a partition degraded). Only a
+                // failed sync leaves `carried_to` short of `size`.
+                seg.carry_unsure(true)?;
+                if seg.size != at {
+                    // Its recheck cut batches whose pages the kernel evicted
+                    // (a writeback failure this process did not see, since the
+                    // recheck after its own failed sync found them whole). The
+                    // batch belongs at `at` with base `next_offset`, which the
+                    // segment no longer ends at: written at `at` it would sit
+                    // above a hole, written at `size` offsets would repeat. The
+                    // log rolls for the next append (its `next_offset` is past
+                    // this segment's now).
+                    return Err(EngineError::Unavailable(format!(
+                        "{}: batches not on disk were lost from the page cache and cut before this append; send again",
+                        seg.log_path.display()
+                    )));
+                }
             }
-            if sync {
-                written = self.sync_log();
+            // One write of the whole frame, from its pieces (`Framed`).
+            let mut written = seg
+                .log
+                .write_vectored_at(at, &encoded.slices())
+                .map_err(EngineError::from);
+            if written.is_ok() {
+                if seg.carried_to == at {
+                    seg.carried_to = at + encoded.len() as u64;
+                }
+                if sync {
+                    written = seg.sync_log();
+                }
             }
-        }
-        if let Err(e) = written {
-            // `size`, not `at`: a failed sync may have cut batches the
-            // kernel evicted (`recheck_unsure`).
-            self.carried_to = self.carried_to.min(self.size);
-            if self.log.truncate(self.size).is_err() {
-                // Cut before the next write or the roll that seals this segment.
-                self.tail_dirty = true;
+            if let Err(e) = written {
+                // `size`, not `at`: a failed sync may have cut batches the
+                // kernel evicted (`recheck_unsure`).
+                seg.carried_to = seg.carried_to.min(seg.size);
+                if seg.log.truncate(seg.size).is_err() {
+                    // Cut before the next write or the roll that seals this segment.
+                    seg.tail_dirty = true;
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
-        self.size = at + encoded.len() as u64;
-        self.next_offset = base_offset + count;
-        self.newest_timestamp = self.newest_timestamp.max(newest_timestamp);
-        // The index is a cache: failing to extend it never fails the append.
-        if let Err(e) = self.maybe_index(base_offset, at, timestamp, encoded.len() as u64) {
-            tracing::warn!(path = %self.idx_path.display(), error = %e, "index entry not written; recovery will rebuild it");
-        }
-        Ok(())
+            seg.size = at + encoded.len() as u64;
+            seg.next_offset = base_offset + count;
+            seg.newest_timestamp = seg.newest_timestamp.max(newest_timestamp);
+            // The index is a cache: failing to extend it never fails the append.
+            if let Err(e) = seg.maybe_index(base_offset, at, timestamp, encoded.len() as u64) {
+                tracing::warn!(path = %seg.idx_path.display(), error = %e, "index entry not written; recovery will rebuild it");
+            }
+            // What the append acknowledges: every byte is carried (the next
+            // sync of the file persists it), and on disk if it synced.
+            assert!(
+                seg.carried_to == seg.size && (!sync || seg.durable_to == seg.size),
+                "{}: an append left bytes uncarried or, synced, not durable (durable to {}, carried to {}, size {})",
+                seg.log_path.display(),
+                seg.durable_to,
+                seg.carried_to,
+                seg.size
+            );
+            Ok(())
+        })
     }
 
     /// Cuts bytes a failed write left beyond `size`, if its own clean-up
@@ -494,14 +595,16 @@ impl Segment {
     /// sealed, so no later sync of it covers those bytes, and a sealed
     /// segment never ends in them.
     pub(crate) fn trim_tail(&mut self, sync: bool) -> Result<()> {
-        if self.tail_dirty {
-            self.log.truncate(self.size)?;
-            if sync {
-                self.sync_log()?;
+        self.checked(|seg| {
+            if seg.tail_dirty {
+                seg.log.truncate(seg.size)?;
+                if sync {
+                    seg.sync_log()?;
+                }
+                seg.tail_dirty = false;
             }
-            self.tail_dirty = false;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Syncs the log file, keeping `carried_to` and `durable_to` true: a
@@ -523,12 +626,25 @@ impl Segment {
     /// What a failed sync of the log leaves: nothing above `durable_to` is
     /// carried any more, and what the failed writeback evicted reads back as
     /// the disk holds it, so the unsure tail is rechecked (and cut).
+    /// Called in the middle of an append too (its sync failed, before
+    /// `size` counts the batch), where only `durable_to` is known to be in
+    /// bounds; setting `carried_to` to it restores every invariant.
     fn after_failed_sync(&mut self) {
+        assert!(
+            self.durable_to <= self.carried_to && self.durable_to <= self.size,
+            "{}: a failed sync with durable to {} beyond carried to {} or size {}",
+            self.log_path.display(),
+            self.durable_to,
+            self.carried_to,
+            self.size
+        );
         self.carried_to = self.durable_to;
         self.recheck_owed = true;
+        self.check_invariants();
         if let Err(check) = self.settle_recheck() {
             tracing::warn!(path = %self.log_path.display(), error = %check, "segment tail not rechecked after a failed sync; rechecked before the segment is read or written");
         }
+        self.check_invariants();
     }
 
     /// Does the recheck a failed sync owes, if any. A storage error leaves
@@ -556,6 +672,11 @@ impl Segment {
     /// error); nothing of the segment may be read or written until a later
     /// settle does it.
     pub(crate) fn settle_deferred(&mut self) -> Result<()> {
+        self.checked(Segment::settle_deferred_unchecked)
+    }
+
+    /// `settle_deferred` between its checks.
+    fn settle_deferred_unchecked(&mut self) -> Result<()> {
         if let Some(e) = self.idx.take_deferred_error() {
             tracing::warn!(path = %self.idx_path.display(), error = %e, "index sync failed when the file pool closed it; recovery will validate it");
         }
@@ -606,10 +727,14 @@ impl Segment {
         };
         while pos < self.size {
             match read_batch(self.log.as_ref(), pos, self.size)? {
+                // A batch reaching past the segment's `next_offset` is none
+                // of its batches: a stale one the disk kept at a position
+                // written again after a failed write.
                 Ok((batch, len))
                     if batch.generation == self.generation
                         && batch.base_offset == expected
-                        && batch.count > 0 =>
+                        && batch.count > 0
+                        && batch.count <= self.next_offset.saturating_sub(expected) =>
                 {
                     expected += batch.count;
                     pos += len;
@@ -621,8 +746,8 @@ impl Segment {
                         reason: match other {
                             Err(e) => e.to_string(),
                             Ok((b, _)) => format!(
-                                "batch at offset {} breaks the sequence (expected offset {expected})",
-                                b.base_offset
+                                "batch of {} at offset {} breaks the sequence (expected offset {expected}, the segment ends before offset {})",
+                                b.count, b.base_offset, self.next_offset
                             ),
                         },
                     });
@@ -639,30 +764,47 @@ impl Segment {
     /// Ends the segment at `pos` (one past offset `next_offset - 1`),
     /// dropping the index entries past it. If the truncate fails, the next
     /// write or roll retries it (`trim_tail`).
+    ///
+    /// # Panics
+    /// Unless the cut shortens the segment and moves `next_offset` back
+    /// within it: `recheck_unsure` cuts below `size`, at a batch it walked
+    /// to from an index entry (whose offset is in `base_offset..next_offset`)
+    /// or from the segment's start over batches that end by `next_offset`.
     fn cut_at(&mut self, pos: u64, next_offset: u64) {
-        tracing::warn!(path = %self.log_path.display(), position = pos, bytes = self.size - pos, "batches not on disk were lost from the page cache; segment cut");
-        let keep = self.index.partition_point(|e| e.position < pos);
-        if keep < self.index.len() {
-            self.index.truncate(keep);
-            let kept: usize = self
+        assert!(
+            pos < self.size && (self.base_offset..=self.next_offset).contains(&next_offset),
+            "{}: a cut at byte {pos} (size {}) to offset {next_offset} (offsets {}..{})",
+            self.log_path.display(),
+            self.size,
+            self.base_offset,
+            self.next_offset
+        );
+        self.checked(|seg| {
+            tracing::warn!(path = %seg.log_path.display(), position = pos, bytes = seg.size - pos, "batches not on disk were lost from the page cache; segment cut");
+            // Entries at or past the cut, by position or by offset (after a
+            // walk over stale batches the two need not agree).
+            let keep = seg
                 .index
-                .iter()
-                .filter_map(|e| frame::encode(Magic::INDEX, INDEX_VERSION, e).ok())
-                .map(|b| b.len())
-                .sum();
-            self.idx_size = kept as u64;
-            // The index is a cache: recovery drops entries past the log's end.
-            if let Err(e) = self.idx.truncate(self.idx_size) {
-                tracing::warn!(path = %self.idx_path.display(), error = %e, "index not cut; recovery will validate it");
+                .partition_point(|e| e.position < pos && e.offset < next_offset);
+            if keep < seg.index.len() {
+                seg.index.truncate(keep);
+                let kept: usize = seg.index.iter().map(|e| index_frame(e).len()).sum();
+                seg.idx_size = kept as u64;
+                // The index is a cache: recovery drops entries past the log's end.
+                if let Err(e) = seg.idx.truncate(seg.idx_size) {
+                    tracing::warn!(path = %seg.idx_path.display(), error = %e, "index not cut; recovery will validate it");
+                }
             }
-        }
-        self.size = pos;
-        self.next_offset = next_offset;
-        self.carried_to = self.carried_to.min(pos);
-        self.durable_to = self.durable_to.min(pos);
-        if self.log.truncate(pos).is_err() {
-            self.tail_dirty = true;
-        }
+            // Only the bytes that are left count towards the next entry.
+            seg.bytes_since_index = seg.index.last().map_or(0, |e| pos - e.position);
+            seg.size = pos;
+            seg.next_offset = next_offset;
+            seg.carried_to = seg.carried_to.min(pos);
+            seg.durable_to = seg.durable_to.min(pos);
+            if seg.log.truncate(pos).is_err() {
+                seg.tail_dirty = true;
+            }
+        });
     }
 
     /// Writes the bytes from `carried_to` to `size` again, unchanged, so the
@@ -670,6 +812,11 @@ impl Segment {
     /// `recheck_unsure`); only recovery, whose scan has just validated
     /// exactly these bytes with no call on this file in between, skips it.
     fn carry_unsure(&mut self, recheck: bool) -> Result<()> {
+        self.checked(|seg| seg.carry_unsure_unchecked(recheck))
+    }
+
+    /// `carry_unsure` between its checks.
+    fn carry_unsure_unchecked(&mut self, recheck: bool) -> Result<()> {
         // Never copy bytes the kernel may have replaced with the disk's.
         if recheck {
             self.recheck_unsure(self.carried_to)?;
@@ -731,13 +878,15 @@ impl Segment {
     /// append after a failure first cuts it, or fails), which starts at or
     /// after the last index entry.
     pub(crate) fn redirty_tail(&mut self) -> Result<()> {
-        let from = self.index.last().map_or(0, |e| e.position);
-        self.carried_to = self.carried_to.min(from);
-        self.durable_to = self.durable_to.min(from);
-        // Recovery's tail scan read and checked these very bytes a moment
-        // ago (`Partition::recover` calls this right after `Log::recover`):
-        // checking them again would only read the tail a third time.
-        self.carry_unsure(false)
+        self.checked(|seg| {
+            let from = seg.index.last().map_or(0, |e| e.position);
+            seg.carried_to = seg.carried_to.min(from);
+            seg.durable_to = seg.durable_to.min(from);
+            // Recovery's tail scan read and checked these very bytes a moment
+            // ago (`Partition::recover` calls this right after `Log::recover`):
+            // checking them again would only read the tail a third time.
+            seg.carry_unsure(false)
+        })
     }
 
     /// Recovery takes every byte it found as on disk (`durable_to`), as
@@ -748,7 +897,7 @@ impl Segment {
     /// them, cutting what no longer reads back instead of reporting it as
     /// damage below `durable_to`.
     pub(crate) fn distrust_recovered(&mut self) {
-        self.durable_to = 0;
+        self.checked(|seg| seg.durable_to = 0);
     }
 
     /// Makes an empty recovered segment durably empty before its offsets
@@ -760,21 +909,116 @@ impl Segment {
     /// never acknowledged batch back at that same offset. The truncate is
     /// redone first so the length is dirty again even if a failed sync of
     /// an earlier process dropped that state.
+    ///
+    /// # Panics
+    /// If the segment holds a batch.
     pub(crate) fn make_durably_empty(&mut self) -> Result<()> {
-        debug_assert!(self.is_empty(), "only an empty segment is emptied");
-        self.log.truncate(0)?;
-        self.sync_log()?;
-        self.carried_to = 0;
-        self.durable_to = 0;
-        Ok(())
+        assert!(
+            self.is_empty(),
+            "{}: only an empty segment is emptied",
+            self.log_path.display()
+        );
+        self.checked(|seg| {
+            seg.log.truncate(0)?;
+            seg.sync_log()?;
+            seg.carried_to = 0;
+            seg.durable_to = 0;
+            Ok(())
+        })
     }
 
     /// Makes this segment's bytes durable (at a graceful shutdown, and
     /// before a roll seals it under `persisted`), rewriting first any bytes
     /// a failed sync may have left neither durable nor dirty.
     pub(crate) fn sync(&mut self) -> Result<()> {
-        self.carry_unsure(true)?;
-        self.sync_log()
+        self.checked(|seg| {
+            seg.carry_unsure(true)?;
+            seg.sync_log()?;
+            assert!(
+                seg.durable_to == seg.size,
+                "{}: a sync succeeded with bytes {} to {} not durable",
+                seg.log_path.display(),
+                seg.durable_to,
+                seg.size
+            );
+            Ok(())
+        })
+    }
+
+    /// Runs `step` between two checks of the invariants, as every
+    /// transition of the segment's fields is (see the module invariants).
+    fn checked<R>(&mut self, step: impl FnOnce(&mut Segment) -> R) -> R {
+        self.check_invariants();
+        let out = step(self);
+        self.check_invariants();
+        out
+    }
+
+    /// Asserts the module's invariants on the fields: O(1) on every path,
+    /// the two that walk the index only in debug builds (simulations and
+    /// tests). A broken one is a programmer error, never damage on disk:
+    /// recovery makes them hold whatever the files held.
+    pub(crate) fn check_invariants(&self) {
+        let path = self.log_path.display();
+        assert!(
+            self.durable_to <= self.carried_to && self.carried_to <= self.size,
+            "{path}: durable to {} <= carried to {} <= size {} broken",
+            self.durable_to,
+            self.carried_to,
+            self.size
+        );
+        assert!(
+            self.base_offset <= self.next_offset,
+            "{path}: next offset {} below the base offset {}",
+            self.next_offset,
+            self.base_offset
+        );
+        assert!(
+            !self.recheck_owed || self.carried_to == self.durable_to,
+            "{path}: bytes {} to {} count as carried while a recheck is owed",
+            self.durable_to,
+            self.carried_to
+        );
+        let entries = self.index.len() as u64;
+        assert!(
+            (entries * INDEX_FRAME_MIN..=entries * INDEX_FRAME_MAX).contains(&self.idx_size),
+            "{path}: {entries} index entries in {} bytes",
+            self.idx_size
+        );
+        match (self.index.first(), self.index.last()) {
+            (Some(first), Some(last)) => assert!(
+                first.offset >= self.base_offset
+                    && last.offset < self.next_offset
+                    && last.position < self.size
+                    && last.timestamp <= self.newest_timestamp
+                    && self.bytes_since_index <= self.size - last.position,
+                "{path}: index entries {first:?} to {last:?} outside offsets {}..{}, size {}, newest timestamp {}, or {} bytes since the last",
+                self.base_offset,
+                self.next_offset,
+                self.size,
+                self.newest_timestamp,
+                self.bytes_since_index
+            ),
+            _ => assert!(
+                self.bytes_since_index == 0,
+                "{path}: {} bytes since an index entry with none",
+                self.bytes_since_index
+            ),
+        }
+        if cfg!(debug_assertions) {
+            let framed: usize = self.index.iter().map(|e| index_frame(e).len()).sum();
+            assert!(
+                framed as u64 == self.idx_size,
+                "{path}: the index entries frame to {framed} bytes, the index counts {}",
+                self.idx_size
+            );
+            assert!(
+                self.index
+                    .windows(2)
+                    .all(|w| w[0].offset < w[1].offset && w[0].position < w[1].position),
+                "{path}: index entries not increasing"
+            );
+        }
     }
 
     pub(crate) fn file(&self) -> &dyn DurableFile {
@@ -783,5 +1027,152 @@ impl Segment {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.size == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use sluice_storage::SimStorage;
+
+    use super::super::message::{Message, frame_batch};
+    use super::*;
+    use crate::frame::FrameBuilder;
+
+    const GENERATION: u64 = 1;
+    const BASE: u64 = 100;
+    const TIMESTAMP: u64 = 10;
+
+    fn storage() -> SimStorage {
+        let sim = SimStorage::default();
+        sim.create_dir_all(Path::new("/segments")).unwrap();
+        sim
+    }
+
+    fn dir() -> &'static Path {
+        Path::new("/segments")
+    }
+
+    /// A framed batch of `count` messages from `base`.
+    fn batch(base: u64, count: u64) -> Vec<u8> {
+        let messages: Vec<Message> = (base..base + count)
+            .map(|offset| Message {
+                offset,
+                timestamp: TIMESTAMP,
+                id: u128::from(offset) + 1,
+                checksum: 0,
+                headers: None,
+                payload: Bytes::from(vec![7u8; 40]),
+            })
+            .collect();
+        frame_batch(GENERATION, base, &messages).unwrap().to_vec()
+    }
+
+    fn entry(offset: u64, position: u64) -> IndexEntry {
+        IndexEntry {
+            offset,
+            position,
+            timestamp: TIMESTAMP,
+        }
+    }
+
+    /// Writes the two files of the segment at `base` as given, then
+    /// recovers it as the log's last segment.
+    fn recover_from(base: u64, log: &[u8], idx: &[u8]) -> (Segment, Option<ScanIssue>) {
+        let sim = storage();
+        for (ext, bytes) in [(LOG_EXT, log), (INDEX_EXT, idx)] {
+            let path = dir().join(segment_name(GENERATION, base, ext));
+            let file = sim.open(&path, OpenMode::CreateOrOpen).unwrap();
+            file.write_at(0, bytes).unwrap();
+        }
+        Segment::recover(&sim, dir(), GENERATION, base, true).unwrap()
+    }
+
+    /// Recovers a segment at `BASE` of two batches, of 2 and of `second`
+    /// messages, whose index names `first_entry` at byte 0 and the second
+    /// batch where it starts (returned too).
+    fn recover_two_batches(first_entry: u64, second: u64) -> (Segment, Option<ScanIssue>, u64) {
+        let first = batch(BASE, 2);
+        let position = first.len() as u64;
+        let log = [first, batch(BASE + 2, second)].concat();
+        let idx = [
+            index_frame(&entry(first_entry, 0)),
+            index_frame(&entry(BASE + 2, position)),
+        ]
+        .concat();
+        let (seg, issue) = recover_from(BASE, &log, &idx);
+        (seg, issue, position)
+    }
+
+    #[test]
+    fn index_entries_below_the_base_offset_are_dropped_at_recovery() {
+        // Given: two batches, and an index whose last entry checks out but
+        // whose first names an offset below the segment's base.
+        // When: the segment is recovered.
+        let (seg, issue, position) = recover_two_batches(5, 3);
+        // Then: the index is rebuilt by scanning (its invariants hold).
+        assert_eq!(issue, None);
+        assert_eq!(seg.index, vec![entry(BASE, 0)]);
+        let end = position + batch(BASE + 2, 3).len() as u64;
+        assert_eq!((seg.size, seg.next_offset), (end, BASE + 5));
+    }
+
+    #[test]
+    fn an_index_entry_framed_otherwise_than_this_build_writes_it_is_dropped_at_recovery() {
+        // Given: the right entry for the first batch, its offset encoded in
+        // three bytes instead of one (the codec reads that too).
+        let log = batch(0, 2);
+        let mut b = FrameBuilder::new(8);
+        b.encode(&(251u8, 0u8, 0u8, 0u8, TIMESTAMP as u8)).unwrap();
+        let idx = b.finish(Magic::INDEX, INDEX_VERSION).unwrap().to_vec();
+        let (decoded, _) =
+            frame::decode::<IndexEntry>(Magic::INDEX, INDEX_VERSION, &idx, MAX_INDEX_ENTRY)
+                .unwrap();
+        assert_eq!(decoded, entry(0, 0));
+        // When: recovered (as a segment based at 0).
+        let (seg, _) = recover_from(0, &log, &idx);
+        // Then: the index counts the bytes of the frame this build writes.
+        assert_eq!(seg.index, vec![entry(0, 0)]);
+        assert_eq!(seg.idx_size, index_frame(&entry(0, 0)).len() as u64);
+    }
+
+    #[test]
+    fn an_index_entry_at_an_empty_batch_is_dropped_at_recovery() {
+        // Given: a batch, then a valid batch of no messages (sluice never
+        // writes one) that the index's last entry names.
+        // When: the segment is recovered.
+        let (seg, issue, position) = recover_two_batches(BASE, 0);
+        // Then: the empty batch is cut as a torn tail, and no index entry
+        // points at the segment's end.
+        assert!(matches!(issue, Some(ScanIssue::TailCut { position: p, .. }) if p == position));
+        assert_eq!(seg.index, vec![entry(BASE, 0)]);
+        assert_eq!((seg.size, seg.next_offset), (position, BASE + 2));
+    }
+
+    #[test]
+    fn a_broken_invariant_stops_the_process() {
+        let sim = storage();
+        let mut seg = Segment::create(&sim, dir(), GENERATION, BASE).unwrap();
+        let framed = frame_batch(GENERATION, BASE, &[]).unwrap();
+        let panics = |f: &mut dyn FnMut()| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err()
+        };
+        assert!(
+            panics(&mut || {
+                let _ = seg.write_batch(&framed, BASE, 0, 0, 0, true);
+            }),
+            "an empty batch"
+        );
+        seg.durable_to = 1;
+        assert!(
+            panics(&mut || seg.check_invariants()),
+            "durable past the end"
+        );
+        assert!(
+            panics(&mut || {
+                let _ = seg.sync();
+            }),
+            "checked before a sync"
+        );
     }
 }
