@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use sluice_server::metadata::{Durability, PartitionKey, ResourceKey};
+use sluice_server::partition::purge::CleanupPhase;
 use sluice_storage::sim::SimRng;
 use sluice_storage::{
     Crash, Fault, FaultMode, FaultPlan, InjectedError, OpKind, SyncFailureSemantics,
@@ -510,12 +511,29 @@ fn recreate_step(rng: &mut SimRng, world: &World) -> Step {
             .and_then(|x| x.topics.get(&t))
             .and_then(|t| t.partitions.keys().next_back().copied())
     };
-    let cleaning: Vec<PartitionKey> = world
-        .cleaning()
-        .into_iter()
-        .filter(|k| (k.stream, k.topic) != (0, 0))
-        .filter(|k| last_of(k.stream, k.topic).is_some_and(|last| k.partition <= last))
+    // Topic 0 of stream 0 stays (the purges' target), but its last
+    // partition may be re-created: most cleanups in flight are its.
+    let live = |k: &PartitionKey| {
+        let last = last_of(k.stream, k.topic);
+        if (k.stream, k.topic) == (0, 0) {
+            k.partition > 0 && last == Some(k.partition)
+        } else {
+            last.is_some_and(|last| k.partition <= last)
+        }
+    };
+    let all = world.cleaning();
+    // Those whose directory syncs wait are where an old incarnation's I/O
+    // would meet the new one's names; the others may get there later.
+    let syncing: Vec<PartitionKey> = all
+        .iter()
+        .filter(|(k, phase)| live(k) && *phase == Some(CleanupPhase::DirSyncs))
+        .map(|(k, _)| *k)
         .collect();
+    let cleaning = if syncing.is_empty() {
+        all.iter().map(|(k, _)| *k).filter(live).collect()
+    } else {
+        syncing
+    };
     let target = match cleaning.get(rng.below(cleaning.len().max(1) as u64) as usize) {
         Some(k) => *k,
         None if last_of(0, 1).is_some() => PartitionKey {
@@ -529,6 +547,9 @@ fn recreate_step(rng: &mut SimRng, world: &World) -> Step {
         stream: target.stream,
         topic: target.topic,
     };
+    if (target.stream, target.topic) == (0, 0) {
+        return Step::Recreate(ResourceKey::Partition(target));
+    }
     match rng.below(3) {
         0 if last_of(target.stream, target.topic) == Some(target.partition)
             && target.partition > 0 =>

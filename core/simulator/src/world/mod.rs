@@ -31,6 +31,7 @@ use sluice_server::layout::{
 };
 use sluice_server::metadata::{Durability, Metadata, PartitionKey, ResourceKey, TopicOptions};
 use sluice_server::partition::log::NewMessage;
+use sluice_server::partition::purge::CleanupPhase;
 use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file};
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::{
@@ -178,6 +179,8 @@ pub struct World {
     /// Set by `set_interleaved_cleanup`: every pass (woken, or a `tick`'s)
     /// is left in flight, for the caller's `advance_cleanup` calls.
     interleave_always: bool,
+    /// Resources re-created (`Step::Recreate`) while the pass in flight ran.
+    recreated: Vec<ResourceKey>,
 }
 
 fn s() -> Identifier {
@@ -286,6 +289,7 @@ impl World {
             inflight: None,
             interleave: false,
             interleave_always: false,
+            recreated: Vec::new(),
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine()?;
@@ -333,6 +337,7 @@ impl World {
             inflight: None,
             interleave: false,
             interleave_always: false,
+            recreated: Vec::new(),
         }
     }
 
@@ -588,6 +593,7 @@ impl World {
                 ok
             }
             Step::Recreate(r) => {
+                self.recreated.push(self.resolve_partition_step(*r, false));
                 let removed = self.apply(&Step::Remove(*r));
                 removed && self.apply(&Step::Create(*r))
             }
@@ -961,6 +967,7 @@ impl World {
     fn advance_inflight(&mut self) {
         let (Some(run), Some(engine)) = (self.inflight.as_mut(), self.engine.as_mut()) else {
             self.inflight = None;
+            self.recreated.clear();
             return;
         };
         if run.waiting() > 0 {
@@ -970,6 +977,7 @@ impl World {
         }
         if run.is_finished() {
             self.inflight = None;
+            self.recreated.clear();
             // A pass woken while this one ran begins now.
             self.run_woken_pass();
         }
@@ -987,11 +995,22 @@ impl World {
         self.advance_inflight();
     }
 
-    /// The partitions whose cleanup attempts the pass in flight holds.
-    pub(crate) fn cleaning(&self) -> Vec<PartitionKey> {
-        self.inflight
+    /// The partitions whose cleanup attempts the pass in flight holds, each
+    /// with what it waits for.
+    /// (A partition re-created since the pass began is not listed: its
+    /// attempt is the deleted incarnation's.)
+    pub(crate) fn cleaning(&self) -> Vec<(PartitionKey, Option<CleanupPhase>)> {
+        let mut jobs = self
+            .inflight
             .as_ref()
-            .map_or_else(Vec::new, CleanupRun::partitions)
+            .map_or_else(Vec::new, CleanupRun::partitions);
+        jobs.retain(|(k, _)| {
+            !self
+                .recreated
+                .iter()
+                .any(|r| r.covers(ResourceKey::Partition(*k)))
+        });
+        jobs
     }
 
     /// Runs the pass in flight to its end (before a pass of its own, as the
@@ -1093,6 +1112,7 @@ impl World {
     pub fn crash(&mut self, crash: Crash) {
         // The pass in flight dies with the process.
         self.inflight = None;
+        self.recreated.clear();
         self.engine = None;
         self.sim.crash(crash);
         self.oracle.crashed(!matches!(crash, Crash::Process));

@@ -169,9 +169,19 @@ impl CleanupRun {
             .collect()
     }
 
-    /// The partitions whose attempts are under way, in key order.
-    pub fn partitions(&self) -> Vec<PartitionKey> {
-        self.jobs.iter().map(|j| j.key).collect()
+    /// The partitions whose attempts are under way, in key order, each with
+    /// what it waits for (`None`: its next step is due).
+    pub fn partitions(&self) -> Vec<(PartitionKey, Option<CleanupPhase>)> {
+        self.jobs
+            .iter()
+            .map(|j| {
+                let phase = match &j.state {
+                    JobState::Waiting(wait) => wait.phase(),
+                    _ => None,
+                };
+                (j.key, phase)
+            })
+            .collect()
     }
 
     pub fn report(&self) -> &PassReport {
