@@ -396,21 +396,25 @@ impl Log {
     }
 
     /// `Segment::sync` for segment `i`: a failed sync rechecks the unsure
-    /// tail and may cut it, so a sealed segment cut by it is counted again
-    /// in `sealed_bytes` (`sim run` seed 85 of session 11: a flush's failed
+    /// tail and may cut it (`sim run` seed 85 of session 11: a flush's failed
     /// sync of a sealed `buffered` segment).
     fn sync_segment(&mut self, i: usize) -> Result<()> {
+        self.on_segment(i, Segment::sync)
+    }
+
+    /// Runs `f` on segment `i`, which may cut the segment (a failed sync's
+    /// recheck); a sealed one cut is counted again in `sealed_bytes`.
+    fn on_segment(&mut self, i: usize, f: impl FnOnce(&mut Segment) -> Result<()>) -> Result<()> {
         let sealed = i + 1 < self.segments.len();
         let Some(segment) = self.segments.get_mut(i) else {
             return Ok(());
         };
         let before = segment.size;
-        let synced = segment.sync();
-        let after = segment.size;
-        if sealed && after != before {
+        let done = f(segment);
+        if sealed && segment.size != before {
             self.sealed_bytes = sealed_bytes(&self.segments);
         }
-        synced
+        done
     }
 
     pub fn segment_count(&self) -> usize {
@@ -465,20 +469,9 @@ impl Log {
         }
     }
 
-    /// `Segment::settle_deferred` for segment `i`; a sealed one cut by it is
-    /// counted again in `sealed_bytes`.
+    /// `Segment::settle_deferred` for segment `i`.
     fn settle_segment(&mut self, i: usize) -> Result<()> {
-        let sealed = i + 1 < self.segments.len();
-        let Some(segment) = self.segments.get_mut(i) else {
-            return Ok(());
-        };
-        let before = segment.size;
-        let settled = segment.settle_deferred();
-        let after = segment.size;
-        if sealed && after != before {
-            self.sealed_bytes = sealed_bytes(&self.segments);
-        }
-        settled
+        self.on_segment(i, Segment::settle_deferred)
     }
 
     /// # Panics
