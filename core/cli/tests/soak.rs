@@ -1,20 +1,24 @@
 //! The kill -9 soak, CI-sized: the real `sluice` binary is SIGKILLed at
-//! seeded moments under concurrent HTTP clients and restarted; the soak's
-//! oracle must find no violation (docs/reliability.md, "Kill -9 soak").
+//! seeded moments under concurrent HTTP clients and restarted, topics are
+//! purged and (after every topic purge here) deleted and created again
+//! under the same ids; the soak's oracle must find no violation
+//! (docs/reliability.md, "Kill -9 soak").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(unix)]
 
 use sluice_testkit::process::command;
-use sluice_testkit::soak::run;
+use sluice_testkit::soak::{number_after, run};
 
 #[test]
 fn given_a_seeded_kill_schedule_when_the_server_is_sigkilled_under_load_then_nothing_acknowledged_is_lost_or_resurrected()
  {
     let s = run(
         env!("CARGO_BIN_EXE_sluice"),
-        "--cycles 12 --seed 7 --clients 3 --max-ops 30",
+        "--cycles 24 --seed 7 --clients 3 --max-ops 30 --recreate-percent 100",
     );
-    s.assert_clean(12);
+    s.assert_clean(24);
+    let recreated = "re-creations under the same ids: ";
+    assert!(number_after(&s.stdout, recreated) > 0, "{}", s.stdout);
 }
 
 #[test]

@@ -77,6 +77,7 @@ pub(super) async fn call(req: reqwest::RequestBuilder) -> Reply {
 pub(super) struct Ctx {
     pub(super) seed: u64,
     pub(super) cycle: u64,
+    pub(super) clients: u32,
     pub(super) partitions: u32,
     pub(super) segment_size: u64,
     pub(super) base: String,
@@ -92,6 +93,9 @@ pub(super) struct Ctx {
     /// Failing fsyncs fired before this cycle's load began.
     pub(super) injected_at_start: u64,
     pub(super) purges_started: AtomicU64,
+    /// Percent of topic purges followed by a re-creation (`recreate`).
+    pub(super) recreate_percent: u64,
+    pub(super) recreations_started: AtomicU64,
     /// This cycle's ENOSPC window: the tick it began (NEVER: none) and the
     /// tick it ended (NEVER: not yet). A 507 or 503 is a refusal only for a
     /// request answered after it began and sent before it ended.

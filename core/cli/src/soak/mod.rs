@@ -15,9 +15,12 @@
 //!    `next` (with and without `auto_commit`), scan from offset 0, store and
 //!    delete consumer offsets and consumer-group offsets
 //!    (`consumer_kind=consumer_group`) and purge one topic or the whole
-//!    stream, checking every poll answer as it arrives; with `--powercut`, a
-//!    seeded fraction of cycles has the file system refuse growth (ENOSPC)
-//!    for a seeded stretch of operations;
+//!    stream, and after a seeded share of topic purges delete the topic (or
+//!    its last partitions) and create it again under the same ids while the
+//!    purge's cleanup may still run (`recreate`, issue 27), checking every
+//!    poll answer as it arrives; with `--powercut`, a seeded fraction of
+//!    cycles has the file system refuse growth (ENOSPC) for a seeded stretch
+//!    of operations;
 //! 4. SIGKILLs the server at a seeded moment: after a seeded number of
 //!    operations, or (one cycle in four) while a purge is in flight, each
 //!    time after a seeded jitter of up to 4 ms. One restart in eight is also
@@ -42,7 +45,9 @@
 //!   it exists it keeps the offset it was first served at;
 //! - a message acknowledged before a purge was sent is never served again,
 //!   by a live poll or after a restart, and a message once found absent never
-//!   comes back (P1);
+//!   comes back (P1); a re-creation under the same ids is judged as such a
+//!   new history, from generation 0, and whether one in doubt landed is read
+//!   from each partition's `created_at`;
 //! - an offset is one `sluice_sim::ack::OffsetHistory::may_show` allows:
 //!   the owner's operations are folded into its history in order, a purge of
 //!   its topic starts the history over, and an operation that overlapped
@@ -50,17 +55,20 @@
 //!   an offset stored before an acknowledged purge is never visible, and one
 //!   stored after it is never lost); only after a power cut may a `buffered`
 //!   offset roll back, and never below what the last verification read;
-//! - each topic's committed generation is the one its
+//! - each partition's committed generation is the one its
 //!   `sluice_sim::ack::Generation` observes: the acknowledged purges that
-//!   cover it, plus at most one in doubt that landed (a stream purge in every
-//!   topic or in none), on every partition alike;
+//!   cover it since its last re-creation, plus at most one in doubt that
+//!   landed (a stream purge in every topic or in none, a topic purge in every
+//!   partition or in none);
 //! - a request refused with 507 `storage_full` or 503 `unavailable` is
-//!   allowed only while ENOSPC is on, and changed nothing (a refused send is
-//!   never served);
+//!   allowed only while ENOSPC is on, one refused with a 404 for its topic,
+//!   partition or group only while a re-creation of it runs, and either
+//!   changed nothing (a refused send is never served);
 //! - offsets in a poll answer are consecutive, a partition's log starts at 0
-//!   and is gap-free (but for ADR 0010 continuations and, in a `buffered`
-//!   log after a power cut, a sealed segment's lost tail: ADR 0004 §3), each
-//!   client's acknowledged messages keep its send order;
+//!   and is gap-free (but for ADR 0010 continuations and, after a power cut,
+//!   a sealed segment's lost tail: ADR 0004 §3, in a `buffered` log, or in a
+//!   `persisted` one where nothing after it was acknowledged), each client's
+//!   acknowledged messages keep its send order;
 //! - `next` from the stored offset returns the log's whole rest after it
 //!   (the complete fresh history without one), skipping nothing;
 //! - every obligation is `applied`, none stuck or degraded, after a quiet
@@ -88,6 +96,7 @@ mod topics;
 
 mod client;
 mod oracle;
+mod recreate;
 mod server;
 mod verify;
 mod workload;
@@ -154,6 +163,14 @@ pub struct SoakArgs {
     /// `Next` must return what is sent next (ADR 0010).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=100))]
     continuation_percent: u64,
+    /// Percent of topic purges after which the purging client deletes the
+    /// topic, or its last partitions, and creates it again under the same
+    /// ids while the purge's cleanup may still run and the other clients
+    /// keep using it (issue 27). With --powercut a failing directory sync is
+    /// first armed, in --fail-sync-percent of them, on a directory of the
+    /// new incarnation.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=100))]
+    recreate_percent: u64,
     /// Start the server with a test-only fault, to prove the soak catches it
     /// (only the test-only `sluice-faulty` binary has them compiled in, ADR
     /// 0014; the shipped `sluice` refuses).
@@ -284,7 +301,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "operations acknowledged: {} (sends {} with {} messages, {} of them buffered; polls {}; offset stores {}, offset deletes {}, {} of them buffered; topic purges {}, stream purges {}; refused {}); in doubt at a kill: {}",
+            "operations acknowledged: {} (sends {} with {} messages, {} of them buffered; polls {}; offset stores {}, offset deletes {}, {} of them buffered; topic purges {}, stream purges {}; re-creations {}; refused {}); in doubt at a kill: {}",
             c.acknowledged(),
             c.sends,
             c.messages,
@@ -295,17 +312,30 @@ impl Report {
             c.offsets_buffered,
             c.purges,
             c.stream_purges,
+            c.recreated_topics + c.recreated_partitions,
             c.refused,
             c.in_doubt
+        );
+        let _ = writeln!(
+            out,
+            "re-creations under the same ids: {} acknowledged ({} topics, {} of a topic's last partitions), {} of them while a purge's cleanup of the topic was pending; {} in doubt, {} of which landed; requests refused while their topic, partition or group was gone {} (not acknowledged)",
+            c.recreated_topics + c.recreated_partitions,
+            c.recreated_topics,
+            c.recreated_partitions,
+            c.recreated_while_cleaning,
+            c.recreations_in_doubt,
+            c.recreations_landed,
+            c.refused_gone
         );
         if let Some((cuts, fs)) = &self.powercut {
             let _ = writeln!(
                 out,
-                "power cuts: {} ({} full, {} partial writeback); failing fsyncs armed before purges {}, fired {}; unsynced changes dropped {}, written back by partial cuts {}; fsyncs served: {} file, {} directory",
+                "power cuts: {} ({} full, {} partial writeback); failing fsyncs armed before purges {}, before re-creations {}, fired {}; unsynced changes dropped {}, written back by partial cuts {}; fsyncs served: {} file, {} directory",
                 self.counts.cuts,
                 cuts.full,
                 cuts.partial,
                 cuts.armed,
+                cuts.armed_recreations,
                 fs.injected_sync_failures,
                 fs.dropped_changes,
                 fs.written_back,
@@ -320,8 +350,12 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "segments of {} bytes: {} partition verifications found a rolled log (more than one segment); at most {} segments in one partition; gaps a cut left in buffered logs {}",
-            args.segment_size, c.partitions_rolled, c.segments_most, c.cut_gaps
+            "segments of {} bytes: {} partition verifications found a rolled log (more than one segment); at most {} segments in one partition; gaps a cut left in buffered logs {}, in persisted logs before nothing acknowledged {}",
+            args.segment_size,
+            c.partitions_rolled,
+            c.segments_most,
+            c.cut_gaps,
+            c.cut_gaps_persisted
         );
         let _ = writeln!(
             out,
@@ -360,8 +394,14 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {} --segment-size {}{extra}",
-            args.seed, args.cycles, args.clients, args.partitions, args.max_ops, args.segment_size
+            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {} --segment-size {} --recreate-percent {}{extra}",
+            args.seed,
+            args.cycles,
+            args.clients,
+            args.partitions,
+            args.max_ops,
+            args.segment_size,
+            args.recreate_percent
         );
         out
     }
@@ -453,6 +493,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         let ctx = Arc::new(Ctx {
             seed: args.seed,
             cycle,
+            clients: args.clients,
             partitions: args.partitions,
             segment_size: args.segment_size,
             base: server.base.clone(),
@@ -467,6 +508,8 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
             powercut: pc.clone(),
             injected_at_start: pc.as_ref().map_or(0, |p| p.injected()),
             purges_started: AtomicU64::new(0),
+            recreate_percent: args.recreate_percent,
+            recreations_started: AtomicU64::new(0),
             enospc_on: AtomicU64::new(NEVER),
             enospc_off: AtomicU64::new(NEVER),
             harness_seq: AtomicU64::new(0),

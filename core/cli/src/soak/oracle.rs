@@ -9,17 +9,18 @@
 //!   (no I/O here), so they are unit-tested below on hand-made histories.
 //! - What was acknowledged is kept in `sluice_sim::ack`'s state, the model
 //!   the simulator and the purge proptest keep theirs in: each offset's
-//!   history in an `OffsetHistory`, each topic's purge generation in a
+//!   history in an `OffsetHistory`, each partition's purge generation in a
 //!   `Generation`; what a cut may take, what `Next` must return and where
 //!   ADR 0010 lets a log continue are its rules. What is here is how the soak
 //!   observes: ticks of concurrent clients (which order a purge and an
 //!   offset operation of another client may have taken effect in), answers
 //!   lost to a kill. The ticks of offset operations live only until the
 //!   verification that folds them into the history (`check_offset`).
-//! - A `persisted` log is gap-free but for ADR 0010 continuations; a
-//!   `buffered` log may also skip what a power cut took from a sealed
-//!   segment (ADR 0004 §3 step 4), and such a gap is allowed from then on,
-//!   never a repeated offset.
+//! - A `persisted` log is gap-free but for ADR 0010 continuations and what
+//!   a power cut took of sends in doubt with nothing acknowledged after them
+//!   (`cut_may_skip`); a `buffered` log may also skip what a power cut took
+//!   from a sealed segment (ADR 0004 §3 step 4). Such a gap is allowed from
+//!   then on, never a repeated offset.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -60,6 +61,11 @@ impl OffKey {
             Kind::Consumer => self.client.to_string(),
             Kind::Group => format!("g{}", self.client),
         }
+    }
+
+    /// Where a request about this offset goes, for `workload::classify`.
+    pub(super) fn at(&self) -> Option<(u32, Option<u32>)> {
+        Some((self.topic, Some(self.partition)))
     }
 
     pub(super) fn kind_query(&self) -> &'static str {
@@ -143,6 +149,28 @@ pub(super) struct PurgeRec {
     pub(super) failed_at: Option<Tick>,
     /// Decided at the next verification.
     pub(super) effective: Option<bool>,
+    /// A re-creation whose delete was acknowledged: the old history is gone,
+    /// whatever became of the creation.
+    pub(super) deleted: bool,
+    /// A re-creation's partitions' `created_at`, once read back: what
+    /// identifies the incarnation it made.
+    pub(super) created_at: Option<u64>,
+}
+
+impl PurgeRec {
+    /// A request sent at `start`, not answered yet.
+    pub(super) fn sent(scope: Scope, start: Tick) -> PurgeRec {
+        PurgeRec {
+            scope,
+            start,
+            end: NEVER,
+            acked: false,
+            failed_at: None,
+            effective: None,
+            deleted: false,
+            created_at: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -192,9 +220,26 @@ pub(super) struct Counts {
     pub(super) partitions_rolled: u64,
     /// The most segments one partition had at a verification.
     pub(super) segments_most: u64,
-    /// Gaps a power cut left in a `buffered` log: a sealed segment lost its
-    /// unsynced tail and a later one kept its own (ADR 0004 §3 step 4).
+    /// Gaps a power cut left in a log: a sealed segment lost its unsynced
+    /// tail and a later one kept its own (ADR 0004 §3 step 4), under
+    /// `buffered`; and under `persisted`, with nothing acknowledged after it.
     pub(super) cut_gaps: u64,
+    pub(super) cut_gaps_persisted: u64,
+    /// Re-creations under the same ids acknowledged (every step): of whole
+    /// topics, and of a topic's last partitions.
+    pub(super) recreated_topics: u64,
+    pub(super) recreated_partitions: u64,
+    /// Of those, the ones whose delete found a purge's cleanup of the topic
+    /// still pending (`/status/purge`): the old cleanup's work was planned
+    /// for the incarnation the delete ended.
+    pub(super) recreated_while_cleaning: u64,
+    /// Re-creations left unfinished (a kill, an error answer, a full disk),
+    /// and how many of them a verification found landed.
+    pub(super) recreations_in_doubt: u64,
+    pub(super) recreations_landed: u64,
+    /// Requests refused with a 404 because their topic, partition or group
+    /// was gone while a re-creation of it ran (not acknowledged).
+    pub(super) refused_gone: u64,
 }
 
 impl Counts {
@@ -205,6 +250,8 @@ impl Counts {
             + self.deletes
             + self.purges
             + self.stream_purges
+            + self.recreated_topics
+            + self.recreated_partitions
             + self.refused
     }
 }
@@ -218,15 +265,20 @@ pub(super) struct Oracle {
     /// ticks: folded into `offsets` by the next verification, once it knows
     /// which purges took effect.
     pub(super) offset_ops: BTreeMap<OffKey, Vec<OffOp>>,
-    /// Per key, its history in its topic's current generation, up to the
-    /// last verification.
+    /// Per key, its history in its partition's current generation, up to
+    /// the last verification.
     pub(super) offsets: BTreeMap<OffKey, OffsetHistory>,
     /// The tick of the last verification: every later operation starts after it.
     pub(super) base_tick: Tick,
-    /// Per topic, the acknowledged purge generation and a purge in doubt.
-    pub(super) generations: Vec<Generation>,
-    /// Per topic, `(start, end)` of the last purge that took effect on it.
-    pub(super) fences: Vec<Option<(Tick, Tick)>>,
+    /// Per `(topic, partition)`, the acknowledged purge generation and a
+    /// purge in doubt (a re-creation starts it over at 0).
+    pub(super) generations: BTreeMap<(u32, u32), Generation>,
+    /// Per `(topic, partition)`, `(start, end)` of the last purge or
+    /// re-creation that took effect on it.
+    pub(super) fences: BTreeMap<(u32, u32), (Tick, Tick)>,
+    /// Per `(topic, partition)`, the `created_at` of the incarnation the
+    /// last verification found: a re-creation changes it.
+    pub(super) incarnations: BTreeMap<(u32, u32), u64>,
     /// When the current cycle's server was dead and reaped.
     pub(super) kill_tick: Tick,
     pub(super) counts: Counts,
@@ -262,8 +314,9 @@ impl Oracle {
             offset_ops: BTreeMap::new(),
             offsets: BTreeMap::new(),
             base_tick: 0,
-            generations: vec![Generation::default(); topics::count() as usize],
-            fences: vec![None; topics::count() as usize],
+            generations: BTreeMap::new(),
+            fences: BTreeMap::new(),
+            incarnations: BTreeMap::new(),
             kill_tick: NEVER,
             counts: Counts::default(),
             violations: Vec::new(),
@@ -275,32 +328,94 @@ impl Oracle {
         }
     }
 
+    /// Test helper: a violation containing `text` was reported.
+    #[cfg(test)]
+    pub(super) fn assert_violation(&self, text: &str) {
+        assert!(
+            self.violations.iter().any(|v| v.contains(text)),
+            "no violation with {text:?} in {:?}",
+            self.violations
+        );
+    }
+
     pub(super) fn violation(&mut self, cycle: u64, what: String) {
         let line = format!("seed {} cycle {cycle}: {what}", self.seed);
         eprintln!("VIOLATION {line}");
         self.violations.push(line);
     }
 
-    /// The start of the last acknowledged purge of `topic` answered before
-    /// `tick`: messages acknowledged before it must not be served at `tick`.
-    pub(super) fn live_fence(&self, topic: u32, tick: Tick) -> Option<Tick> {
-        let mut fence = self.fence(topic).map(|(s, _)| s);
+    /// The start of the last acknowledged purge (or re-creation) of
+    /// `(topic, partition)` answered before `tick`: messages acknowledged
+    /// before it must not be served at `tick`.
+    pub(super) fn live_fence(&self, (topic, partition): (u32, u32), tick: Tick) -> Option<Tick> {
+        let mut fence = self.fence(topic, partition).map(|(s, _)| s);
         for p in &self.purges {
-            if p.acked && p.end < tick && p.scope.covers(topic) {
+            if p.acked && p.end < tick && p.scope.covers(topic, partition) {
                 fence = Some(fence.map_or(p.start, |f: Tick| f.max(p.start)));
             }
         }
         fence
     }
 
-    pub(super) fn fence(&self, topic: u32) -> Option<(Tick, Tick)> {
-        self.fences.get(topic as usize).copied().flatten()
+    pub(super) fn fence(&self, topic: u32, partition: u32) -> Option<(Tick, Tick)> {
+        self.fences.get(&(topic, partition)).copied()
     }
 
-    pub(super) fn generation(&self, topic: u32) -> u64 {
+    pub(super) fn generation(&self, topic: u32, partition: u32) -> u64 {
         self.generations
-            .get(topic as usize)
+            .get(&(topic, partition))
             .map_or(0, Generation::acknowledged)
+    }
+
+    /// A re-creation of `(topic, partition)` took effect: what the oracle
+    /// kept of the old incarnation's log by offset (ADR 0010 continuations,
+    /// cut gaps, the floor for new messages) no longer applies; the new log
+    /// starts at 0.
+    pub(super) fn forget_log_shape(&mut self, at: (u32, u32)) {
+        self.jumps.remove(&at);
+        self.floors.remove(&at);
+    }
+
+    /// A re-creation covering `(topic, partition)` (all of the topic when
+    /// `partition` is `None`) ran at some point between `start` and `end`:
+    /// a 404 for its topic, partition or group then refuses a request that
+    /// changed nothing.
+    pub(super) fn recreating(
+        &self,
+        topic: u32,
+        partition: Option<u32>,
+        start: Tick,
+        end: Tick,
+    ) -> bool {
+        self.purges.iter().any(|p| {
+            p.start < end
+                && start < p.end
+                && p.scope
+                    .recreation()
+                    .is_some_and(|r| r.topic == topic && partition.map_or(r.whole, |q| q >= r.from))
+        })
+    }
+
+    /// Whether a purge or re-creation since the last verification is still
+    /// in doubt (answered with an error, or unfinished): the workload starts
+    /// no re-creation then, so that a re-creation never hides a purge in
+    /// doubt from the generations that decide it.
+    pub(super) fn reset_in_doubt(&self) -> bool {
+        self.purges
+            .iter()
+            .any(|p| p.start > self.base_tick && !p.acked && p.effective.is_none())
+    }
+
+    /// Whether a re-creation since the last verification is unfinished: the
+    /// workload sends no purge then (a stream purge could not land in a
+    /// topic that is gone, and the verification re-creates it at 0).
+    pub(super) fn recreation_unfinished(&self) -> bool {
+        self.purges.iter().any(|p| {
+            p.start > self.base_tick
+                && !p.acked
+                && p.effective.is_none()
+                && p.scope.recreation().is_some()
+        })
     }
 
     /// Whether a write (send, offset store or delete) to `topic` sent after
@@ -337,7 +452,7 @@ impl Oracle {
         what: &str,
         polled: &[(u64, String)],
     ) {
-        let fence = self.live_fence(topic, poll_start);
+        let fence = self.live_fence((topic, partition), poll_start);
         let jumps = jumps_of(self, (topic, partition));
         let mut problems = Vec::new();
         for w in polled.windows(2) {
@@ -388,7 +503,8 @@ impl Oracle {
 
 /// Folds one key's offset operations since the last verification (in
 /// order: one owner's) into its history. `purge` is `(start, end)` of the
-/// last purge of its topic that took effect since then, if any: a new
+/// last purge (or re-creation) of its partition that took effect since
+/// then, if any: a new
 /// generation, so the history starts over, without the operations answered
 /// before the purge was sent; one that overlapped it may have taken effect
 /// on either side of it (`OffsetHistory::raced`).
@@ -438,7 +554,9 @@ pub(super) fn check_offset(
     let purge = o
         .purges
         .iter()
-        .filter(|p| p.start > since && p.effective == Some(true) && p.scope.covers(key.topic))
+        .filter(|p| {
+            p.start > since && p.effective == Some(true) && p.scope.covers(key.topic, key.partition)
+        })
         .map(|p| (p.start, p.end))
         .next_back();
     let ops: Vec<OffOp> = o
@@ -460,11 +578,7 @@ pub(super) fn check_offset(
                     op.what,
                     op.effect,
                     op.start,
-                    if op.end == NEVER {
-                        "-".to_string()
-                    } else {
-                        op.end.to_string()
-                    },
+                    show_tick(op.end),
                     if op.acked { "" } else { " in doubt" }
                 )
             })
@@ -488,7 +602,7 @@ pub(super) fn check_offset(
     if let Some(s) = observed
         && s >= end
     {
-        let fence = o.fence(key.topic);
+        let fence = o.fence(key.topic, key.partition);
         let named = o
             .served_at
             .get(&(key.topic, key.partition, s))
@@ -523,8 +637,9 @@ pub(super) fn show(offset: Option<u64>) -> String {
 }
 
 /// Whether a recovery (after a power cut if `power_cut`) must leave `m` in
-/// its log: acknowledged, not purged since (`fence`: its topic's last purge
-/// that took effect), and not `buffered` under a power cut (a kill alone
+/// its log: acknowledged, not purged since (`fence`: its partition's last
+/// purge or re-creation that took effect), and not `buffered` under a power
+/// cut (a kill alone
 /// keeps the page cache).
 pub(super) fn must_survive(m: &Msg, fence: Option<(Tick, Tick)>, power_cut: bool) -> bool {
     !m.never
@@ -536,7 +651,7 @@ pub(super) fn must_survive(m: &Msg, fence: Option<(Tick, Tick)>, power_cut: bool
 /// The ADR 0010 continuations allowed in a partition's log of the current
 /// generation, as `(from, to)`.
 pub(super) fn jumps_of(o: &Oracle, (topic, partition): (u32, u32)) -> Vec<(u64, u64)> {
-    let generation = o.generation(topic);
+    let generation = o.generation(topic, partition);
     o.jumps
         .get(&(topic, partition))
         .map(|jumps| {
@@ -560,6 +675,60 @@ pub(super) fn cut_gaps(jumps: &[(u64, u64)], log: &[(u64, String)]) -> Vec<(u64,
         expected = offset + 1;
     }
     gaps
+}
+
+/// Whether a power cut may have left a `persisted` log skipping to `to`:
+/// only if no message from `to` on was acknowledged. Every acknowledged
+/// `persisted` send syncs `segments/` after redoing what an earlier failed
+/// sync dropped, so a skipped segment's name is durable once anything after
+/// it is acknowledged. Without that, two sends in doubt (one answered with
+/// an error after its new segment's directory sync failed, the next cut by
+/// the kill while it redid the names) leave both segments' names unsynced,
+/// and a partial cut may keep the later one's alone.
+fn cut_may_skip(o: &Oracle, log: &[(u64, String)], to: u64) -> bool {
+    log.iter()
+        .filter(|(offset, _)| *offset >= to)
+        .all(|(_, payload)| o.messages.get(payload).is_some_and(|m| !m.acked))
+}
+
+/// What polls served at the offsets of `gaps` (as `(from, to)`) of messages
+/// not found absent since, and what the oracle knows of each: for a
+/// violation's report.
+fn skipped_messages(o: &Oracle, (topic, partition): (u32, u32), gaps: &[(u64, u64)]) -> String {
+    let mut out = Vec::new();
+    for (from, to) in gaps {
+        for offset in *from..*to {
+            let served = o.served_at.get(&(topic, partition, offset));
+            for payload in served.into_iter().flatten() {
+                let state = match o.messages.get(payload) {
+                    None => "never sent".to_string(),
+                    Some(m) if m.never => continue,
+                    Some(m) => format!(
+                        "cycle {}, [{}..{}] {}",
+                        m.cycle,
+                        m.start,
+                        show_tick(m.end),
+                        if m.acked { "acknowledged" } else { "in doubt" },
+                    ),
+                };
+                out.push(format!("{offset}: {payload} ({state})"));
+            }
+        }
+    }
+    if out.is_empty() {
+        "nothing".into()
+    } else {
+        out.join("; ")
+    }
+}
+
+/// A tick as a report shows it.
+pub(super) fn show_tick(tick: Tick) -> String {
+    if tick == NEVER {
+        "-".to_string()
+    } else {
+        tick.to_string()
+    }
 }
 
 /// A log starts at 0 and is gap-free, except that it may skip from `from`
@@ -587,25 +756,37 @@ pub(super) fn check_log(
     confirmed_at: Tick,
     power_cut: bool,
 ) {
-    let fence = o.fence(topic);
-    let generation = o.generation(topic);
+    let fence = o.fence(topic, partition);
+    let generation = o.generation(topic, partition);
     let name = topics::spec(topic).name;
     let mut problems = Vec::new();
-    if power_cut && topics::spec(topic).messages == Durability::Buffered {
-        // ADR 0004 §3 step 4: under `buffered`, a power cut may take a
-        // sealed segment's unsynced tail (or whole segment) and keep a later
-        // one's, so the log skips offsets, never repeats one. Such a gap is
-        // allowed from now on, like an ADR 0010 continuation; whether a
-        // skipped message had to survive is judged below, and under
-        // `persisted` any gap stays a violation.
+    if power_cut {
+        // A power cut may take a sealed segment (or its unsynced tail) and
+        // keep a later one's, so the log skips offsets, never repeats one:
+        // under `buffered` (ADR 0004 §3 step 4) anywhere, under `persisted`
+        // only where nothing after the gap was acknowledged (`cut_may_skip`).
+        // Such a gap is allowed from now on, like an ADR 0010 continuation;
+        // whether a skipped message had to survive is judged below.
         let known = jumps_of(o, (topic, partition));
-        let gaps = cut_gaps(&known, log);
-        o.counts.cut_gaps += gaps.len() as u64;
+        let buffered = topics::spec(topic).messages == Durability::Buffered;
+        let gaps: Vec<(u64, u64)> = cut_gaps(&known, log)
+            .into_iter()
+            .filter(|(_, to)| buffered || cut_may_skip(o, log, *to))
+            .collect();
+        if buffered {
+            o.counts.cut_gaps += gaps.len() as u64;
+        } else {
+            o.counts.cut_gaps_persisted += gaps.len() as u64;
+        }
         let jumps = o.jumps.entry((topic, partition)).or_default();
         jumps.extend(gaps.into_iter().map(|(from, to)| (generation, from, to)));
     }
-    if let Some(problem) = gap_problem(&jumps_of(o, (topic, partition)), log) {
-        problems.push(format!("{name} partition {partition}: {problem}"));
+    let jumps = jumps_of(o, (topic, partition));
+    if let Some(problem) = gap_problem(&jumps, log) {
+        let skipped = skipped_messages(o, (topic, partition), &cut_gaps(&jumps, log));
+        problems.push(format!(
+            "{name} partition {partition}: {problem}; served at the skipped offsets before: {skipped}"
+        ));
     }
     // ADR 0010: a message sent after the last verification (in the same
     // generation) gets an offset past every offset stored at that recovery.
@@ -763,7 +944,8 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_may_leave_a_gap_between_segments_of_a_buffered_log_only() {
+    fn a_cut_may_leave_a_gap_in_a_buffered_log_and_in_a_persisted_one_only_before_nothing_acknowledged()
+     {
         // Given m0..m3 acknowledged and a recovered log that lost m2 (a
         // sealed segment's unsynced tail) but kept m3,
         let log = log_of(&[0, 1, 3]);
@@ -778,7 +960,8 @@ mod tests {
         let mut o = acknowledged(1, 4);
         check_log(&mut o, 1, (1, 0), &log, 100, false);
         assert!(!o.violations.is_empty());
-        // and under `persisted` it is one even after a cut (m2 is lost).
+        // and under `persisted` it is one even after a cut (m2 is lost,
+        // and m3 after it was acknowledged).
         let mut o = acknowledged(0, 4);
         check_log(&mut o, 1, (0, 0), &log, 100, true);
         assert!(
@@ -792,6 +975,85 @@ mod tests {
             o.violations
         );
         assert_eq!(o.counts.cut_gaps, 0);
+        // Under `persisted` the cut may skip only sends in doubt with nothing
+        // acknowledged after them: m2 and m3 in doubt,
+        let mut o = acknowledged(0, 4);
+        for m in ["m2", "m3"] {
+            if let Some(m) = o.messages.get_mut(m) {
+                m.acked = false;
+                m.end = NEVER;
+            }
+        }
+        check_log(&mut o, 1, (0, 0), &log, 100, true);
+        assert!(o.violations.is_empty(), "{:?}", o.violations);
+        assert_eq!(o.counts.cut_gaps_persisted, 1);
+        // but not an acknowledged m3 after an m2 in doubt.
+        let mut o = acknowledged(0, 4);
+        if let Some(m) = o.messages.get_mut("m2") {
+            m.acked = false;
+        }
+        check_log(&mut o, 1, (0, 0), &log, 100, true);
+        o.assert_violation("not gap-free");
+    }
+
+    /// Issue 27: a re-created partition is a new history. Given m0..m3
+    /// acknowledged in `events` partition 0 at ticks (1, 2) .. (7, 8) and a
+    /// re-creation of it (the fence it leaves) sent at 3 and answered at 6
+    /// (m1 overlapped it, m2 and m3 came after),
+    #[test]
+    fn a_recreated_partition_never_serves_its_deleted_history_and_keeps_the_new_one() {
+        let recreated = |o: &mut Oracle| {
+            o.fences.insert((0, 0), (3, 6));
+        };
+        // what was acknowledged before its delete was sent is never served,
+        let mut o = acknowledged(0, 4);
+        recreated(&mut o);
+        check_log(&mut o, 1, (0, 0), &log_of(&[0, 1, 2]), 100, true);
+        o.assert_violation("holds m0 (cycle 0), acknowledged before a purge that took effect");
+        // and what was acknowledged after it must survive a power cut (m1,
+        // which overlapped it, may be on either side).
+        let mut o = acknowledged(0, 4);
+        recreated(&mut o);
+        let new_history = vec![(0, "m2".to_string())];
+        check_log(&mut o, 1, (0, 0), &new_history, 100, true);
+        assert_eq!(o.violations.len(), 1, "{:?}", o.violations);
+        assert!(o.violations[0].contains("lost: m3"), "{:?}", o.violations);
+        let mut o = acknowledged(0, 4);
+        recreated(&mut o);
+        let both = vec![
+            (0, "m1".to_string()),
+            (1, "m2".to_string()),
+            (2, "m3".to_string()),
+        ];
+        check_log(&mut o, 1, (0, 0), &both, 100, true);
+        assert!(o.violations.is_empty(), "{:?}", o.violations);
+    }
+
+    #[test]
+    fn a_404_is_a_refusal_only_for_what_a_recreation_took_away_while_the_request_ran() {
+        let mut o = Oracle::new(1);
+        let last = Scope::Recreate(topics::Recreation {
+            topic: 1,
+            from: 1,
+            whole: false,
+        });
+        o.purges.push(PurgeRec {
+            end: 20,
+            ..PurgeRec::sent(last, 10)
+        });
+        // Its partitions, while it ran:
+        assert!(o.recreating(1, Some(1), 5, 15));
+        assert!(o.recreating(1, Some(1), 19, 25));
+        // not before or after it, not another partition or topic, and not
+        // the topic or a group (only a whole topic's re-creation takes those).
+        assert!(!o.recreating(1, Some(1), 21, 25));
+        assert!(!o.recreating(1, Some(1), 1, 9));
+        assert!(!o.recreating(1, Some(0), 5, 15));
+        assert!(!o.recreating(0, Some(1), 5, 15));
+        assert!(!o.recreating(1, None, 5, 15));
+        // An unfinished one stays open.
+        o.purges[0].end = NEVER;
+        assert!(o.recreating(1, Some(1), 1000, 1001));
     }
 
     fn op(start: Tick, end: Tick, acked: bool, effect: Val) -> OffOp {

@@ -30,7 +30,9 @@ const FAIL_SYNC_DIRS: [&str; 3] = ["consumers", "groups", "segments"];
 pub struct CutCounts {
     pub full: u64,
     pub partial: u64,
+    /// Failing fsyncs armed before purges, and before re-creations.
     pub armed: u64,
+    pub armed_recreations: u64,
 }
 
 pub struct PowerCut {
@@ -121,6 +123,41 @@ impl PowerCut {
         tracing::debug!(dir = %dir, nth, "soak: arming a failing fsync before a purge");
         self.mount.handle().fail_sync(&dir, nth);
         self.counts().armed += 1;
+    }
+
+    /// Before the `n`-th re-creation of `cycle` (issue 27), deleting and
+    /// creating again the partitions `re_created` of `topic`: in the same
+    /// seeded fraction as before purges, arms a failing fsync on the
+    /// `consumers/`, `groups/` or `segments/` directory of one of them. The
+    /// rule names a path, so it fails whichever incarnation's directory is
+    /// there when the sync runs: the new one's own syncs, or (if it was not
+    /// fenced off) a sync the old incarnation's purge cleanup still had to run.
+    pub fn before_recreation(
+        &self,
+        cycle: u64,
+        n: u64,
+        topic: u32,
+        re_created: std::ops::Range<u32>,
+    ) {
+        let mut rng = SimRng::from_parts(self.seed, &[cycle, n, u64::MAX - 6]);
+        if rng.below(100) >= self.fail_sync_percent || re_created.is_empty() {
+            return;
+        }
+        let which = FAIL_SYNC_DIRS[rng.below(3) as usize];
+        let width = u64::from(re_created.end - re_created.start);
+        let partition = re_created.start + u32::try_from(rng.below(width)).unwrap_or(0);
+        let suffix = format!("/topics/{topic}/partitions/{partition}/{which}");
+        let Some(dir) = self
+            .partition_dirs(which)
+            .into_iter()
+            .find(|d| d.ends_with(&suffix))
+        else {
+            return;
+        };
+        let nth = 1 + u32::try_from(rng.below(2)).unwrap_or(0);
+        tracing::debug!(dir = %dir, nth, "soak: arming a failing fsync before a re-creation");
+        self.mount.handle().fail_sync(&dir, nth);
+        self.counts().armed_recreations += 1;
     }
 
     /// `…/partitions/<id>/<which>` directories, relative to the mount.

@@ -78,19 +78,44 @@ pub fn count() -> u32 {
     TOPICS.len() as u32
 }
 
-/// What one purge request covers: one topic, or every topic of the stream
-/// (one commit point for all of them, so it lands everywhere or nowhere).
+/// What one request that starts a new history covers: a purge of one topic
+/// or of every topic of the stream (one commit point for all of them, so it
+/// lands everywhere or nowhere), or a re-creation (issue 27).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     Topic(u32),
     Stream,
+    Recreate(Recreation),
+}
+
+/// A topic, or its last partitions, deleted and created again under the same
+/// ids (Iggy reuses them: a topic by its explicit id, partitions because new
+/// ones continue after the highest live one). The new incarnation starts
+/// empty at purge generation 0: what the old one acknowledged is gone, as
+/// after a purge, and it lives at the same paths on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recreation {
+    pub topic: u32,
+    /// The first partition id re-created: every partition from it on.
+    pub from: u32,
+    /// The topic itself (with its consumer groups), not only partitions.
+    pub whole: bool,
 }
 
 impl Scope {
-    pub fn covers(self, topic: u32) -> bool {
+    pub fn covers(self, topic: u32, partition: u32) -> bool {
         match self {
             Scope::Topic(t) => t == topic,
             Scope::Stream => true,
+            Scope::Recreate(r) => r.topic == topic && partition >= r.from,
+        }
+    }
+
+    /// The re-creation this is, if it is one rather than a purge.
+    pub fn recreation(self) -> Option<Recreation> {
+        match self {
+            Scope::Recreate(r) => Some(r),
+            Scope::Topic(_) | Scope::Stream => None,
         }
     }
 }
@@ -100,6 +125,15 @@ impl std::fmt::Display for Scope {
         match self {
             Scope::Topic(t) => write!(f, "topic {}", spec(*t).name),
             Scope::Stream => write!(f, "stream"),
+            Scope::Recreate(r) if r.whole => {
+                write!(f, "re-creation of topic {}", spec(r.topic).name)
+            }
+            Scope::Recreate(r) => write!(
+                f,
+                "re-creation of {}'s partitions from {}",
+                spec(r.topic).name,
+                r.from
+            ),
         }
     }
 }
@@ -115,6 +149,8 @@ impl std::fmt::Display for Scope {
 /// most one purge is in flight at a time, so an earlier one reached the
 /// server first); such a tie is rare (a kill and a failed request in doubt
 /// of different scopes in one cycle) and the choice is then a guess.
+/// Re-creations are decided from the catalog (`recreate::settle`), not from
+/// generations: one in `doubtful` is marked not landed.
 pub fn landed_purges(doubtful: &[Scope], landed: &[u64]) -> Option<Vec<bool>> {
     let streams = doubtful.iter().filter(|s| **s == Scope::Stream).count() as u64;
     let per_topic = |t: u32| doubtful.iter().filter(|s| **s == Scope::Topic(t)).count() as u64;
@@ -136,6 +172,7 @@ pub fn landed_purges(doubtful: &[Scope], landed: &[u64]) -> Option<Vec<bool>> {
                         Some(l) => l,
                         None => return false,
                     },
+                    Scope::Recreate(_) => return false,
                 };
                 if *left > 0 {
                     *left -= 1;

@@ -1,6 +1,7 @@
-//! A cycle's verification: with no client running, the quiet period, each
-//! topic's generations, every partition's log, every offset and `next` from
-//! it, checked against the oracle.
+//! A cycle's verification: with no client running, the catalog (what a
+//! re-creation left unfinished, which incarnation each partition is), the
+//! quiet period, each partition's generation, every partition's log, every
+//! offset and `next` from it, checked against the oracle.
 //!
 //! Invariants:
 //! - Verification starts only after the server answers and the clients are
@@ -14,62 +15,76 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::client::{Ctx, Reply, SCAN_PAGE, call, expect_ok, parse_polled};
-use sluice_sim::ack::Served;
+use sluice_sim::ack::{Generation, Served};
 
 use super::oracle::{Kind, NEVER, OffKey, Oracle, Tick, check_log, check_offset, show};
 use super::topics::Scope;
-use super::{QUIET_TIMEOUT, STREAM, continuation, topics};
+use super::{QUIET_TIMEOUT, STREAM, continuation, recreate, topics};
 
 pub(super) async fn create_resources(ctx: &Ctx, clients: u32) -> Result<(), String> {
-    let auth = |r: reqwest::RequestBuilder| r.bearer_auth(&ctx.token);
     expect_ok(
-        auth(ctx.http.post(ctx.url("/streams"))).json(&json!({"name": STREAM})),
+        ctx.http
+            .post(ctx.url("/streams"))
+            .bearer_auth(&ctx.token)
+            .json(&json!({"name": STREAM})),
         "create stream",
     )
     .await?;
-    for (index, spec) in topics::TOPICS.iter().enumerate() {
-        let reply = call(
-            auth(ctx.http.post(ctx.url(&format!("/streams/{STREAM}/topics")))).json(&json!({
-                "name": spec.name,
-                "partitions_count": ctx.partitions,
-                "compression_algorithm": "none",
-                "message_expiry": 0,
-                "max_topic_size": 0,
-                "options": {
-                    "durability": spec.messages.as_str(),
-                    "consumer_offset_durability": spec.offsets.as_str(),
-                    "segment_size": ctx.segment_size.to_string(),
-                }
-            })),
-        )
-        .await;
+    for topic in 0..topics::count() {
+        let name = topics::spec(topic).name;
+        let reply = call(create_topic(ctx, topic, false)).await;
         let id = match &reply {
             Reply::Answer { status, body } if (200..300).contains(status) => {
                 serde_json::from_str::<Value>(body)
                     .ok()
                     .and_then(|v| v["id"].as_u64())
             }
-            other => return Err(format!("create topic {}: {}", spec.name, other.describe())),
+            other => return Err(format!("create topic {name}: {}", other.describe())),
         };
-        if id != Some(index as u64) {
+        if id != Some(u64::from(topic)) {
             return Err(format!(
-                "topic {} got id {id:?}, the soak expects {index} (ADR 0013 numbering)",
-                spec.name
+                "topic {name} got id {id:?}, the soak expects {topic} (ADR 0013 numbering)"
             ));
         }
         for k in 1..=clients {
-            expect_ok(
-                auth(
-                    ctx.http
-                        .post(ctx.topic_url(index as u32, "/consumer-groups")),
-                )
-                .json(&json!({"name": format!("g{k}")})),
-                "create consumer group",
-            )
-            .await?;
+            expect_ok(create_group(ctx, topic, k), "create consumer group").await?;
         }
     }
     Ok(())
+}
+
+/// `POST` of soaked topic `topic` with its partitions and options; with
+/// `same_id`, under its id (a re-creation: Iggy would otherwise pick the
+/// lowest free one, which is the same here but not promised).
+pub(super) fn create_topic(ctx: &Ctx, topic: u32, same_id: bool) -> reqwest::RequestBuilder {
+    let spec = topics::spec(topic);
+    let mut body = json!({
+        "name": spec.name,
+        "partitions_count": ctx.partitions,
+        "compression_algorithm": "none",
+        "message_expiry": 0,
+        "max_topic_size": 0,
+        "options": {
+            "durability": spec.messages.as_str(),
+            "consumer_offset_durability": spec.offsets.as_str(),
+            "segment_size": ctx.segment_size.to_string(),
+        }
+    });
+    if same_id {
+        body["topic_id"] = json!(topic);
+    }
+    ctx.http
+        .post(ctx.url(&format!("/streams/{STREAM}/topics")))
+        .bearer_auth(&ctx.token)
+        .json(&body)
+}
+
+/// `POST` of client `k`'s consumer group `g<k>` in `topic`.
+pub(super) fn create_group(ctx: &Ctx, topic: u32, k: u32) -> reqwest::RequestBuilder {
+    ctx.http
+        .post(ctx.topic_url(topic, "/consumer-groups"))
+        .bearer_auth(&ctx.token)
+        .json(&json!({"name": format!("g{k}")}))
 }
 
 /// Waits for the quiet period's end: every obligation `applied`, nothing
@@ -124,15 +139,9 @@ pub(super) async fn quiet_generations(ctx: &Ctx) -> Result<Vec<Vec<u64>>, String
 /// (more than one segment) since its last purge.
 pub(super) async fn count_segments(ctx: &Ctx) -> Result<(), String> {
     for topic in 0..topics::count() {
-        let reply = call(ctx.get(ctx.topic_url(topic, ""))).await;
-        let Reply::Answer { status: 200, body } = &reply else {
-            return Err(format!(
-                "GET topic {}: {}",
-                topics::spec(topic).name,
-                reply.describe()
-            ));
-        };
-        let v: Value = serde_json::from_str(body).map_err(|e| format!("topic not JSON: {e}"))?;
+        let v = get_topic(ctx, topic)
+            .await?
+            .ok_or_else(|| format!("topic {} is gone", topics::spec(topic).name))?;
         let partitions = v["partitions"].as_array().cloned().unwrap_or_default();
         let mut o = ctx.oracle();
         for p in &partitions {
@@ -146,6 +155,26 @@ pub(super) async fn count_segments(ctx: &Ctx) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A soaked topic's details (`None`: it does not exist).
+pub(super) async fn get_topic(ctx: &Ctx, topic: u32) -> Result<Option<Value>, String> {
+    let reply = call(ctx.get(ctx.topic_url(topic, ""))).await;
+    match &reply {
+        Reply::Answer { status: 200, body } => serde_json::from_str(body)
+            .map(Some)
+            .map_err(|e| format!("topic not JSON: {e}")),
+        Reply::Answer { status: 404, .. }
+            if reply.code().as_deref() == Some("topic_id_not_found") =>
+        {
+            Ok(None)
+        }
+        other => Err(format!(
+            "GET topic {}: {}",
+            topics::spec(topic).name,
+            other.describe()
+        )),
+    }
 }
 
 pub(super) async fn read_partition(
@@ -212,7 +241,10 @@ pub(super) async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
     let _confirm = ctx.tick();
     let confirmed_at = t_v + 1;
 
-    // 1. The quiet period and the committed generation of every topic.
+    // 1. The catalog: what a re-creation left unfinished is completed, and
+    // which re-creations took effect is decided. Then the quiet period and
+    // the committed generation of every partition.
+    recreate::settle(ctx, clients, t_v).await?;
     let generations = quiet_generations(ctx).await?;
     settle_purges(ctx, &generations, t_v);
 
@@ -280,7 +312,7 @@ pub(super) fn record_floors(
     confirmed_at: Tick,
 ) {
     for ((topic, partition), log) in logs {
-        let generation = o.generation(*topic);
+        let generation = o.generation(*topic, *partition);
         let end = log.last().map_or(0, |(last, _)| last + 1);
         let ceiling =
             sluice_sim::ack::continue_ceiling(highest.get(&(*topic, *partition)).copied());
@@ -321,24 +353,12 @@ pub(super) fn offset_keys(clients: u32, partitions: u32) -> Vec<OffKey> {
 }
 
 /// Decides, from the committed generations, which purges since the last
-/// verification took effect, and moves each topic's fence.
+/// verification took effect, and moves each partition's fence. The
+/// re-creations are decided already (`recreate::settle`): one that took
+/// effect starts its partitions' generations over at 0.
 pub(super) fn settle_purges(ctx: &Ctx, generations: &[Vec<u64>], t_v: Tick) {
     let cycle = ctx.cycle;
     let mut o = ctx.oracle();
-    let mut observed = Vec::new();
-    for (topic, gens) in generations.iter().enumerate() {
-        let g = gens.first().copied().unwrap_or(0);
-        if gens.iter().any(|x| *x != g) {
-            o.violation(
-                cycle,
-                format!(
-                    "partitions of {} disagree on the committed purge generation: {gens:?}",
-                    topics::spec(topic as u32).name
-                ),
-            );
-        }
-        observed.push(g);
-    }
     let kill_tick = o.kill_tick;
     let since = o.base_tick;
     // Purges in doubt that may have reached the server, in the order sent.
@@ -346,62 +366,86 @@ pub(super) fn settle_purges(ctx: &Ctx, generations: &[Vec<u64>], t_v: Tick) {
         .purges
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.start > since && !p.acked && p.start < kill_tick)
+        .filter(|(_, p)| {
+            p.start > since && !p.acked && p.start < kill_tick && p.scope.recreation().is_none()
+        })
         .map(|(i, _)| i)
         .collect();
-    // Per topic, the model's verdict on the generation served: whether its
-    // purge in doubt landed (a purge answered with an error leaves the
-    // server's generation as it was, so the purges in doubt of one topic
-    // all aim at the one after the acknowledged one: at most one lands).
+    // Per partition, the model's verdict on the generation served: whether
+    // its topic's purge in doubt landed (a purge answered with an error
+    // leaves the server's generation as it was, so the purges in doubt of
+    // one topic all aim at the one after the acknowledged one: at most one
+    // lands). The partitions of a topic must agree; a re-creation that took
+    // effect comes after every purge in doubt (the workload starts none
+    // while one is), so it hides none of them.
     let mut landed = Vec::new();
     let mut explained = true;
-    for (topic, seen) in observed.iter().enumerate() {
+    for (topic, gens) in generations.iter().enumerate() {
         let topic = topic as u32;
-        let Some(mut generation) = o.generations.get(topic as usize).copied() else {
-            continue;
-        };
-        for p in o
-            .purges
-            .iter()
-            .filter(|p| p.start > since && p.scope.covers(topic))
-        {
-            if p.acked {
-                generation.purge_acknowledged();
-            } else if p.start < kill_tick {
-                generation.purge_failed();
-                if p.failed_at.is_some_and(|t| o.write_acked_after(topic, t)) {
-                    generation.write_acknowledged();
+        let name = topics::spec(topic).name;
+        let mut moved_in = Vec::new();
+        for (partition, seen) in gens.iter().enumerate() {
+            let partition = partition as u32;
+            let mut generation = o
+                .generations
+                .get(&(topic, partition))
+                .copied()
+                .unwrap_or_default();
+            for p in o
+                .purges
+                .iter()
+                .filter(|p| p.start > since && p.scope.covers(topic, partition))
+            {
+                if p.scope.recreation().is_some() {
+                    if p.effective == Some(true) {
+                        generation = Generation::default();
+                    }
+                } else if p.acked {
+                    generation.purge_acknowledged();
+                } else if p.start < kill_tick {
+                    generation.purge_failed();
+                    if p.failed_at.is_some_and(|t| o.write_acked_after(topic, t)) {
+                        generation.write_acknowledged();
+                    }
                 }
             }
-        }
-        let acknowledged = generation.acknowledged();
-        let name = topics::spec(topic).name;
-        let problem = match generation.observe(*seen) {
-            Served::Acknowledged => None,
-            Served::InDoubtLanded { lost_acked } => lost_acked.then(|| {
-                format!(
-                    "a purge of {name} answered with an error landed (generation {seen}) after the server acknowledged a write to the old generation"
-                )
-            }),
-            Served::WentBack => Some(format!(
-                "{name} serves purge generation {seen}, below the acknowledged {acknowledged}: an acknowledged purge was lost"
-            )),
-            Served::NeverRequested => Some(format!(
-                "{name} serves purge generation {seen}, acknowledged {acknowledged}: a purge nobody sent landed"
-            )),
-        };
-        let moved = generation.acknowledged() != acknowledged;
-        if let Some(problem) = problem {
-            o.violation(cycle, problem);
-            if !moved {
-                explained = false;
-                generation.judge_on_from(*seen);
+            let acknowledged = generation.acknowledged();
+            let problem = match generation.observe(*seen) {
+                Served::Acknowledged => None,
+                Served::InDoubtLanded { lost_acked } => lost_acked.then(|| {
+                    format!(
+                        "a purge of {name} answered with an error landed (generation {seen} of partition {partition}) after the server acknowledged a write to the old generation"
+                    )
+                }),
+                Served::WentBack => Some(format!(
+                    "{name} partition {partition} serves purge generation {seen}, below the acknowledged {acknowledged}: an acknowledged purge was lost"
+                )),
+                Served::NeverRequested => Some(format!(
+                    "{name} partition {partition} serves purge generation {seen}, acknowledged {acknowledged}: a purge nobody sent landed"
+                )),
+            };
+            let moved = generation.acknowledged() != acknowledged;
+            if let Some(problem) = problem {
+                o.violation(cycle, problem);
+                if !moved {
+                    explained = false;
+                    generation.judge_on_from(*seen);
+                }
             }
+            moved_in.push(moved);
+            o.generations.insert((topic, partition), generation);
+        }
+        let moved = moved_in.iter().any(|m| *m);
+        if moved && !moved_in.iter().all(|m| *m) {
+            explained = false;
+            o.violation(
+                cycle,
+                format!(
+                    "partitions of {name} disagree on whether a purge in doubt landed (per partition: {moved_in:?}; committed generations {gens:?})"
+                ),
+            );
         }
         landed.push(u64::from(moved));
-        if let Some(g) = o.generations.get_mut(topic as usize) {
-            *g = generation;
-        }
     }
     let scopes: Vec<Scope> = doubtful.iter().map(|i| o.purges[*i].scope).collect();
     let choice = explained
@@ -412,7 +456,7 @@ pub(super) fn settle_purges(ctx: &Ctx, generations: &[Vec<u64>], t_v: Tick) {
         None => {
             if explained {
                 let msg = format!(
-                    "committed purge generations {observed:?} (per topic), with these purges in doubt: {scopes:?}: a purge in doubt landed in part of its scope"
+                    "committed purge generations {generations:?} (per topic and partition), with these purges in doubt: {scopes:?}: a purge in doubt landed in part of its scope"
                 );
                 o.violation(cycle, msg);
             }
@@ -432,15 +476,19 @@ pub(super) fn settle_purges(ctx: &Ctx, generations: &[Vec<u64>], t_v: Tick) {
             p.effective = Some(p.acked);
         }
     }
-    for topic in 0..topics::count() {
-        let fence = o
-            .purges
-            .iter()
-            .filter(|p| p.effective == Some(true) && p.scope.covers(topic))
-            .map(|p| (p.start, p.end))
-            .max();
-        if let Some(f) = o.fences.get_mut(topic as usize) {
-            *f = fence;
+    for (topic, gens) in generations.iter().enumerate() {
+        let topic = topic as u32;
+        for partition in 0..gens.len() as u32 {
+            let fence = o
+                .purges
+                .iter()
+                .filter(|p| p.effective == Some(true) && p.scope.covers(topic, partition))
+                .map(|p| (p.start, p.end))
+                .max();
+            match fence {
+                Some(f) => o.fences.insert((topic, partition), f),
+                None => o.fences.remove(&(topic, partition)),
+            };
         }
     }
 }

@@ -8,8 +8,10 @@
 //!   it stays in doubt; reads take their start tick before they are sent.
 //! - Each client's operations are a function of the seed; only their
 //!   interleaving depends on timing.
-//! - At most one purge is in flight at a time (`purge_gate`), which the
-//!   in-doubt purge arithmetic (`topics::landed_purges`) relies on.
+//! - At most one purge (or a purge and the re-creation that follows it) is
+//!   in flight at a time (`purge_gate`), which the in-doubt purge
+//!   arithmetic (`topics::landed_purges`) relies on; no purge is sent while
+//!   a re-creation is unfinished (`recreate`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,7 +23,7 @@ use serde_json::{Value, json};
 use super::client::{Ctx, Reply, call, parse_polled, wire_payload};
 use super::oracle::{Counts, Kind, Msg, NEVER, OffKey, OffOp, PurgeRec, Tick, Val};
 use super::topics::{Durability, Scope};
-use super::{STREAM, topics};
+use super::{STREAM, recreate, topics};
 use sluice_storage::sim::SimRng;
 
 pub(super) enum Step {
@@ -114,19 +116,31 @@ pub(super) async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: SimRng) {
             },
             82..95 => delete(&ctx, key).await,
             _ => {
-                // A topic purge of one of the topics, or a stream purge.
+                // A topic purge of one of the topics, or a stream purge; a
+                // seeded share of topic purges is followed by a re-creation
+                // of the topic or its last partitions under their ids.
                 let which = rng.below(u64::from(topics::count()) + 1);
-                let scope = u32::try_from(which)
-                    .ok()
-                    .filter(|t| *t < topics::count())
-                    .map_or(Scope::Stream, Scope::Topic);
-                match ctx.purge_gate.try_lock() {
-                    Ok(_gate) => purge(&ctx, scope).await,
-                    Err(_) => {
-                        let n = rng.range(1, 3);
-                        sent += n;
-                        send(&ctx, client, at, sent - n, n).await
+                let topic = u32::try_from(which).ok().filter(|t| *t < topics::count());
+                let recreation = recreate::draw(&ctx, &mut rng, topic);
+                let gate = ctx.purge_gate.try_lock();
+                if gate.is_ok() && !ctx.oracle().recreation_unfinished() {
+                    match (purge(&ctx, topic).await, recreation) {
+                        ((Step::Continue, true), Some(r)) => match recreate::run(&ctx, r).await {
+                            // The new incarnation's first send, while the
+                            // old one's cleanup may still be running.
+                            Step::Continue => {
+                                let n = rng.range(1, 3);
+                                sent += n;
+                                send(&ctx, client, (r.topic, r.from), sent - n, n).await
+                            }
+                            Step::Stop => Step::Stop,
+                        },
+                        ((step, _), _) => step,
                     }
+                } else {
+                    let n = rng.range(1, 3);
+                    sent += n;
+                    send(&ctx, client, at, sent - n, n).await
                 }
             }
         };
@@ -145,10 +159,16 @@ pub(super) enum Outcome {
     /// `unavailable` while a metadata save cannot be redone): not
     /// acknowledged, nothing changed.
     Full,
+    /// Refused with a 404 because its topic, partition or group was gone
+    /// while a re-creation of it ran (or a send's 400: the topic had no
+    /// partition left): not acknowledged, nothing changed.
+    Gone,
     InDoubt,
     NotSent,
 }
 
+/// Classifies the answer to a request sent at `start`; `at` is the topic
+/// (and partition) it addresses, where a re-creation may have taken it away.
 pub(super) fn classify(
     ctx: &Ctx,
     start: Tick,
@@ -156,6 +176,7 @@ pub(super) fn classify(
     ok: u16,
     refusal: Option<(u16, &str)>,
     what: &str,
+    at: Option<(u32, Option<u32>)>,
 ) -> Outcome {
     let end = ctx.tick();
     let code = reply.code();
@@ -165,6 +186,21 @@ pub(super) fn classify(
             if refusal.is_some_and(|(s, c)| *status == s && code.as_deref() == Some(c)) =>
         {
             Outcome::Refused
+        }
+        Reply::Answer { status, .. }
+            if at.is_some_and(|(topic, partition)| {
+                let partition = match (*status, code.as_deref()) {
+                    (404, Some("partition_not_found"))
+                    // A send to a topic whose partitions are all gone.
+                    | (400, Some("invalid_key_value_length")) => partition,
+                    // Only a whole topic's re-creation takes these away.
+                    (404, Some("topic_id_not_found" | "consumer_group_id_not_found")) => None,
+                    _ => return false,
+                };
+                ctx.oracle().recreating(topic, partition, start, end)
+            }) =>
+        {
+            Outcome::Gone
         }
         // The file system refused growth while this request ran: a full
         // disk refuses, it never half-applies.
@@ -209,6 +245,10 @@ pub(super) fn count(ctx: &Ctx, outcome: &Outcome, bump: impl FnOnce(&mut Counts)
         }
         Outcome::Full => {
             o.counts.refused_full += 1;
+            Step::Continue
+        }
+        Outcome::Gone => {
+            o.counts.refused_gone += 1;
             Step::Continue
         }
         Outcome::InDoubt => {
@@ -267,7 +307,8 @@ pub(super) async fn send_payloads(
             })),
     )
     .await;
-    let outcome = classify(ctx, start, &reply, 201, None, "send");
+    let at = Some((topic, Some(partition)));
+    let outcome = classify(ctx, start, &reply, 201, None, "send", at);
     {
         let mut o = ctx.oracle();
         for p in &payloads {
@@ -277,9 +318,9 @@ pub(super) async fn send_payloads(
                         m.acked = true;
                         m.end = end;
                     }
-                    // Refused by a full disk: never written, so it must
-                    // never be served.
-                    Outcome::NotSent | Outcome::Full => m.never = true,
+                    // Refused by a full disk or a topic gone: never
+                    // written, so it must never be served.
+                    Outcome::NotSent | Outcome::Full | Outcome::Gone => m.never = true,
                     Outcome::Refused | Outcome::InDoubt => {}
                 }
             }
@@ -321,7 +362,7 @@ pub(super) async fn poll_next(
         ),
     )))
     .await;
-    let outcome = classify(ctx, start, &reply, 200, None, "poll next");
+    let outcome = classify(ctx, start, &reply, 200, None, "poll next", key.at());
     let mut effect = None;
     if let (Outcome::Acked(_), Reply::Answer { body, .. }) = (&outcome, &reply) {
         match parse_polled(body) {
@@ -348,7 +389,7 @@ pub(super) async fn poll_next(
                     op.end = *end;
                     op.effect = Val::At(last);
                 }
-                (Outcome::Acked(_) | Outcome::NotSent | Outcome::Full, _) => {
+                (Outcome::Acked(_) | Outcome::NotSent | Outcome::Full | Outcome::Gone, _) => {
                     // Nothing polled, never sent, or refused: no commit happened.
                     op.acked = false;
                     op.start = NEVER;
@@ -377,7 +418,8 @@ pub(super) async fn scan(
         ),
     )))
     .await;
-    let outcome = classify(ctx, start, &reply, 200, None, "scan");
+    let at = Some((topic, Some(partition)));
+    let outcome = classify(ctx, start, &reply, 200, None, "scan", at);
     let name = topics::spec(topic).name;
     if let (Outcome::Acked(_), Reply::Answer { body, .. }) = (&outcome, &reply) {
         match parse_polled(body) {
@@ -435,7 +477,7 @@ pub(super) fn finish_offset_op(ctx: &Ctx, key: OffKey, index: usize, outcome: &O
                 op.end = *end;
             }
         }
-        Outcome::Refused | Outcome::Full | Outcome::NotSent => {
+        Outcome::Refused | Outcome::Full | Outcome::Gone | Outcome::NotSent => {
             if index < ops.len() {
                 ops.remove(index);
             }
@@ -488,6 +530,7 @@ pub(super) async fn store_offset(ctx: &Ctx, key: OffKey, value: u64) -> (Step, b
         204,
         Some((400, "invalid_offset")),
         "store offset",
+        key.at(),
     );
     finish_offset_op(ctx, key, index, &outcome);
     let acked = matches!(outcome, Outcome::Acked(_));
@@ -518,6 +561,7 @@ pub(super) async fn delete(ctx: &Ctx, key: OffKey) -> Step {
         204,
         Some((404, "consumer_offset_not_found")),
         "delete offset",
+        key.at(),
     ) {
         Outcome::Refused => Outcome::Acked(ctx.tick()),
         other => other,
@@ -526,7 +570,10 @@ pub(super) async fn delete(ctx: &Ctx, key: OffKey) -> Step {
     count_offset_op(ctx, key, &outcome, false)
 }
 
-pub(super) async fn purge(ctx: &Ctx, scope: Scope) -> Step {
+/// Purges one topic (`None`: the stream); also says whether it was
+/// acknowledged.
+pub(super) async fn purge(ctx: &Ctx, topic: Option<u32>) -> (Step, bool) {
+    let scope = topic.map_or(Scope::Stream, Scope::Topic);
     if let Some(pc) = &ctx.powercut {
         pc.before_purge(ctx.cycle, ctx.purges_started.fetch_add(1, Ordering::SeqCst));
     }
@@ -534,22 +581,16 @@ pub(super) async fn purge(ctx: &Ctx, scope: Scope) -> Step {
     let start = ctx.tick();
     let index = {
         let mut o = ctx.oracle();
-        o.purges.push(PurgeRec {
-            scope,
-            start,
-            end: NEVER,
-            acked: false,
-            failed_at: None,
-            effective: None,
-        });
+        o.purges.push(PurgeRec::sent(scope, start));
         o.purges.len() - 1
     };
-    let url = match scope {
-        Scope::Topic(t) => ctx.topic_url(t, "/purge"),
-        Scope::Stream => ctx.url(&format!("/streams/{STREAM}/purge")),
+    let url = match topic {
+        Some(t) => ctx.topic_url(t, "/purge"),
+        None => ctx.url(&format!("/streams/{STREAM}/purge")),
     };
+    let at = topic.map(|t| (t, None));
     let reply = call(ctx.http.delete(url).bearer_auth(&ctx.token)).await;
-    let outcome = classify(ctx, start, &reply, 204, None, &format!("purge {scope}"));
+    let outcome = classify(ctx, start, &reply, 204, None, &format!("purge {scope}"), at);
     {
         let mut o = ctx.oracle();
         match outcome {
@@ -559,7 +600,7 @@ pub(super) async fn purge(ctx: &Ctx, scope: Scope) -> Step {
                     p.end = end;
                 }
             }
-            Outcome::NotSent | Outcome::Refused | Outcome::Full => {
+            Outcome::NotSent | Outcome::Refused | Outcome::Full | Outcome::Gone => {
                 if let Some(p) = o.purges.get_mut(index) {
                     p.effective = Some(false);
                     p.start = 0;
@@ -575,8 +616,10 @@ pub(super) async fn purge(ctx: &Ctx, scope: Scope) -> Step {
         o.purges.retain(|p| p.start != 0);
     }
     ctx.purge_in_flight.store(false, Ordering::SeqCst);
-    count(ctx, &outcome, |c| match scope {
-        Scope::Topic(_) => c.purges += 1,
-        Scope::Stream => c.stream_purges += 1,
-    })
+    let acked = matches!(outcome, Outcome::Acked(_));
+    let step = count(ctx, &outcome, |c| match topic {
+        Some(_) => c.purges += 1,
+        None => c.stream_purges += 1,
+    });
+    (step, acked)
 }
