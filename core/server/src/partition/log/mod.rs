@@ -4,15 +4,23 @@
 //! - Every segment and every batch belongs to `generation`; segments of other
 //!   generations are never opened by the log (recovery reports them, purge
 //!   cleanup removes the older ones).
-//! - Offsets are dense from the first segment's base: `next_offset` is one past
-//!   the last acknowledged message, and an append either lands whole (and
-//!   advances it) or fails and leaves it unchanged. (After a power loss under
-//!   `buffered`, a segment may come back shorter than the one after it began:
-//!   offsets then have a gap, never a repeat, and reads skip it.)
+//! - Offsets never repeat, and within a segment they are dense: an append
+//!   either lands whole (and advances `next_offset`) or fails and leaves it
+//!   unchanged, and a segment holds consecutive offsets from its base.
+//!   Between segments they may have a gap, which reads step over: after a
+//!   power loss under `buffered` a segment may come back shorter than the
+//!   one after it began; recovery continues after the highest stored offset
+//!   (`continue_from`, ADR 0010) and never below the low-water mark; and a
+//!   failed sync's recheck that cuts batches the kernel evicted
+//!   (`Segment::recheck_unsure`) keeps `next_offset`, so the cut offsets are
+//!   never given out again (under `persisted` they were never acknowledged).
+//!   Whenever `next_offset` is not the last segment's end, the next append
+//!   starts a segment.
 //! - After recovery every segment the log serves holds at least one batch:
-//!   empty ones are skipped (and left on disk, since only purge cleanup
-//!   unlinks), so `next_offset` always comes from real data, never from the
-//!   base of a segment whose bytes were lost.
+//!   empty ones are made durably empty and skipped (and left on disk, since
+//!   only cleanup unlinks, ADR 0008), so `next_offset` always comes from real
+//!   data, never from the base of a segment whose bytes were lost. (While
+//!   serving, a cut can empty a segment, which then stays in the log.)
 //! - One write per batch (vectored: the frame's own bytes and the payloads
 //!   of 512 B and more straight from the messages' buffers, never copied
 //!   into one frame first), one positioned read per header and per batch
@@ -31,10 +39,12 @@
 //!   The mark always lies on a segment boundary, so no segment straddles it.
 //! - `sealed_bytes` is the size of every segment but the last: only the last
 //!   segment is ever written, so it changes only when a roll seals one,
-//!   retention drops some, or a failed sync of a sealed one (the file
-//!   pool's, or a flush's) cut its lost batches (`settle_segment` and
-//!   `sync_segment`, the two places a sealed segment shrinks, which count
-//!   them again), and a log's size costs O(1).
+//!   retention drops some, a purge restarts the log, or a failed sync of a
+//!   sealed one (the file pool's, or a flush's) cut its lost batches. Every
+//!   operation that can cut a segment runs through `on_segment` (used by
+//!   `settle_segment` and `sync_segment`), which counts them again when a
+//!   sealed one shrank; a log's size costs O(1), and `check` compares it with
+//!   the segments.
 //! - A segment's bytes are read only after the syncs the file pool made of
 //!   it and saw fail are handled (`settle_segment`), and that is done for
 //!   each segment right before a poll reads it, not only when the poll
@@ -454,9 +464,6 @@ impl Log {
         self.roll_attempt.take()
     }
 
-    /// Appends one batch. `sync` makes it durable before returning (and, when
-    /// it rolled, see `take_roll_attempt`, the caller must also sync the
-    /// directory).
     /// Handles the syncs the file pool made for these segments and saw
     /// fail (ADR 0018), as far as it can: a segment whose recheck could not
     /// be done yet (a storage error) is settled again right before it is
@@ -474,6 +481,12 @@ impl Log {
         self.on_segment(i, Segment::settle_deferred)
     }
 
+    /// Appends one batch. `sync` makes it durable before returning (and, when
+    /// it rolled, see `take_roll_attempt`, the caller must also sync the
+    /// directory). Refused (`Unavailable`) if the recheck of the last
+    /// segment's unsure bytes just before the write cut batches: the retried
+    /// send starts a segment (`Segment::write_batch`).
+    ///
     /// # Panics
     /// On an empty batch (`Partition::append` refuses one).
     pub(crate) fn append(&mut self, messages: Vec<Message>, sync: bool) -> Result<Appended> {

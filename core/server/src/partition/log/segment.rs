@@ -13,8 +13,10 @@
 //! - Only the last segment of a log can end in a torn write: a segment is
 //!   sealed by the roll to the next one, and a roll first cuts any bytes a
 //!   failed write left beyond `size` (`tail_dirty`). So recovery may cut the
-//!   tail of the last segment only; an invalid batch in a sealed segment is
-//!   damage to acknowledged data and is reported, never cut.
+//!   tail of the newest segment that holds a batch only; an invalid batch in
+//!   a sealed segment is damage to acknowledged data and is reported, never
+//!   cut. (While serving, a failed sync of a sealed segment can still cut
+//!   batches the kernel evicted: `recheck_unsure`, through `Log::on_segment`.)
 //!
 //! What the fields satisfy between calls (`check_invariants`, asserted on
 //! both sides of every method that changes them: creation, recovery, an
