@@ -34,7 +34,7 @@ enum Catcher {
         first: u64,
         last: u64,
         steps: u32,
-        /// 0: default rates; 1, 2: [`harsh`] ones.
+        /// 0: default rates; 1, 2, 3: [`harsh`] ones.
         harsh: u32,
     },
 }
@@ -42,6 +42,16 @@ enum Catcher {
 /// Fault rates several times the defaults: more faults per schedule, so a
 /// mechanism that only matters after two or three faults meets them sooner.
 pub(crate) fn harsh(level: u32) -> Rates {
+    if level == 3 {
+        // Re-creations crossing a reconciler pass (issue 27): catalog steps
+        // often, so a re-creation often finds a pass waiting on the old
+        // incarnation's directory syncs, and those syncs often fail.
+        return Rates {
+            sync_ppm: 150_000,
+            catalog_ppm: 250_000,
+            ..Rates::default()
+        };
+    }
     if level >= 2 {
         // Syncs and truncates fail often, crashes are frequent: the
         // recovered-tail gap needs a failed sync, a failed clean-up
@@ -487,4 +497,22 @@ fn without_fencing_ended_incarnations_the_reduced_scenarios_lose_what_was_acknow
     caught.push(offset != Some(0));
     drop(off);
     assert_eq!(caught, [true; 5], "every form loses acknowledged data");
+}
+
+/// The same loss found by `sluice sim run` itself, not a hand-written
+/// scenario: a re-creation that crosses a pass waiting on the old
+/// incarnation's directory syncs opens the window of steps that makes the
+/// old sync meet the new names (`run::Aftermath`), and with the fence off a
+/// failed old sync drops a flushed buffered send's segment names.
+#[test]
+fn without_fencing_ended_incarnations_sim_run_loses_flushed_messages() {
+    assert_caught(
+        Mechanism::FenceEndedIncarnations,
+        &[Catcher::Runs {
+            first: 585,
+            last: 600,
+            steps: 600,
+            harsh: 3,
+        }],
+    );
 }
