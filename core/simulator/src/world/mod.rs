@@ -378,6 +378,14 @@ impl World {
         engine.set_reconciler_waker(ReconcilerWaker::new(move || {
             woken.store(true, Ordering::Relaxed)
         }));
+        // The generation each partition recovered to decides the purges in
+        // doubt; judged now, before the next step writes anything.
+        for k in self.oracle.live_keys() {
+            if let Some(generation) = engine.partition(k).map(|p| p.generation()) {
+                let judged = self.oracle.recovered(k, generation);
+                self.seen_in_steps.extend(judged);
+            }
+        }
         self.engine = Some(engine);
         self.pool_sync_failures = 0;
         self.note_pool_sync_failures();
