@@ -488,3 +488,18 @@ fn without_fencing_ended_incarnations_the_reduced_scenarios_lose_what_was_acknow
     drop(off);
     assert_eq!(caught, [true; 5], "every form loses acknowledged data");
 }
+
+/// `CarryRecoveredBuffered` (session 12, `sim run` seed 2997): without it a
+/// process that recovered `buffered` bytes an earlier process's failed sync
+/// left clean in the page cache flushes without writing them, and a power
+/// loss takes what the flush promised.
+#[test]
+fn without_carrying_recovered_buffered_bytes_a_flush_after_a_restart_promises_nothing() {
+    use crate::engine_durability::flush_after_a_failed_flush_and_a_restart;
+    let off = teeth::disable(Mechanism::CarryRecoveredBuffered);
+    let (flushed, served) = flush_after_a_failed_flush_and_a_restart();
+    drop(off);
+    println!("carry off: flushed {flushed:?}, served after the power loss {served:?}");
+    assert_eq!(flushed, ["m0", "m1", "m2"]);
+    assert_ne!(served, flushed, "the flushed messages are lost");
+}
