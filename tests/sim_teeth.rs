@@ -503,3 +503,20 @@ fn without_carrying_recovered_buffered_bytes_a_flush_after_a_restart_promises_no
     assert_eq!(flushed, ["m0", "m1", "m2"]);
     assert_ne!(served, flushed, "the flushed messages are lost");
 }
+
+/// `RedoCleansItsLeftover` (session 12, `sim run` seed 3535): without it a
+/// redo whose create of a removed `.purged` name fails after taking effect
+/// leaves the empty file, and a power cut can make it durable.
+#[test]
+fn without_the_redo_cleaning_its_leftover_a_failed_create_leaves_a_purged_name() {
+    use crate::cleanup_concurrency::redo_create_fails_after_taking_effect;
+    let off = teeth::disable(Mechanism::RedoCleansItsLeftover);
+    let (cached, durable) = redo_create_fails_after_taking_effect();
+    drop(off);
+    println!("cleanup off: `.purged` cached {cached:?}, durable {durable:?}");
+    assert_ne!(
+        durable,
+        Vec::<String>::new(),
+        "the leftover reaches the disk"
+    );
+}
