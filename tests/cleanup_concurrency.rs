@@ -462,3 +462,49 @@ fn given_off_lock_unlinks_dropped_by_a_failed_sync_when_the_process_restarts_the
     // --max-open-files 16` seed 810), so a power cut finds no dead file.
     assert_eq!(dead_files_durable(&sim, 1), Vec::<String>::new());
 }
+
+/// Names ending in `.purged` anywhere in `view`.
+fn purged_names<V>(view: &std::collections::BTreeMap<String, V>) -> Vec<String> {
+    view.keys()
+        .filter(|p| p.ends_with(".purged"))
+        .cloned()
+        .collect()
+}
+
+/// Scenario of `sim run` seed 3535 (session 12): a cleanup's plan, naming
+/// the old segment, written and waiting for its sync when the process
+/// crashes; the new process reads the plan from the page cache and notes
+/// each name and its `.purged` form as removed, not known durable; its
+/// flush's sync of `segments/` redoes those removals, and the create that
+/// re-dirties the first `.purged` name reports an error after making the
+/// file. Returns the `.purged` names the page cache then holds, and those a
+/// power cut that keeps every dirty name leaves on disk.
+pub(crate) fn redo_create_fails_after_taking_effect() -> (Vec<String>, Vec<String>) {
+    let (sim, mut engine) = sim_with(buffered());
+    let run = purge_with_cleanup_waiting(&mut engine, &sim);
+    drop(run);
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Open).path_ends_with(".purged"),
+        Fault::io(FaultMode::After),
+        0,
+        1,
+    );
+    assert!(engine.sync_all().is_err(), "the redo's create failed");
+    let cached = purged_names(&sim.cached_view());
+    drop(engine);
+    // A partial power cut whose coins all land: every dirty name and file.
+    make_everything_durable(&sim);
+    (cached, purged_names(&sim.durable_view()))
+}
+
+#[test]
+fn given_a_recovered_plan_when_the_flush_redo_create_of_a_purged_name_fails_after_taking_effect_then_no_purged_name_is_left()
+ {
+    let (cached, durable) = redo_create_fails_after_taking_effect();
+    // Then: the redo removed the empty file its failed create made, so
+    // neither the page cache nor the disk holds a name nothing would ever
+    // account for next to an `Applied` record.
+    assert_eq!(cached, Vec::<String>::new());
+    assert_eq!(durable, Vec::<String>::new());
+}

@@ -114,6 +114,43 @@ fn buffered_acknowledgements_survive_a_process_crash() {
     assert_eq!((report.consumer_offsets, report.group_offsets), (1, 1));
 }
 
+/// `sim run` seed 2997 (session 12): a flush's sync of a `buffered` segment
+/// fails (Linux: the pages stay in the cache but are clean, not on disk),
+/// the process crashes and the next one reads them back from the cache. Its
+/// own flush then succeeds, and power is lost. Returns what was served
+/// before the power loss and after it.
+pub(crate) fn flush_after_a_failed_flush_and_a_restart() -> (Vec<String>, Vec<String>) {
+    // Given: three buffered messages, a flush whose segment sync failed,
+    let (sim, mut engine) = sim_with(buffered());
+    send(&mut engine, 0, 3);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(engine.sync_all().is_err());
+    // and a process crash, after which the messages are read back from the
+    // page cache.
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::Process);
+    let flushed = payloads_of(&all_messages(&mut engine));
+
+    // When: the next flush succeeds and power is lost.
+    engine.sync_all().unwrap();
+    let (mut engine, _) = crash_and_reopen(engine, &sim, Crash::PowerLoss);
+    (flushed, payloads_of(&all_messages(&mut engine)))
+}
+
+#[test]
+fn given_a_failed_flush_and_a_restart_when_the_next_flush_succeeds_then_a_power_loss_keeps_the_messages()
+ {
+    let (flushed, served) = flush_after_a_failed_flush_and_a_restart();
+    // Then: every flushed message is served (the flush wrote the recovered
+    // bytes again before its sync, since a sync writes only dirty pages).
+    assert_eq!(flushed, ["m0", "m1", "m2"]);
+    assert_eq!(served, flushed);
+}
+
 #[test]
 fn buffered_power_loss_may_lose_data_but_never_alters_it() {
     let opts = TopicOptions {

@@ -516,3 +516,35 @@ fn without_fencing_ended_incarnations_sim_run_loses_flushed_messages() {
         }],
     );
 }
+
+/// `CarryRecoveredBuffered` (session 12, `sim run` seed 2997): without it a
+/// process that recovered `buffered` bytes an earlier process's failed sync
+/// left clean in the page cache flushes without writing them, and a power
+/// loss takes what the flush promised.
+#[test]
+fn without_carrying_recovered_buffered_bytes_a_flush_after_a_restart_promises_nothing() {
+    use crate::engine_durability::flush_after_a_failed_flush_and_a_restart;
+    let off = teeth::disable(Mechanism::CarryRecoveredBuffered);
+    let (flushed, served) = flush_after_a_failed_flush_and_a_restart();
+    drop(off);
+    println!("carry off: flushed {flushed:?}, served after the power loss {served:?}");
+    assert_eq!(flushed, ["m0", "m1", "m2"]);
+    assert_ne!(served, flushed, "the flushed messages are lost");
+}
+
+/// `RedoCleansItsLeftover` (session 12, `sim run` seed 3535): without it a
+/// redo whose create of a removed `.purged` name fails after taking effect
+/// leaves the empty file, and a power cut can make it durable.
+#[test]
+fn without_the_redo_cleaning_its_leftover_a_failed_create_leaves_a_purged_name() {
+    use crate::cleanup_concurrency::redo_create_fails_after_taking_effect;
+    let off = teeth::disable(Mechanism::RedoCleansItsLeftover);
+    let (cached, durable) = redo_create_fails_after_taking_effect();
+    drop(off);
+    println!("cleanup off: `.purged` cached {cached:?}, durable {durable:?}");
+    assert_ne!(
+        durable,
+        Vec::<String>::new(),
+        "the leftover reaches the disk"
+    );
+}

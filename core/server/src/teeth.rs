@@ -30,6 +30,15 @@ pub enum Mechanism {
     /// Recovery re-dirties the newest segment's recovered tail, so a later
     /// sync really persists it (ADR 0003, the recovered-tail gap).
     RedirtyRecoveredTail,
+    /// Under `buffered`, recovery counts no recovered byte of a segment as
+    /// carried (dirty or on disk), so the next flush writes it again before
+    /// its sync: an earlier process's failed sync may have left it clean in
+    /// the page cache and not on disk (session 12, `sim run` seed 2997).
+    CarryRecoveredBuffered,
+    /// A redo of a removal whose create reported an error after taking
+    /// effect removes the empty file it made (`dirsync::redo`; session 12,
+    /// `sim run` seed 3535).
+    RedoCleansItsLeftover,
     /// After a failed offset write the next write targets the slot that does
     /// not hold the newest acknowledged record (`slots.rs`, issue 12 defect 1).
     OffsetSlotSequence,
@@ -86,6 +95,8 @@ impl Mechanism {
             Mechanism::PersistPlanBeforeUnlink => "persist-plan-before-unlink",
             Mechanism::ReplaceDeadOffsetFile => "replace-dead-offset-file",
             Mechanism::RedirtyRecoveredTail => "redirty-recovered-tail",
+            Mechanism::CarryRecoveredBuffered => "carry-recovered-buffered",
+            Mechanism::RedoCleansItsLeftover => "redo-cleans-its-leftover",
             Mechanism::OffsetSlotSequence => "offset-slot-sequence",
             Mechanism::NoteFailedRollNames => "note-failed-roll-names",
             Mechanism::RecheckEvictedTail => "recheck-evicted-tail",

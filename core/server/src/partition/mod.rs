@@ -310,7 +310,10 @@ impl Partition {
             // Under `buffered` nothing recovered is known to be on disk: no
             // sync need have covered it. A sync that fails later (the file
             // pool's, ADR 0018) must recheck all of it, not only what this
-            // process wrote (`sim run --max-open-files 2` seed 266).
+            // process wrote (`sim run --max-open-files 2` seed 266). Nor is
+            // it known dirty (an earlier failed sync may have cleaned it
+            // without writing it), so a flush writes it again before its
+            // sync (`sim run` seed 2997 of session 12).
             log.distrust_recovered();
         }
         // A stored offset names a message that was acknowledged. If the log

@@ -38,6 +38,10 @@
 //!   entry), and every method above calls the check twice.
 //! - A recheck owed (`recheck_owed`) means nothing above `durable_to` counts
 //!   as carried: the bytes there may be pages a failed writeback evicted.
+//! - Under `buffered`, a recovered byte is neither durable nor carried
+//!   (`distrust_recovered`): an earlier process's failed sync may have left
+//!   it clean in the page cache and not on disk, so the process writes it
+//!   again before its first sync of the file (a flush) or its first append.
 //! - After a successful append every byte is carried, and durable too if the
 //!   append synced; after a successful `sync` every byte is durable.
 //! - A batch is written only where the segment ends (`size`) and only with
@@ -898,8 +902,23 @@ impl Segment {
     /// 0018) may evict them, so its recheck (`recheck_unsure`) must cover
     /// them, cutting what no longer reads back instead of reporting it as
     /// damage below `durable_to`.
+    ///
+    /// Nor are they known to be dirty (`carried_to`): a failed sync in an
+    /// earlier process (Linux) drops the dirty state of the pages it leaves
+    /// in the cache, and a later sync writes only dirty pages. A flush that
+    /// then succeeded would make nothing durable, and a power loss would
+    /// take what it promised (`sim run` seed 2997 of session 12: a flush
+    /// failed, the process crashed, the next process's flush succeeded).
+    /// So nothing recovered counts as carried: the next sync of the file (a
+    /// flush, `sync`) and the next append (`write_batch`) write the
+    /// recovered bytes again first (`carry_unsure`), once per process.
     pub(crate) fn distrust_recovered(&mut self) {
-        self.checked(|seg| seg.durable_to = 0);
+        self.checked(|seg| {
+            seg.durable_to = 0;
+            if crate::teeth::enabled(crate::teeth::Mechanism::CarryRecoveredBuffered) {
+                seg.carried_to = 0;
+            }
+        });
     }
 
     /// Makes an empty recovered segment durably empty before its offsets
