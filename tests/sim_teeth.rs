@@ -509,8 +509,8 @@ fn without_fencing_ended_incarnations_sim_run_loses_flushed_messages() {
     assert_caught(
         Mechanism::FenceEndedIncarnations,
         &[Catcher::Runs {
-            first: 585,
-            last: 600,
+            first: 1385,
+            last: 1400,
             steps: 600,
             harsh: 3,
         }],
@@ -548,3 +548,4 @@ fn without_the_redo_cleaning_its_leftover_a_failed_create_leaves_a_purged_name()
         "the leftover reaches the disk"
     );
 }
+
