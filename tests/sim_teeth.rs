@@ -548,4 +548,3 @@ fn without_the_redo_cleaning_its_leftover_a_failed_create_leaves_a_purged_name()
         "the leftover reaches the disk"
     );
 }
-
