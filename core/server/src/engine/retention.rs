@@ -52,6 +52,10 @@ impl RetentionIndex {
         }
     }
 
+    fn due_at(&self, key: PartitionKey) -> Option<u64> {
+        self.due.get(&key).copied()
+    }
+
     fn insert(&mut self, key: PartitionKey, at: u64) {
         self.remove(key);
         self.due.insert(key, at);
@@ -76,11 +80,15 @@ impl Engine {
         if expiry == 0 {
             return;
         }
-        if let Some(oldest) = self
-            .partitions
-            .get(&key)
-            .and_then(|p| p.log().sealed().next())
-        {
+        // The oldest sealed segment that holds something above the mark: a
+        // segment a cut emptied while serving stays in the log with its end
+        // at the mark, and no mark can expire it, so indexing it would make
+        // it due again at once, for ever (`enforce_retention` spun on one:
+        // `sim run` sweep of session 12).
+        if let Some(oldest) = self.partitions.get(&key).and_then(|p| {
+            let mark = p.log().low_water();
+            p.log().sealed().find(|s| s.next_offset > mark)
+        }) {
             self.retention_index
                 .insert(key, oldest.newest_timestamp.saturating_add(expiry));
         }
@@ -143,7 +151,19 @@ impl Engine {
         {
             self.retention_index.remove(key);
             match self.expire_by_age(key, now) {
-                Ok(true) => self.refresh_retention(key),
+                Ok(true) => {
+                    self.refresh_retention(key);
+                    // Each round must make progress: a partition due again
+                    // at once is left for the next pass, never spun on
+                    // under the engine lock.
+                    if let Some(again) = self.retention_index.due_at(key)
+                        && again <= now
+                    {
+                        tracing::warn!(partition = %key, due = again, now, "retention by age made no progress; retrying next pass");
+                        self.retention_index.remove(key);
+                        deferred.push((key, again));
+                    }
+                }
                 Ok(false) => deferred.push((key, at)),
                 Err(e) => {
                     tracing::warn!(partition = %key, error = %e, "could not commit a low-water mark; retrying next pass");
