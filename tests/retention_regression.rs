@@ -596,3 +596,92 @@ fn retention_after_a_failed_roll_keeps_the_empty_active_segment() {
         assert_eq!(payloads_of(&polled), ["after"], "{kind:?}");
     }
 }
+
+/// Found by the session-12 `sim run` sweep, which hung on one seed: a failed
+/// writeback emptied the active segment (its only batch, never synced, read
+/// back as zeros and was cut) right after retention had set the mark at its
+/// base. The next send sealed it, empty, with its end at the mark: no mark
+/// can expire it, and the retention index made the partition due again at
+/// once, so the reconciler's pass spun under the engine lock for ever.
+#[test]
+fn an_empty_sealed_segment_at_the_mark_never_stalls_retention() {
+    // Given: old-0 durable and past the expiry; mid-1 sent later, buffered
+    // and unsynced, in the active segment; a pass sets the mark to 1,
+    let sim = new_sim();
+    let clock = Arc::new(ManualClock::new(START_MICROS));
+    let mut engine = open(&sim, &clock, PurgeMode::Obligation);
+    setup_with_retention(
+        &mut engine,
+        one_batch_segments(Durability::Buffered),
+        EXPIRY_MICROS,
+        0,
+    );
+    send_payload(&mut engine, "old-0");
+    make_everything_durable(&sim);
+    clock.advance(2 * EXPIRY_MICROS);
+    send_payload(&mut engine, "mid-1");
+    engine.reconcile();
+    engine.reconcile_until_idle(10);
+    assert_eq!(engine.partition(key()).unwrap().log().low_water(), 1);
+
+    // and a flush whose sync of mid-1's segment fails evicts its pages, so
+    // the segment is cut to nothing; later a send seals it, empty, at the
+    // mark, with its (old) newest message past the expiry.
+    sim.set_eviction_after_failed_sync(1_000_000);
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncFile).path_contains(".log"),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+    assert!(engine.sync_all().is_err());
+    sim.set_eviction_after_failed_sync(0);
+    clock.advance(2 * EXPIRY_MICROS);
+    send_payload(&mut engine, "new-2");
+
+    // When the reconciler's pass runs (on its own thread: before the fix it
+    // never returned),
+    let (done, finished) = std::sync::mpsc::channel();
+    let pass = std::thread::spawn(move || {
+        engine.reconcile();
+        engine.reconcile_until_idle(10);
+        let _ = done.send(());
+        engine
+    });
+    assert!(
+        finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .is_ok(),
+        "the retention pass did not finish: it spins on the empty segment at the mark"
+    );
+    let mut engine = pass.join().unwrap();
+
+    // then it finished with the mark where it was, serving new-2,
+    let log = engine.partition(key()).unwrap().log();
+    assert_eq!(log.low_water(), 1);
+    assert_eq!(
+        payloads_of(&poll(
+            &mut engine,
+            Consumer::consumer(1),
+            PollingStrategy::Offset(0),
+            10
+        )),
+        ["new-2"]
+    );
+    // and retention goes on past the empty segment once new-2 is sealed
+    // and expired too.
+    send_payload(&mut engine, "new-3");
+    clock.advance(2 * EXPIRY_MICROS);
+    engine.reconcile();
+    engine.reconcile_until_idle(10);
+    assert_eq!(engine.partition(key()).unwrap().log().low_water(), 3);
+    assert_eq!(
+        payloads_of(&poll(
+            &mut engine,
+            Consumer::consumer(1),
+            PollingStrategy::First,
+            10
+        )),
+        ["new-3"]
+    );
+}

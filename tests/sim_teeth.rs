@@ -28,15 +28,31 @@ enum Catcher {
         policies: &'static [Durability],
     },
     /// `sluice sim run` on seeds `first..=last` with `steps` steps, at the
-    /// default fault rates (`harsh: false`) or at [`harsh`] ones, stopping at
-    /// the first seed with a violation.
+    /// given fault rates, stopping at the first seed with a violation.
     Runs {
         first: u64,
         last: u64,
         steps: u32,
-        /// 0: default rates; 1, 2, 3: [`harsh`] ones.
-        harsh: u32,
+        rates: RunRates,
     },
+}
+
+/// The fault rates of a [`Catcher::Runs`].
+#[derive(Debug, Clone, Copy)]
+enum RunRates {
+    /// Exactly `sluice sim run`'s defaults: the sweep's seeds reproduce.
+    Sweep,
+    /// [`harsh`] rates of this level (1, 2 or 3).
+    Harsh(u32),
+}
+
+impl RunRates {
+    fn rates(self) -> Rates {
+        match self {
+            RunRates::Sweep => Rates::default(),
+            RunRates::Harsh(level) => harsh(level),
+        }
+    }
 }
 
 /// Fault rates several times the defaults: more faults per schedule, so a
@@ -131,17 +147,9 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
             first,
             last,
             steps,
-            harsh: h,
+            rates,
         } => (first..=last).find_map(|seed| {
-            // Without retention steps: the schedules these seeds were found on.
-            let rates = if h > 0 {
-                harsh(h)
-            } else {
-                Rates {
-                    retention_ppm: 0,
-                    ..Rates::default()
-                }
-            };
+            let rates = rates.rates();
             let r = run(seed, steps, rates).unwrap();
             r.violations.first().map(|(step, v)| {
                 let on = {
@@ -270,7 +278,7 @@ fn without_replacing_dead_offset_files_a_check_fails() {
             first: 1,
             last: 300,
             steps: 300,
-            harsh: 1,
+            rates: RunRates::Harsh(1),
         }],
     );
 }
@@ -512,7 +520,7 @@ fn without_fencing_ended_incarnations_sim_run_loses_flushed_messages() {
             first: 1385,
             last: 1400,
             steps: 600,
-            harsh: 3,
+            rates: RunRates::Harsh(3),
         }],
     );
 }
@@ -546,5 +554,24 @@ fn without_the_redo_cleaning_its_leftover_a_failed_create_leaves_a_purged_name()
         durable,
         Vec::<String>::new(),
         "the leftover reaches the disk"
+    );
+}
+
+/// `ReopenOnStaleFiles` (session 13, `sim run` seeds 2945 and 3363 of the
+/// session-12 sweep): a removal redone as create-and-remove whose remove
+/// failed leaves an empty `<name>.purged`, and a power loss makes it durable
+/// beside an `Applied` purge. Recovery lists it as stale and reopens the
+/// purge; without that, the engine comes up idle over a dead file it claims
+/// removed, and nothing ever removes it.
+#[test]
+fn without_reopening_on_stale_files_a_redo_leftover_outlives_an_applied_purge() {
+    assert_caught(
+        Mechanism::ReopenOnStaleFiles,
+        &[Catcher::Runs {
+            first: 2945,
+            last: 2945,
+            steps: 2000,
+            rates: RunRates::Sweep,
+        }],
     );
 }

@@ -76,18 +76,32 @@ fn run_seeds(
     jobs: usize,
     max_open_files: Option<usize>,
 ) -> Vec<(u64, Result<sluice_sim::run::RunReport, String>)> {
+    use std::collections::BTreeMap;
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::time::Instant;
     let next = AtomicU64::new(a);
     let done = Mutex::new(Vec::new());
+    // Seeds running now, and when each started: the watchdog names a seed
+    // that runs far longer than a seed should (a livelock in the engine
+    // shows as a sweep that never ends, and its output names no seed until
+    // the end, which never comes).
+    let running: Mutex<BTreeMap<u64, Instant>> = Mutex::new(BTreeMap::new());
+    let workers = AtomicUsize::new(jobs.max(1));
+    let finished = AtomicBool::new(false);
     std::thread::scope(|scope| {
+        scope.spawn(|| watch_for_stalls(&running, &finished, steps, max_open_files));
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
                 loop {
                     let s = next.fetch_add(1, Ordering::Relaxed);
                     if s >= b {
+                        if workers.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            finished.store(true, Ordering::Release);
+                        }
                         break;
                     }
+                    lock(&running).insert(s, Instant::now());
                     // An assertion that stops a seed (a broken invariant: a
                     // bug, not a fault) is reported with its seed like any
                     // other failure, and the other seeds go on.
@@ -100,9 +114,8 @@ fn run_seeds(
                             panic_text(panic.as_ref())
                         ))
                     });
-                    done.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push((s, r));
+                    lock(&running).remove(&s);
+                    lock(&done).push((s, r));
                 }
             });
         }
@@ -112,6 +125,45 @@ fn run_seeds(
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     out.sort_by_key(|(s, _)| *s);
     out
+}
+
+/// How long one seed may run before the watchdog names it: a seed of 2,000
+/// steps takes well under a second in a release build, and a few in a debug
+/// one.
+const STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Prints, to stderr, every seed running longer than `STALL_AFTER` (once per
+/// `STALL_AFTER` while it runs), with the command that reproduces it, until
+/// `finished`. A stalled seed cannot be stopped from outside its thread; the
+/// sweep goes on with the other jobs, and the reproducer runs it alone (under
+/// a debugger: `gdb -p PID -batch -ex "thread apply all bt"`).
+fn watch_for_stalls(
+    running: &std::sync::Mutex<std::collections::BTreeMap<u64, std::time::Instant>>,
+    finished: &std::sync::atomic::AtomicBool,
+    steps: u32,
+    max_open_files: Option<usize>,
+) {
+    let mut named: std::collections::BTreeMap<u64, u32> = std::collections::BTreeMap::new();
+    let pool = max_open_files.map_or(String::new(), |n| format!(" --max-open-files {n}"));
+    while !finished.load(std::sync::atomic::Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        for (seed, started) in lock(running).iter() {
+            let periods = (started.elapsed().as_secs() / STALL_AFTER.as_secs().max(1)) as u32;
+            if periods > 0 && named.get(seed).copied().unwrap_or(0) < periods {
+                named.insert(*seed, periods);
+                eprintln!(
+                    "seed {seed}: still running after {} s (a livelock?); reproduce: sluice sim run --seed {seed} --steps {steps}{pool}",
+                    started.elapsed().as_secs()
+                );
+            }
+        }
+    }
+}
+
+/// A mutex's data even if a panicking seed poisoned it (every seed's panic
+/// is caught and reported; the data stays consistent).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The message a panic carried (assertions carry a `String` or a `&str`).

@@ -85,6 +85,12 @@ pub enum Mechanism {
     /// the partition was dropped: a partition created again under the same
     /// id has new directories at the same paths (ADR 0022, issue 27).
     FenceEndedIncarnations,
+    /// Recovery that finds a dead file under a purge recorded as done
+    /// (`Applied` or `DirsSynced`) reopens the purge, so its cleanup removes
+    /// the file: the level-triggered half of "done means removed". A
+    /// re-dirty's empty leftover made durable by a power loss is such a file
+    /// (`sim run` seeds 2945 and 3363 of session 12).
+    ReopenOnStaleFiles,
 }
 
 impl Mechanism {
@@ -108,6 +114,7 @@ impl Mechanism {
             Mechanism::UnlinkOffLockSeesFailures => "unlink-off-lock-sees-failures",
             Mechanism::KeepNotesAfterALaterFailure => "keep-notes-after-a-later-failure",
             Mechanism::FenceEndedIncarnations => "fence-ended-incarnations",
+            Mechanism::ReopenOnStaleFiles => "reopen-on-stale-files",
         }
     }
 

@@ -339,7 +339,7 @@ impl Partition {
         for dir in ob.removed().dirs() {
             self.tracker_mut(dir).force_redirty();
         }
-        if stale_found {
+        if stale_found && crate::teeth::enabled(crate::teeth::Mechanism::ReopenOnStaleFiles) {
             // `Applied` and `DirsSynced` both claim that no dead file's name
             // is durable; dead files found anyway (a gap in the model) mean
             // the round must be done again.
