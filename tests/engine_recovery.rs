@@ -797,10 +797,12 @@ fn ids_are_the_lowest_free_ones_even_after_a_restart() {
         [1, 2],
         "partitions continue at the count"
     );
+    // (Except a consumer group's: Iggy 0.11 never gives one out again, so
+    // the next is past the deleted group 4.)
     let g = engine
         .create_group(&stream(), &topic(), None, "fifth")
         .unwrap();
-    assert_eq!(g.id, 0);
+    assert_eq!(g.id, 5);
     assert_eq!(
         engine.create_partitions(&stream(), &topic(), 1).unwrap(),
         [3]

@@ -234,8 +234,10 @@ async fn scenario(transport: Transport) {
     );
     assert_eq!(client.get_consumer_groups(&s, &t).await.unwrap().len(), 1);
     if transport == Transport::Tcp {
-        // The binary protocol names the consumer kind: a group's own offset.
+        // The binary protocol names the consumer kind: a group's own offset,
+        // which only a member may commit (Iggy 0.11).
         let billing = Consumer::group(Identifier::numeric(0).unwrap());
+        client.join_consumer_group(&s, &t, &g).await.unwrap();
         client
             .store_consumer_offset(&billing, &s, &t, Some(P0), 2)
             .await

@@ -337,19 +337,26 @@ fn given_engine_metadata_when_encoded_then_the_sdk_decodes_streams_topics_groups
     assert_eq!(explicit, ["persisted"]);
 
     let mut out = Vec::new();
-    encode::group(&mut out, &topic, &g);
+    encode::group_details(&mut out, &topic, &g, &[(0, vec![0, 2]), (1, vec![1])]);
     let decoded = ConsumerGroupDetailsResponse::decode_from(&out).unwrap();
     assert_eq!(
         (
             decoded.group.id,
             decoded.group.name.as_str(),
-            decoded.group.partitions_count
+            decoded.group.partitions_count,
+            decoded.group.members_count
         ),
-        (g.id, "billing", 3)
+        (g.id, "billing", 3, 2)
     );
+    let members: Vec<(u32, Vec<u32>)> = decoded
+        .members
+        .iter()
+        .map(|m| (m.id, m.partitions.clone()))
+        .collect();
+    assert_eq!(members, [(0, vec![0, 2]), (1, vec![1])]);
     let mut out = Vec::new();
-    encode::group(&mut out, &topic, &g);
-    encode::group(&mut out, &topic, &g);
+    encode::group(&mut out, &topic, &g, 0);
+    encode::group(&mut out, &topic, &g, 2);
     assert_eq!(
         GetConsumerGroupsResponse::decode_from(&out)
             .unwrap()

@@ -24,6 +24,10 @@ pub enum EngineError {
     },
     #[error("consumer group {0} not found")]
     GroupNotFound(Identifier),
+    #[error("client {client} is not a member of consumer group {group}")]
+    GroupMemberNotFound { group: u32, client: u32 },
+    #[error("partition {partition} is not assigned to this member of consumer group {group}")]
+    PartitionNotOwned { group: u32, partition: u32 },
     #[error("{kind} name '{name}' is already taken")]
     NameTaken { kind: &'static str, name: String },
     #[error("{kind} id {id} is already taken")]

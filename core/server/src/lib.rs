@@ -18,6 +18,7 @@ pub mod frame;
 pub mod http;
 pub mod identifier;
 pub mod layout;
+pub mod membership;
 pub mod metadata;
 pub mod partition;
 pub(crate) mod persist;
@@ -28,8 +29,8 @@ pub mod tcp;
 pub mod teeth;
 
 pub use engine::{
-    CleanupRun, DeletePhase, Engine, EngineConfig, Partitioning, PurgeMode, ReconcilerWaker,
-    RecoveryReport, Sent,
+    CleanupRun, DeletePhase, Engine, EngineConfig, MemberPoll, Partitioning, PurgeMode,
+    ReconcilerWaker, RecoveryReport, Sent,
 };
 pub use error::{EngineError, Result};
 pub use identifier::Identifier;

@@ -91,6 +91,11 @@ pub enum Mechanism {
     /// re-dirty's empty leftover made durable by a power loss is such a file
     /// (`sim run` seeds 2945 and 3363 of session 12).
     ReopenOnStaleFiles,
+    /// A consumer-group join does not move a partition whose holder was
+    /// served messages it has not committed: the partition is revoked, and
+    /// moves once the holder committed them (Iggy's cooperative handover).
+    /// Without it the new member is served them again (issue 28).
+    RevokeInFlightPartitions,
 }
 
 impl Mechanism {
@@ -115,6 +120,7 @@ impl Mechanism {
             Mechanism::KeepNotesAfterALaterFailure => "keep-notes-after-a-later-failure",
             Mechanism::FenceEndedIncarnations => "fence-ended-incarnations",
             Mechanism::ReopenOnStaleFiles => "reopen-on-stale-files",
+            Mechanism::RevokeInFlightPartitions => "revoke-in-flight-partitions",
         }
     }
 

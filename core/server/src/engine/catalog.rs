@@ -398,6 +398,7 @@ impl Engine {
             self.clean_up_failed_creation(&made, e)
         })?;
         self.install_partitions(created, "create_partitions");
+        self.rebalance_memberships(key);
         Ok(ids)
     }
 
@@ -443,6 +444,7 @@ impl Engine {
         for k in deleted {
             self.begin_deletion(ResourceKey::Partition(k));
         }
+        self.rebalance_memberships(key);
         self.assert_invariants("delete_partitions");
         self.obligation_committed();
         Ok(ids)
@@ -461,6 +463,19 @@ impl Engine {
         let key = self.resolve_topic(stream, topic)?;
         let tm = self.topic_meta(key);
         let mut next_group_id = tm.next_group_id;
+        // Iggy 0.11 never gives a consumer group's id out again within its
+        // topic: the server's choice is the topic's next id, above every id
+        // ever used (ADR 0013). An explicit id may be any id no live group
+        // holds.
+        let id = match id {
+            Some(id) => Some(id),
+            None => Some(
+                u32::try_from(next_group_id).map_err(|_| EngineError::Invalid {
+                    what: "consumer group id",
+                    reason: "every consumer group id of the topic was used".into(),
+                })?,
+            ),
+        };
         let gid = claim_id(
             "consumer group",
             name,
@@ -469,9 +484,9 @@ impl Engine {
             &mut next_group_id,
             id,
         )?;
-        // An id may be a deleted group's (ids are reused as in Iggy): its
-        // offset files may still be on disk, and the deletion's cleanup must
-        // not remove the new group's. Finish it first.
+        // An explicit id may be a deleted group's: its offset files may
+        // still be on disk, and the deletion's cleanup must not remove the
+        // new group's. Finish it first.
         self.settle_deletions_before_creating(ResourceKey::Group {
             stream: key.stream,
             topic: key.topic,

@@ -199,6 +199,7 @@ impl Engine {
     /// absorbed: removing `r` removes their files too.
     pub(super) fn begin_deletion(&mut self, r: ResourceKey) {
         assert!(!is_live(&self.meta, r), "invariant: deletion of live {r}");
+        self.forget_memberships(r);
         for covered in self.deletions.overlapping(r) {
             assert!(
                 r.covers(covered),

@@ -56,7 +56,13 @@ impl Engine {
                 *next = next.wrapping_add(1);
                 id
             }
-            Partitioning::MessagesKey(key) => ids[crc32c::crc32c(key) as usize % ids.len()],
+            // Iggy 0.11's rule (the SDK applies it over TCP before sending,
+            // the server over HTTP): XXH32 (seed 0) of the key's bytes,
+            // modulo the partition count, as an index of the topic's
+            // partitions (their ids are `0..count`, so the index is the id).
+            Partitioning::MessagesKey(key) => {
+                ids[twox_hash::XxHash32::oneshot(0, key) as usize % ids.len()]
+            }
         };
         Ok(topic.partition(id))
     }

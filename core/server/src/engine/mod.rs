@@ -40,6 +40,7 @@ mod commit;
 mod deletion;
 mod dirs;
 mod keys;
+mod membership;
 mod messages;
 mod purge;
 mod recovery;
@@ -60,6 +61,7 @@ use crate::partition::reconciler::{Reconciler, ReconcilerConfig};
 pub use crate::partition::reconciler::CleanupRun;
 pub use deletion::DeletePhase;
 pub(crate) use keys::TopicKey;
+pub use membership::MemberPoll;
 pub use messages::{Partitioning, Sent};
 pub use recovery::RecoveryReport;
 
@@ -141,6 +143,8 @@ pub struct Engine {
     partitions: BTreeMap<PartitionKey, Partition>,
     /// The balanced partitioner's next pick per topic.
     balance: BTreeMap<TopicKey, u32>,
+    /// Consumer-group membership: volatile, as in Iggy (`membership.rs`).
+    members: crate::membership::Memberships,
     ids: SimRng,
     reconciler: Reconciler,
     deletions: deletion::Deletions,

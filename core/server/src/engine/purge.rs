@@ -90,6 +90,7 @@ impl Engine {
             let p = self.partition_at(key)?;
             p.reset_to_generation(generation);
             p.begin_obligation(generation);
+            self.forget_polled(key.topic_key(), key.partition);
             self.reconciler.mark_pending(ObligationKey::Purge(key), now);
             // The purge removes every file of the old history, those below
             // its low-water mark included; the new one starts at mark 0.

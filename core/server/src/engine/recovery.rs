@@ -112,6 +112,7 @@ impl Engine {
             meta,
             partitions: BTreeMap::new(),
             balance: BTreeMap::new(),
+            members: Default::default(),
             reconciler: Reconciler::new(config.reconciler),
             deletions: Default::default(),
             retention_index: Default::default(),

@@ -198,6 +198,20 @@ impl From<EngineError> for ApiError {
                 reason,
                 Some("consumer_group_id"),
             ),
+            EngineError::GroupMemberNotFound { .. } => ApiError::new(
+                StatusCode::NOT_FOUND,
+                5006,
+                "consumer_group_member_not_found",
+                reason,
+                Some("consumer_group_id"),
+            ),
+            EngineError::PartitionNotOwned { .. } => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                5009,
+                "consumer_group_partition_not_owned",
+                reason,
+                Some("partition_id"),
+            ),
             EngineError::NameTaken { kind, .. } => {
                 let (id, code) = match *kind {
                     "stream" => (1012, "stream_name_already_exists"),

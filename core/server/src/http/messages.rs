@@ -339,8 +339,9 @@ pub(crate) async fn send(
     Ok(response)
 }
 
-/// The consumer a poll or an offset route names: `consumer_id` (a number, or
-/// for a group also its name) and the `consumer_kind` extension.
+/// The consumer a poll or an offset route names: `consumer_id` (a number or
+/// a name: a consumer's name maps to its number as Iggy maps it, a group's
+/// is looked up) and the `consumer_kind` extension.
 #[derive(Debug, Clone)]
 pub(crate) enum ConsumerRef {
     Consumer(u32),
@@ -351,16 +352,10 @@ impl ConsumerRef {
     pub(crate) fn parse(raw_id: Option<&str>, kind: Option<&str>) -> ApiResult<ConsumerRef> {
         let raw = raw_id.unwrap_or("1");
         match kind.unwrap_or("consumer") {
-            "consumer" => raw
-                .trim()
-                .parse::<u32>()
-                .map(ConsumerRef::Consumer)
-                .map_err(|_| {
-                    ApiError::bad_request(
-                        "consumer_id",
-                        format!("consumer_id must be a numeric id, got {raw:?}"),
-                    )
-                }),
+            // A name is mapped to a number as Iggy maps it.
+            "consumer" => Ok(ConsumerRef::Consumer(
+                identifier("consumer_id", raw.trim())?.consumer_id(),
+            )),
             "consumer_group" => Ok(ConsumerRef::Group(identifier("consumer_id", raw)?)),
             other => Err(ApiError::bad_request(
                 "consumer_kind",

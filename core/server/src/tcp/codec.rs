@@ -106,9 +106,6 @@ pub mod code {
         POLL_MESSAGES_ON_PRIMARY,
         GET_CONSUMER_OFFSET_ROUTING,
         DELETE_SEGMENTS,
-        JOIN_CONSUMER_GROUP,
-        LEAVE_CONSUMER_GROUP,
-        SYNC_CONSUMER_GROUP,
     ];
 }
 
@@ -308,6 +305,9 @@ pub enum Request {
         name: String,
     },
     DeleteConsumerGroup(Identifier, Identifier, Identifier),
+    JoinConsumerGroup(Identifier, Identifier, Identifier),
+    LeaveConsumerGroup(Identifier, Identifier, Identifier),
+    SyncConsumerGroup(Identifier, Identifier, Identifier),
     /// A code Iggy defines that sluice does not serve.
     Unsupported(u32),
 }
@@ -319,8 +319,9 @@ impl Request {
     }
 }
 
-/// A consumer as Iggy sends it: kind 1 (consumer, numeric id) or 2 (group,
-/// id or name; the name is resolved inside the engine call).
+/// A consumer as Iggy sends it: kind 1 (consumer: a numeric id, or a name
+/// mapped to one as Iggy maps it, `Identifier::consumer_id`) or 2 (group, id
+/// or name; the name is resolved inside the engine call).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConsumerId {
     Consumer(u32),
@@ -465,6 +466,15 @@ pub fn decode(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
         code::DELETE_CONSUMER_GROUP => {
             Request::DeleteConsumerGroup(r.identifier()?, r.identifier()?, r.identifier()?)
         }
+        code::JOIN_CONSUMER_GROUP => {
+            Request::JoinConsumerGroup(r.identifier()?, r.identifier()?, r.identifier()?)
+        }
+        code::LEAVE_CONSUMER_GROUP => {
+            Request::LeaveConsumerGroup(r.identifier()?, r.identifier()?, r.identifier()?)
+        }
+        code::SYNC_CONSUMER_GROUP => {
+            Request::SyncConsumerGroup(r.identifier()?, r.identifier()?, r.identifier()?)
+        }
         other if code::UNSUPPORTED.contains(&other) => return Ok(Request::Unsupported(other)),
         other => return Err(DecodeError::UnknownCommand(other)),
     };
@@ -486,13 +496,7 @@ fn login_register(r: &mut Reader<'_>) -> WireResult<Request> {
 
 fn consumer(r: &mut Reader<'_>) -> WireResult<ConsumerId> {
     match r.u8()? {
-        1 => match r.identifier()? {
-            Identifier::Numeric(id) => Ok(ConsumerId::Consumer(id)),
-            Identifier::Name(_) => Err(WireError::invalid(
-                "consumer",
-                "an individual consumer needs a numeric id",
-            )),
-        },
+        1 => Ok(ConsumerId::Consumer(r.identifier()?.consumer_id())),
         2 => Ok(ConsumerId::Group(r.identifier()?)),
         other => Err(WireError::invalid(
             "consumer",

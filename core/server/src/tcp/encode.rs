@@ -144,12 +144,36 @@ pub fn topic_details(out: &mut Vec<u8>, engine: &Engine, stream: u32, t: &TopicM
     }
 }
 
-pub fn group(out: &mut Vec<u8>, t: &TopicMeta, g: &GroupMeta) {
+/// A group's header (Iggy's `ConsumerGroupResponse`, what 601 lists):
+/// `members` is how many members it has.
+pub fn group(out: &mut Vec<u8>, t: &TopicMeta, g: &GroupMeta, members: usize) {
     out.put_u32(g.id);
     out.put_u32(count_u32(t.partitions.len()));
-    // sluice has no group membership: no members.
-    out.put_u32(0);
+    out.put_u32(count_u32(members));
     out.put_name(&g.name);
+}
+
+/// A group's details (600, and 602's answer): its header, then each member
+/// in id order with every partition it holds.
+pub fn group_details(out: &mut Vec<u8>, t: &TopicMeta, g: &GroupMeta, members: &[(u32, Vec<u32>)]) {
+    group(out, t, g, members.len());
+    for (id, partitions) in members {
+        out.put_u32(*id);
+        out.put_u32(count_u32(partitions.len()));
+        for p in partitions {
+            out.put_u32(*p);
+        }
+    }
+}
+
+/// A member's assignment (606): the group's generation and the partitions
+/// it may poll.
+pub fn assignment(out: &mut Vec<u8>, generation: u64, partitions: &[u32]) {
+    out.put_u64(generation);
+    out.put_u32(count_u32(partitions.len()));
+    for p in partitions {
+        out.put_u32(*p);
+    }
 }
 
 pub fn send_confirmation(out: &mut Vec<u8>, stream: u32, topic: u32, partition: u32, base: u64) {
@@ -275,13 +299,36 @@ const TRANSPORT_TCP: u8 = 1;
 /// A client entry (`ClientResponse`); as a `get_me` or `get_client` answer
 /// it is the whole `ClientDetailsResponse`, since sluice has no group
 /// membership to list after it (`consumer_groups_count` 0).
-pub(crate) fn client(out: &mut Vec<u8>, id: u32, entry: &crate::tcp::clients::ClientEntry) {
+/// A client's header (what 22 lists): `groups` is how many consumer groups
+/// it is a member of.
+pub(crate) fn client(
+    out: &mut Vec<u8>,
+    id: u32,
+    entry: &crate::tcp::clients::ClientEntry,
+    groups: usize,
+) {
     out.put_u32(id);
     out.put_u32(entry.user_id.unwrap_or(NO_USER));
     out.put_u8(TRANSPORT_TCP);
     out.put_u32(count_u32(entry.address.len()));
     out.extend_from_slice(entry.address.as_bytes());
-    out.put_u32(0);
+    out.put_u32(count_u32(groups));
+}
+
+/// A client's details (20, 21): its header, then each group it is a member
+/// of as `[stream][topic][group]`.
+pub(crate) fn client_details(
+    out: &mut Vec<u8>,
+    id: u32,
+    entry: &crate::tcp::clients::ClientEntry,
+    groups: &[crate::membership::GroupKey],
+) {
+    client(out, id, entry, groups.len());
+    for g in groups {
+        out.put_u32(g.stream);
+        out.put_u32(g.topic);
+        out.put_u32(g.group);
+    }
 }
 
 /// The login answer (`LoginRegisterResponse`).

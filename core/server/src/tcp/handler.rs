@@ -14,11 +14,11 @@
 
 use std::collections::BTreeMap;
 
-use super::codec::{self, Request, WireTopicOptions};
+use super::codec::{self, ConsumerId, Request, WireTopicOptions};
 use super::encode;
 use super::frame::{self, HEADER_SIZE, RequestHeader, op};
 use super::reply::ReplyFrame;
-use crate::engine::FIRST_ID;
+use crate::engine::{FIRST_ID, MemberPoll};
 use crate::error::EngineError;
 use crate::http::AppState;
 use crate::http::error::ApiError;
@@ -181,13 +181,34 @@ fn check_topic_compression(options: &WireTopicOptions) -> Result<(), u32> {
     check_compression(options.compression.as_deref()).map_err(api_code)
 }
 
-/// Iggy's `ClientDetailsResponse` of an open connection (`None`: not open).
-fn client_details(state: &AppState, id: u32) -> Option<Vec<u8>> {
-    let entry = state.info.tcp_clients.get(id)?;
+/// Iggy's `ClientDetailsResponse` of an open connection, with the groups
+/// it is a member of (`None`: not open).
+async fn client_details(state: &AppState, id: u32) -> Result<Option<Vec<u8>>, u32> {
+    let Some(entry) = state.info.tcp_clients.get(id) else {
+        return Ok(None);
+    };
+    let groups = engine(state, move |e| Ok(e.client_groups(id))).await?;
     let mut out = Vec::new();
-    encode::client(&mut out, id, &entry);
-    Some(out)
+    encode::client_details(&mut out, id, &entry, &groups);
+    Ok(Some(out))
 }
+
+/// A group poll's answer when the client may not poll: an empty poll of
+/// `partition` (Iggy's `u32::MAX` "sync again", or `u32::MAX - 1` "nothing
+/// assigned").
+fn empty_poll(partition: u32) -> Body {
+    let polled = crate::partition::Polled {
+        partition_id: partition,
+        current_offset: 0,
+        messages: Vec::new(),
+    };
+    Body::Polled(encode::polled(polled, HEADER_SIZE))
+}
+
+/// Iggy's partition id of an empty group poll that must sync again.
+const RESYNC_PARTITION: u32 = u32::MAX;
+/// Iggy's partition id of an empty group poll of a member assigned nothing.
+const NO_ASSIGNED_PARTITION: u32 = u32::MAX - 1;
 
 async fn run(state: &AppState, session: &mut Session, request: Request) -> Result<Body, u32> {
     let bytes: Outcome = match request {
@@ -196,12 +217,23 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             tracing::debug!(code, "TCP command not served by sluice");
             Err(FEATURE_UNAVAILABLE)
         }
-        Request::GetMe => client_details(state, session.client_id).ok_or(UNAUTHENTICATED),
-        Request::GetClient(id) => Ok(client_details(state, id).unwrap_or_default()),
+        Request::GetMe => client_details(state, session.client_id)
+            .await?
+            .ok_or(UNAUTHENTICATED),
+        Request::GetClient(id) => Ok(client_details(state, id).await?.unwrap_or_default()),
         Request::GetClients => {
+            let clients = state.info.tcp_clients.list();
+            let ids: Vec<u32> = clients.iter().map(|(id, _)| *id).collect();
+            let counts = engine(state, move |e| {
+                Ok(ids
+                    .iter()
+                    .map(|id| e.client_groups(*id).len())
+                    .collect::<Vec<_>>())
+            })
+            .await?;
             let mut out = Vec::new();
-            for (id, entry) in state.info.tcp_clients.list() {
-                encode::client(&mut out, id, &entry);
+            for ((id, entry), groups) in clients.iter().zip(counts) {
+                encode::client(&mut out, *id, entry, groups);
             }
             Ok(out)
         }
@@ -216,8 +248,10 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             {
                 return Err(INVALID_PASSWORD);
             }
-            // A new login replaces the connection's session, failed or not.
+            // A new login replaces the connection's session, failed or not,
+            // and ends its group memberships (the SDK forgets them too).
             session.bind(state, None);
+            leave_all_groups(state, session.client_id).await;
             let user_id = state
                 .auth
                 .verify_login(username, password)
@@ -231,6 +265,7 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
         }
         Request::Logout => {
             session.bind(state, None);
+            leave_all_groups(state, session.client_id).await;
             Ok(Vec::new())
         }
         Request::GetClusterMetadata => {
@@ -434,6 +469,29 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             if count == 0 || count > max {
                 return Err(INVALID_MESSAGES_COUNT);
             }
+            if let ConsumerId::Group(group) = consumer {
+                // A group poll is a member's: of a partition it may poll,
+                // or of its next one when the poll names none.
+                let client = session.client_id;
+                let polled = engine(state, move |e| {
+                    Ok(e.poll_as_member(
+                        client,
+                        &stream,
+                        &topic,
+                        &group,
+                        partition,
+                        strategy,
+                        u64::from(count),
+                        auto_commit,
+                    )?)
+                })
+                .await?;
+                return Ok(match polled {
+                    MemberPoll::Served(polled) => Body::Polled(encode::polled(polled, HEADER_SIZE)),
+                    MemberPoll::NotOwned => empty_poll(RESYNC_PARTITION),
+                    MemberPoll::NothingAssigned => empty_poll(NO_ASSIGNED_PARTITION),
+                });
+            }
             let partition = partition.unwrap_or(FIRST_ID);
             let polled = engine(state, move |e| {
                 let c = consumer.resolve(e, &stream, &topic)?;
@@ -486,9 +544,14 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             offset,
         } => {
             let partition = partition.unwrap_or(FIRST_ID);
+            let client = session.client_id;
             engine(state, move |e| {
-                let c = consumer.resolve(e, &stream, &topic)?;
-                Ok(e.store_offset(&stream, &topic, partition, c, offset)?)
+                let c = member_or_consumer(e, client, &consumer, &stream, &topic, partition)?;
+                e.store_offset(&stream, &topic, partition, c, offset)?;
+                if let ConsumerId::Group(g) = &consumer {
+                    e.after_member_commit(&stream, &topic, g);
+                }
+                Ok(())
             })
             .await
             .map(|()| Vec::new())
@@ -500,8 +563,9 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             partition,
         } => {
             let partition = partition.unwrap_or(FIRST_ID);
+            let client = session.client_id;
             let (deleted, id) = engine(state, move |e| {
-                let c = consumer.resolve(e, &stream, &topic)?;
+                let c = member_or_consumer(e, client, &consumer, &stream, &topic, partition)?;
                 Ok((e.delete_offset(&stream, &topic, partition, c)?, c.id))
             })
             .await?;
@@ -514,9 +578,11 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
         Request::GetConsumerGroups(s, t) => {
             engine(state, move |e| {
                 let topic = e.topic(&s, &t)?;
+                let sid = e.resolve_stream(&s)?;
                 let mut out = Vec::new();
                 for g in topic.groups.values() {
-                    encode::group(&mut out, topic, g);
+                    let members = e.group_members(sid, topic.id, g.id).len();
+                    encode::group(&mut out, topic, g, members);
                 }
                 Ok(out)
             })
@@ -525,7 +591,10 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
         Request::GetConsumerGroup(s, t, g) => {
             get(state, move |e, out| {
                 let topic = e.topic(&s, &t)?;
-                encode::group(out, topic, e.group(&s, &t, &g)?);
+                let sid = e.resolve_stream(&s)?;
+                let group = e.group(&s, &t, &g)?;
+                let members = e.group_members(sid, topic.id, group.id);
+                encode::group_details(out, topic, group, &members);
                 Ok(())
             })
             .await
@@ -540,7 +609,7 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
                 tracing::info!(group_id = group.id, "consumer group created");
                 let t = e.topic(&stream, &topic)?;
                 let mut out = Vec::new();
-                encode::group(&mut out, t, &group);
+                encode::group_details(&mut out, t, &group, &[]);
                 Ok(out)
             })
             .await
@@ -550,6 +619,58 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
                 .await
                 .map(|()| Vec::new())
         }
+        Request::JoinConsumerGroup(s, t, g) => {
+            let client = session.client_id;
+            engine(state, move |e| Ok(e.join_group(client, &s, &t, &g)?))
+                .await
+                .map(|()| Vec::new())
+        }
+        Request::LeaveConsumerGroup(s, t, g) => {
+            let client = session.client_id;
+            engine(state, move |e| Ok(e.leave_group(client, &s, &t, &g)?))
+                .await
+                .map(|()| Vec::new())
+        }
+        Request::SyncConsumerGroup(s, t, g) => {
+            let client = session.client_id;
+            // Not a member (or no such group): an empty answer, as Iggy's.
+            engine(state, move |e| Ok(e.sync_group(client, &s, &t, &g)?))
+                .await
+                .map(|assignment| {
+                    let mut out = Vec::new();
+                    if let Some((generation, partitions)) = assignment {
+                        encode::assignment(&mut out, generation, &partitions);
+                    }
+                    out
+                })
+        }
     };
     bytes.map(Body::Bytes)
+}
+
+/// Ends every group membership of the connection (it closed, logged out or
+/// logged in again): its groups rebalance.
+pub(crate) async fn leave_all_groups(state: &AppState, client: u32) {
+    let _ = state
+        .engine(move |e| {
+            e.leave_all_groups(client);
+            Ok(())
+        })
+        .await;
+}
+
+/// The consumer an offset call addresses: an individual consumer as it is;
+/// a group only as a member that holds `partition` (Iggy's 5009 otherwise).
+fn member_or_consumer(
+    e: &mut crate::engine::Engine,
+    client: u32,
+    consumer: &ConsumerId,
+    stream: &crate::identifier::Identifier,
+    topic: &crate::identifier::Identifier,
+    partition: u32,
+) -> Result<crate::partition::Consumer, ApiError> {
+    match consumer {
+        ConsumerId::Group(g) => Ok(e.member_consumer(client, stream, topic, g, partition)?),
+        ConsumerId::Consumer(_) => Ok(consumer.resolve(e, stream, topic)?),
+    }
 }

@@ -90,6 +90,9 @@ pub(crate) async fn serve(
                     // The entry is removed when the guard drops, however the task ends.
                     let client = state.info.tcp_clients.register(peer.to_string());
                     let outcome = connection(socket, &state, limits, stop, client.id()).await;
+                    // Membership ends with the connection, as in Iggy: its
+                    // groups rebalance before its id can be given out again.
+                    handler::leave_all_groups(&state, client.id()).await;
                     drop(client);
                     if let Err(reason) = outcome {
                         tracing::debug!(%peer, %reason, "TCP connection closed");
