@@ -26,6 +26,7 @@ mod http_api;
 mod iggy_groups;
 mod iggy_sdk;
 mod incarnations;
+mod membership_proptest;
 mod purge_proptest;
 mod purge_regression;
 mod purge_snapshots;

@@ -486,12 +486,14 @@ pub(crate) async fn poll(
     let strategy = polling_strategy(&query)?;
     let count = query.u32("count")?.unwrap_or(DEFAULT_POLL_COUNT);
     let max = state.limits.max_poll_count;
-    if count == 0 || count > max {
+    // A count of 0 is an empty poll carrying the partition's current offset,
+    // as Iggy answers it; above the server's limit, refused.
+    if count > max {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             4009,
             "invalid_messages_count",
-            format!("count must be 1 to {max}, got {count}"),
+            format!("count must be at most {max}, got {count}"),
             Some("count"),
         ));
     }

@@ -465,8 +465,10 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             count,
             auto_commit,
         } => {
+            // A count of 0 is an empty poll carrying the partition's current
+            // offset, as Iggy answers it; above the server's limit, refused.
             let max = state.limits.max_poll_count;
-            if count == 0 || count > max {
+            if count > max {
                 return Err(INVALID_MESSAGES_COUNT);
             }
             if let ConsumerId::Group(group) = consumer {
