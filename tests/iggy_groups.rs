@@ -501,3 +501,68 @@ fn without_revoking_in_flight_partitions_a_join_delivers_messages_twice() {
     assert_eq!(b_may, vec![1]);
     assert_eq!(served, Some(0), "B is served offset 0 again");
 }
+
+/// The purge regression once through a group consumer (issue 28): a member
+/// polling with `Next` and auto-commit through a topic purge gets the
+/// complete fresh history, from offset 0, and nothing of the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_group_polling_through_a_topic_purge_then_it_gets_the_complete_fresh_history() {
+    // Given: a member that consumed and committed all of partition 2.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let admin = topic_with_messages(&server, 6).await;
+    let (s, t) = (
+        Identifier::named(STREAM).unwrap(),
+        Identifier::named(TOPIC).unwrap(),
+    );
+    let g = Identifier::named(GROUP).unwrap();
+    admin.create_consumer_group(&s, &t, GROUP).await.unwrap();
+    let member = sdk_login(&server).await;
+    member.join_consumer_group(&s, &t, &g).await.unwrap();
+    let group = Consumer::group(g.clone());
+    let next = |n| {
+        let (member, s, t, group) = (&member, &s, &t, &group);
+        async move {
+            member
+                .poll_messages(s, t, Some(2), group, &PollingStrategy::next(), n, true)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(next(100).await.messages.len(), 6);
+
+    // When: the topic is purged and three new messages arrive,
+    admin.purge_topic(&s, &t).await.unwrap();
+    let mut fresh: Vec<IggyMessage> = (0..3)
+        .map(|i| {
+            IggyMessage::builder()
+                .payload(format!("fresh-{i}").into())
+                .build()
+                .unwrap()
+        })
+        .collect();
+    admin
+        .send_messages(&s, &t, &Partitioning::partition_id(2), &mut fresh)
+        .await
+        .unwrap();
+
+    // then the member's `Next` starts the new history at offset 0 and gets
+    // all of it, one by one, then nothing more.
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        for m in next(1).await.messages {
+            got.push((
+                m.header.offset,
+                String::from_utf8_lossy(&m.payload).to_string(),
+            ));
+        }
+    }
+    assert_eq!(
+        got,
+        [
+            (0, "fresh-0".into()),
+            (1, "fresh-1".into()),
+            (2, "fresh-2".into())
+        ]
+    );
+}
