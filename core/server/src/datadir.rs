@@ -39,10 +39,7 @@ use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 use crate::dirchain::{self, NameState, not_utf8, parent_of};
 use crate::dirsync::REDIRTY_SUFFIX;
 use crate::error::Result;
-
-/// Inside the data directory while its own name (and those of ancestors the
-/// engine created) is not yet confirmed durable. Holds the number of levels.
-pub(crate) const UNCONFIRMED_MARKER: &str = "data_dir.unconfirmed";
+use crate::layout::UNCONFIRMED_MARKER;
 
 fn with_suffix(dir: &Path) -> PathBuf {
     let mut s = dir.as_os_str().to_os_string();
@@ -222,13 +219,13 @@ mod tests {
             .unwrap();
         file.write_at(0, b"x").unwrap();
         drop(file);
-        sim.rename(Path::new("/data"), Path::new("/data.redirty"))
-            .unwrap();
+        let aside = format!("/data{REDIRTY_SUFFIX}");
+        sim.rename(Path::new("/data"), Path::new(&aside)).unwrap();
         // When: the engine opens the data directory.
         open(&sim, Path::new("/data")).unwrap();
         // Then: it is the old directory, with its contents, and no leftover.
         assert_eq!(sim.read_file(Path::new("/data/metadata")).unwrap(), b"x");
-        assert!(!sim.exists(Path::new("/data.redirty")).unwrap());
+        assert!(!sim.exists(Path::new(&aside)).unwrap());
     }
 
     #[test]
