@@ -275,7 +275,7 @@ fn store_credentials(
         storage,
         data_dir,
         CREDENTIALS_FILE,
-        &format!("{CREDENTIALS_FILE}.tmp"),
+        crate::layout::CREDENTIALS_TMP,
         &bytes,
     )
     .map_err(|e| e.to_string())

@@ -163,6 +163,7 @@ pub(crate) fn first_file_under(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::METADATA_FILE;
     use sluice_storage::{Crash, Fault, FaultMode, OpKind, OpMatcher, SimStorage};
 
     fn durable(sim: &SimStorage, path: &str) -> bool {
@@ -174,7 +175,7 @@ mod tests {
         let sim = SimStorage::with_seed(1);
         open(&sim, Path::new("/a/data")).unwrap();
         assert!(
-            !sim.exists(Path::new("/a/data/data_dir.unconfirmed"))
+            !sim.exists(&Path::new("/a/data").join(UNCONFIRMED_MARKER))
                 .unwrap()
         );
         assert!(durable(&sim, "/a/data"));
@@ -193,14 +194,14 @@ mod tests {
             );
             assert!(open(&sim, Path::new("/a/data")).is_err());
             assert!(
-                sim.exists(Path::new("/a/data/data_dir.unconfirmed"))
+                sim.exists(&Path::new("/a/data").join(UNCONFIRMED_MARKER))
                     .unwrap()
             );
             // When: a later open succeeds (after a process crash), then power is cut.
             sim.crash(Crash::Process);
             open(&sim, Path::new("/a/data")).unwrap();
             assert!(
-                !sim.exists(Path::new("/a/data/data_dir.unconfirmed"))
+                !sim.exists(&Path::new("/a/data").join(UNCONFIRMED_MARKER))
                     .unwrap()
             );
             sim.crash(Crash::PowerLoss);
@@ -215,7 +216,7 @@ mod tests {
         let sim = SimStorage::with_seed(1);
         open(&sim, Path::new("/data")).unwrap();
         let file = sim
-            .open(Path::new("/data/metadata"), OpenMode::CreateNew)
+            .open(&Path::new("/data").join(METADATA_FILE), OpenMode::CreateNew)
             .unwrap();
         file.write_at(0, b"x").unwrap();
         drop(file);
@@ -224,7 +225,11 @@ mod tests {
         // When: the engine opens the data directory.
         open(&sim, Path::new("/data")).unwrap();
         // Then: it is the old directory, with its contents, and no leftover.
-        assert_eq!(sim.read_file(Path::new("/data/metadata")).unwrap(), b"x");
+        assert_eq!(
+            sim.read_file(&Path::new("/data").join(METADATA_FILE))
+                .unwrap(),
+            b"x"
+        );
         assert!(!sim.exists(Path::new(&aside)).unwrap());
     }
 

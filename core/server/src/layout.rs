@@ -4,6 +4,7 @@
 //! <data>/metadata                                   streams, topics, partitions, generations
 //! <data>/metadata.tmp                               a metadata save in progress
 //! <data>/root.credentials                           the root user's password hash
+//! <data>/root.credentials.tmp                       a credentials save in progress
 //! <data>/data_dir.unconfirmed                       the data directory's own name not yet durable
 //! <data>/streams/<s>/topics/<t>/partitions/<p>/
 //!     segments/<generation:020>-<base_offset:020>.log   message batches
@@ -82,8 +83,10 @@ pub(crate) const UNCONFIRMED_MARKER: &str = "data_dir.unconfirmed";
 /// unlinking it without the lock (ADR 0020): `<name>.purged` is dead
 /// whatever it holds, and recovery and cleanup remove it.
 pub const PURGED_SUFFIX: &str = ".purged";
-/// The root user's credentials (a password hash, never the password).
+/// The root user's credentials (a password hash, never the password), and
+/// the temporary name a save writes first.
 pub const CREDENTIALS_FILE: &str = "root.credentials";
+pub(crate) const CREDENTIALS_TMP: &str = "root.credentials.tmp";
 /// A partition's purge cleanup obligation (two slots).
 pub const OBLIGATION_FILE: &str = "purge.obligation";
 /// A partition's retention low-water mark: its first retained offset (two
