@@ -39,3 +39,4 @@ mod tcp_cleanup;
 mod tcp_codec;
 mod tcp_fuzz;
 mod tcp_purge;
+mod tidy;
