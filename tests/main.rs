@@ -41,3 +41,4 @@ mod tcp_cleanup;
 mod tcp_codec;
 mod tcp_fuzz;
 mod tcp_purge;
+mod tidy;

@@ -401,7 +401,7 @@ fn given_system_answers_when_encoded_then_the_sdk_decodes_login_cluster_and_stat
         iggy_binary_protocol::IGGY_PROTOCOL_VERSION & !0x3ff
     );
 
-    let listeners = sluice_server::stats::Listeners {
+    let listeners = sluice_server::iggy::stats::Listeners {
         http: Some("127.0.0.1:3000".parse().unwrap()),
         tcp: Some("127.0.0.1:8090".parse().unwrap()),
     };
@@ -419,7 +419,7 @@ fn given_system_answers_when_encoded_then_the_sdk_decodes_login_cluster_and_stat
         (8090, 3000, 0, 0)
     );
 
-    let stats = sluice_server::stats::Stats {
+    let stats = sluice_server::iggy::stats::Stats {
         process_id: 42,
         streams_count: 3,
         messages_count: 1234,

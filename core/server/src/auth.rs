@@ -33,7 +33,7 @@ use rand_core::{OsRng, RngCore};
 use serde::{Deserialize, Serialize};
 use sluice_storage::{DurableStorage, ErrorKind};
 
-use crate::http::error::{ApiError, ApiResult};
+use crate::iggy::error::{ApiError, ApiResult};
 
 /// Iggy's root user id and default credentials (`--with-default-root-credentials`).
 pub(crate) const ROOT_USER_ID: u32 = 0;
@@ -275,7 +275,7 @@ fn store_credentials(
         storage,
         data_dir,
         CREDENTIALS_FILE,
-        &format!("{CREDENTIALS_FILE}.tmp"),
+        crate::layout::CREDENTIALS_TMP,
         &bytes,
     )
     .map_err(|e| e.to_string())

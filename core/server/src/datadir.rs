@@ -39,10 +39,7 @@ use sluice_storage::{DurableStorage, ErrorKind, OpenMode, StorageError};
 use crate::dirchain::{self, NameState, not_utf8, parent_of};
 use crate::dirsync::REDIRTY_SUFFIX;
 use crate::error::Result;
-
-/// Inside the data directory while its own name (and those of ancestors the
-/// engine created) is not yet confirmed durable. Holds the number of levels.
-pub(crate) const UNCONFIRMED_MARKER: &str = "data_dir.unconfirmed";
+use crate::layout::UNCONFIRMED_MARKER;
 
 fn with_suffix(dir: &Path) -> PathBuf {
     let mut s = dir.as_os_str().to_os_string();
@@ -166,6 +163,7 @@ pub(crate) fn first_file_under(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::METADATA_FILE;
     use sluice_storage::{Crash, Fault, FaultMode, OpKind, OpMatcher, SimStorage};
 
     fn durable(sim: &SimStorage, path: &str) -> bool {
@@ -177,7 +175,7 @@ mod tests {
         let sim = SimStorage::with_seed(1);
         open(&sim, Path::new("/a/data")).unwrap();
         assert!(
-            !sim.exists(Path::new("/a/data/data_dir.unconfirmed"))
+            !sim.exists(&Path::new("/a/data").join(UNCONFIRMED_MARKER))
                 .unwrap()
         );
         assert!(durable(&sim, "/a/data"));
@@ -196,14 +194,14 @@ mod tests {
             );
             assert!(open(&sim, Path::new("/a/data")).is_err());
             assert!(
-                sim.exists(Path::new("/a/data/data_dir.unconfirmed"))
+                sim.exists(&Path::new("/a/data").join(UNCONFIRMED_MARKER))
                     .unwrap()
             );
             // When: a later open succeeds (after a process crash), then power is cut.
             sim.crash(Crash::Process);
             open(&sim, Path::new("/a/data")).unwrap();
             assert!(
-                !sim.exists(Path::new("/a/data/data_dir.unconfirmed"))
+                !sim.exists(&Path::new("/a/data").join(UNCONFIRMED_MARKER))
                     .unwrap()
             );
             sim.crash(Crash::PowerLoss);
@@ -218,17 +216,21 @@ mod tests {
         let sim = SimStorage::with_seed(1);
         open(&sim, Path::new("/data")).unwrap();
         let file = sim
-            .open(Path::new("/data/metadata"), OpenMode::CreateNew)
+            .open(&Path::new("/data").join(METADATA_FILE), OpenMode::CreateNew)
             .unwrap();
         file.write_at(0, b"x").unwrap();
         drop(file);
-        sim.rename(Path::new("/data"), Path::new("/data.redirty"))
-            .unwrap();
+        let aside = format!("/data{REDIRTY_SUFFIX}");
+        sim.rename(Path::new("/data"), Path::new(&aside)).unwrap();
         // When: the engine opens the data directory.
         open(&sim, Path::new("/data")).unwrap();
         // Then: it is the old directory, with its contents, and no leftover.
-        assert_eq!(sim.read_file(Path::new("/data/metadata")).unwrap(), b"x");
-        assert!(!sim.exists(Path::new("/data.redirty")).unwrap());
+        assert_eq!(
+            sim.read_file(&Path::new("/data").join(METADATA_FILE))
+                .unwrap(),
+            b"x"
+        );
+        assert!(!sim.exists(Path::new(&aside)).unwrap());
     }
 
     #[test]

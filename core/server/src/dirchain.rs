@@ -134,7 +134,7 @@ mod tests {
             calls_since(&sim, before),
             [
                 "rename /d/a/b",
-                "rename /d/a/b.redirty",
+                &format!("rename /d/a/b{}", crate::layout::REDIRTY_SUFFIX),
                 "sync_dir /d/a",
                 "sync_dir /d",
             ]

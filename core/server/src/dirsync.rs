@@ -78,8 +78,9 @@ pub(crate) enum NameChange {
     Removed,
 }
 
-/// Suffix of the temporary name used to re-dirty a created name.
-pub const REDIRTY_SUFFIX: &str = ".redirty";
+/// Suffix of the temporary name used to re-dirty a created name (spelled
+/// in `layout.rs`, like every on-disk name).
+pub use crate::layout::REDIRTY_SUFFIX;
 
 /// What every tracker of one directory shares with the cleanups that sync it
 /// off the engine lock: held for the length of every sync of the directory,

@@ -4,20 +4,28 @@
 //! <data>/metadata                                   streams, topics, partitions, generations
 //! <data>/metadata.tmp                               a metadata save in progress
 //! <data>/root.credentials                           the root user's password hash
+//! <data>/root.credentials.tmp                       a credentials save in progress
+//! <data>/data_dir.unconfirmed                       the data directory's own name not yet durable
 //! <data>/streams/<s>/topics/<t>/partitions/<p>/
 //!     segments/<generation:020>-<base_offset:020>.log   message batches
 //!     segments/<generation:020>-<base_offset:020>.idx   sparse index
 //!     consumers/<consumer_id>                         consumer offset (two slots)
+//!     consumers/<consumer_id>.tmp                     a replacing store in progress
 //!     groups/<group_id>                               consumer-group offset (two slots)
 //!     purge.obligation                                purge cleanup obligation (two slots)
 //!     retention.lwm                                   retention low-water mark (two slots)
 //! ```
-//! Generation and base offset are zero-padded so a directory listing (sorted
-//! bytewise) is already in (generation, offset) order.
+//! Any created name may be left as `<name>.redirty` by a crash inside a
+//! re-dirty (`dirsync.rs`), and a dead file as `<name>.purged` by a crash
+//! inside purge cleanup. Generation and base offset are zero-padded so a
+//! directory listing (sorted bytewise) is already in (generation, offset)
+//! order.
 //!
 //! Invariant: no other module spells a directory or file name; each asks
 //! this one (a rename of a directory is then one edit, and a test that
-//! builds a path agrees with the engine by construction).
+//! builds a path agrees with the engine by construction). `tests/tidy.rs`
+//! fails on a string literal elsewhere in `core/server/src` that spells one
+//! of the names below, and on a name constant declared outside this file.
 //!
 //! `DirKind` names the three partition directories that hold records of a
 //! generation (and that purge cleanup lists, removes from and syncs); its
@@ -63,13 +71,22 @@ pub(crate) const CONSUMERS_DIR: &str = "consumers";
 pub const GROUPS_DIR: &str = "groups";
 /// The temporary name a re-dirty gives `<name>` between its two renames
 /// (`dirsync.rs`): a crash between them leaves it.
-pub use crate::dirsync::REDIRTY_SUFFIX;
+pub const REDIRTY_SUFFIX: &str = ".redirty";
+/// The temporary file a replacing offset store writes first
+/// (`partition/offsets.rs`).
+pub(crate) const REPLACE_SUFFIX: &str = ".tmp";
+/// Inside the data directory while its own name (and those of ancestors the
+/// engine created) is not yet confirmed durable (`datadir.rs`). Holds the
+/// number of levels.
+pub(crate) const UNCONFIRMED_MARKER: &str = "data_dir.unconfirmed";
 /// The name purge cleanup gives a dead file, under the engine lock, before
 /// unlinking it without the lock (ADR 0020): `<name>.purged` is dead
 /// whatever it holds, and recovery and cleanup remove it.
 pub const PURGED_SUFFIX: &str = ".purged";
-/// The root user's credentials (a password hash, never the password).
+/// The root user's credentials (a password hash, never the password), and
+/// the temporary name a save writes first.
 pub const CREDENTIALS_FILE: &str = "root.credentials";
+pub(crate) const CREDENTIALS_TMP: &str = "root.credentials.tmp";
 /// A partition's purge cleanup obligation (two slots).
 pub const OBLIGATION_FILE: &str = "purge.obligation";
 /// A partition's retention low-water mark: its first retained offset (two

@@ -1,10 +1,12 @@
 //! `sluice-server`: the engine (metadata, partitions, logs, offsets), its
 //! recovery, and the `sluice` binary.
 //!
-//! Layering (docs/adr/0001-architecture.md): callers → [`engine::Engine`] →
-//! [`partition::Partition`] → `sluice_storage::DurableStorage`. Nothing in this
-//! crate touches `std::fs`; every byte goes through the storage trait, so the
-//! simulator sees exactly what a disk would.
+//! Layering (docs/adr/0001-architecture.md): transports ([`http`], [`tcp`]) →
+//! [`iggy`] → [`engine::Engine`] → [`partition::Partition`] →
+//! `sluice_storage::DurableStorage`; other callers (the simulator, tests)
+//! enter at the engine. Nothing in this crate touches `std::fs`; every byte
+//! goes through the storage trait, so the simulator sees exactly what a disk
+//! would. `tests/tidy.rs` holds these rules.
 
 pub mod auth;
 pub mod clock;
@@ -17,6 +19,7 @@ pub mod error;
 pub mod frame;
 pub mod http;
 pub mod identifier;
+pub mod iggy;
 pub mod layout;
 pub mod membership;
 pub mod metadata;
@@ -24,7 +27,6 @@ pub mod partition;
 pub(crate) mod persist;
 pub mod server;
 pub mod slots;
-pub mod stats;
 pub mod tcp;
 pub mod teeth;
 

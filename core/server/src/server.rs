@@ -31,11 +31,13 @@ use crate::clock::SystemClock;
 use crate::config::ServerConfig;
 use crate::engine::{Engine, EngineConfig, ReconcilerWaker, RecoveryReport};
 use crate::error::EngineError;
-use crate::http::error::ApiError;
 use crate::http::metrics::Metrics;
-use crate::http::{AppState, Limits, ServerInfo, router};
+use crate::http::router;
+use crate::iggy::error::ApiError;
+use crate::iggy::state::Limits;
+use crate::iggy::stats::Listeners;
+use crate::iggy::{AppState, ServerInfo};
 use crate::partition::reconciler::PassReport;
-use crate::stats::Listeners;
 use crate::tcp::TcpLimits;
 
 #[derive(Debug, thiserror::Error)]
@@ -219,7 +221,6 @@ pub async fn start(
             config.auth.token_expiry,
             config.auth.failed_login_delay,
         )),
-        metrics: Arc::new(Metrics::new(recovery.stale_records)),
         limits: Limits {
             max_body_bytes: config.http.max_body_bytes,
             max_poll_count: config.http.max_poll_count,
@@ -227,9 +228,16 @@ pub async fn start(
         },
         info: Arc::new(ServerInfo::new()),
     };
+    // Served and counted by the HTTP transport, fed by the reconciler.
+    let metrics = Arc::new(Metrics::new(recovery.stale_records));
     let (stop, stop_rx) = watch::channel(false);
 
-    let reconciler = tokio::spawn(run_reconciler(state.clone(), wake, stop_rx.clone()));
+    let reconciler = tokio::spawn(run_reconciler(
+        state.clone(),
+        metrics.clone(),
+        wake,
+        stop_rx.clone(),
+    ));
 
     let listener = TcpListener::bind(config.http.address)
         .await
@@ -273,7 +281,7 @@ pub async fn start(
         ))
     });
     tracing::info!(address = %local_addr, "serving the Iggy HTTP API");
-    let app = router(state.clone());
+    let app = router(state.clone(), metrics);
     let mut serve_stop = stop_rx;
     let serve = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -303,6 +311,7 @@ pub async fn start(
 /// obligation pending (`wake`), until told to stop.
 async fn run_reconciler(
     state: AppState,
+    metrics: Arc<Metrics>,
     wake: Arc<tokio::sync::Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -317,7 +326,7 @@ async fn run_reconciler(
         let pass = reconciler_pass(&state).await;
         match pass {
             Ok((report, took, bound)) => {
-                state.metrics.record_pass(took);
+                metrics.record_pass(took);
                 if report.attempted.len() >= bound {
                     // The pass stopped at its bound with work possibly left
                     // (a purge of a big topic): go again without waiting a

@@ -17,6 +17,7 @@
 mod disk;
 mod error;
 mod pool;
+mod rng;
 pub mod sim;
 
 use std::fmt::Debug;
@@ -26,6 +27,10 @@ use std::path::Path;
 pub use disk::{DiskStorage, NOOP_DIR_SYNC_ENV, test_faults_compiled};
 pub use error::{ErrorKind, OpKind, Result, StorageError};
 pub use pool::{MIN_POOL_BOUND, PoolStats, PooledFile, PooledStorage};
+/// The seeded PRNG every crate draws from (the engine's message ids and
+/// reconciler jitter too), outside `sim` so production code takes nothing
+/// from the simulator; `sim::SimRng` names the same type.
+pub use rng::SimRng;
 pub use sim::{
     Crash, Fault, FaultMode, FaultPlan, InjectedError, OpMatcher, SimConfig, SimStorage,
     SyncFailureSemantics, TraceEntry,

@@ -50,7 +50,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sluice_storage::sim::SimRng;
+use sluice_storage::SimRng;
 use sluice_storage::{DurableStorage, PoolStats, PooledStorage};
 
 use crate::clock::Clock;

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use sluice_storage::sim::SimRng;
+use sluice_storage::SimRng;
 use sluice_storage::{DurableStorage, PooledStorage};
 
 use super::{Engine, EngineConfig, PurgeMode};

@@ -18,9 +18,9 @@ use serde::Deserialize;
 
 pub use crate::auth::*;
 
-use super::AppState;
-use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
+use crate::iggy::AppState;
+use crate::iggy::error::{ApiError, ApiResult, Class};
 
 #[derive(Deserialize)]
 pub(crate) struct LoginBody {
@@ -41,7 +41,7 @@ pub(crate) async fn login(
 ) -> ApiResult<Json<IdentityInfo>> {
     if !(MIN_USERNAME_LEN..=MAX_USERNAME_LEN).contains(&body.username.len()) {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            Class::BadRequest,
             43,
             "invalid_username",
             "Invalid username",
@@ -50,7 +50,7 @@ pub(crate) async fn login(
     }
     if !(MIN_PASSWORD_LEN..=MAX_PASSWORD_LEN).contains(&body.password.len()) {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            Class::BadRequest,
             44,
             "invalid_password",
             "Invalid password",

@@ -17,9 +17,9 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use super::error::ApiError;
 use crate::engine::MAX_NAME_LEN;
 use crate::identifier::Identifier;
+use crate::iggy::error::{ApiError, Class};
 
 /// A JSON body; malformed JSON, wrong types and oversized bodies are Iggy errors.
 #[derive(Debug)]
@@ -39,19 +39,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 fn json_rejection(rejection: JsonRejection) -> ApiError {
     let text = rejection.body_text();
     match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            let mut e = ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                4,
-                "invalid_format",
-                format!("request body too large: {text}"),
-                None,
-            );
-            e.close = true;
-            e
-        }
+        // Answered with `Connection: close` (http/error.rs): the body was not read.
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            Class::PayloadTooLarge,
+            4,
+            "invalid_format",
+            format!("request body too large: {text}"),
+            None,
+        ),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Class::UnsupportedMediaType,
             4,
             "invalid_format",
             "expected a body with Content-Type: application/json",

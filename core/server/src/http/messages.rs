@@ -29,14 +29,15 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
 use crate::engine::{FIRST_ID, Partitioning};
-use crate::identifier::Identifier;
+use crate::iggy::AppState;
+use crate::iggy::consumer::ConsumerId;
+use crate::iggy::error::{ApiError, ApiResult, Class};
+use crate::iggy::header_kinds;
 use crate::metadata::Durability;
+use crate::partition::PollingStrategy;
 use crate::partition::log::{HeaderValue as EngineHeader, Headers, Message, NewMessage};
-use crate::partition::{Consumer, PollingStrategy};
 
 pub(crate) const DURABILITY_HEADER: &str = "iggy-durability";
 pub(crate) const SLUICE_DURABILITY_HEADER: &str = "sluice-durability";
@@ -45,30 +46,8 @@ const MAX_HEADER_LEN: usize = 255;
 const MAX_KEY_LEN: usize = 255;
 const DEFAULT_POLL_COUNT: u32 = 10;
 
-/// Iggy's header kinds, by code.
-const HEADER_KINDS: [(&str, u8, Option<usize>); 15] = [
-    ("raw", 1, None),
-    ("string", 2, None),
-    ("bool", 3, Some(1)),
-    ("int8", 4, Some(1)),
-    ("int16", 5, Some(2)),
-    ("int32", 6, Some(4)),
-    ("int64", 7, Some(8)),
-    ("int128", 8, Some(16)),
-    ("uint8", 9, Some(1)),
-    ("uint16", 10, Some(2)),
-    ("uint32", 11, Some(4)),
-    ("uint64", 12, Some(8)),
-    ("uint128", 13, Some(16)),
-    ("float32", 14, Some(4)),
-    ("float64", 15, Some(8)),
-];
-
 fn kind_name(code: u8) -> &'static str {
-    HEADER_KINDS
-        .iter()
-        .find(|(_, c, _)| *c == code)
-        .map_or("raw", |(n, _, _)| n)
+    header_kinds::by_code(code).map_or("raw", |k| k.name)
 }
 
 #[derive(Deserialize)]
@@ -127,7 +106,7 @@ fn parse_partitioning(p: &PartitioningBody) -> ApiResult<Partitioning> {
         "messages_key" => {
             if value.is_empty() || value.len() > MAX_KEY_LEN {
                 return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
+                    Class::BadRequest,
                     4028,
                     "invalid_key_value_length",
                     format!("a messages key must be 1 to {MAX_KEY_LEN} bytes"),
@@ -173,9 +152,9 @@ fn parse_id(index: usize, id: Option<&serde_json::Value>) -> ApiResult<u128> {
 }
 
 fn parse_header_value(field: &str, h: &HeaderFieldBody) -> ApiResult<EngineHeader> {
-    let Some((_, code, size)) = HEADER_KINDS.iter().find(|(n, _, _)| *n == h.kind) else {
+    let Some(kind) = header_kinds::by_name(&h.kind) else {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            Class::BadRequest,
             4040,
             "invalid_header_kind",
             format!("unknown header kind {:?}", h.kind),
@@ -183,13 +162,13 @@ fn parse_header_value(field: &str, h: &HeaderFieldBody) -> ApiResult<EngineHeade
         ));
     };
     let value = decode_base64(field, &h.value)?;
-    let size_ok = match size {
-        Some(n) => value.len() == *n,
+    let size_ok = match kind.size {
+        Some(n) => value.len() == n,
         None => !value.is_empty() && value.len() <= MAX_HEADER_LEN,
     };
     if !size_ok {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            Class::BadRequest,
             4019,
             "invalid_header_value",
             format!(
@@ -200,7 +179,10 @@ fn parse_header_value(field: &str, h: &HeaderFieldBody) -> ApiResult<EngineHeade
             Some(field),
         ));
     }
-    Ok(EngineHeader { kind: *code, value })
+    Ok(EngineHeader {
+        kind: kind.code,
+        value,
+    })
 }
 
 fn parse_headers(index: usize, raw: Option<&serde_json::Value>) -> ApiResult<Option<Headers>> {
@@ -224,7 +206,7 @@ fn parse_headers(index: usize, raw: Option<&serde_json::Value>) -> ApiResult<Opt
     for entry in &entries {
         if entry.key.kind != "string" {
             return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
+                Class::BadRequest,
                 4018,
                 "invalid_header_key",
                 format!(
@@ -240,7 +222,7 @@ fn parse_headers(index: usize, raw: Option<&serde_json::Value>) -> ApiResult<Opt
             .filter(|k| !k.is_empty() && k.len() <= MAX_HEADER_LEN)
             .ok_or_else(|| {
                 ApiError::new(
-                    StatusCode::BAD_REQUEST,
+                    Class::BadRequest,
                     4018,
                     "invalid_header_key",
                     "a header key must be 1 to 255 bytes of UTF-8",
@@ -258,7 +240,7 @@ fn parse_batch(body: &SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
     let partitioning = parse_partitioning(&body.partitioning)?;
     if body.messages.is_empty() {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            Class::BadRequest,
             4009,
             "invalid_messages_count",
             "a send must carry at least one message",
@@ -270,7 +252,7 @@ fn parse_batch(body: &SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
         let payload = decode_base64(&format!("messages[{i}].payload"), &m.payload)?;
         if payload.is_empty() {
             return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
+                Class::BadRequest,
                 4024,
                 "empty_message_payload",
                 "Empty message payload",
@@ -342,39 +324,17 @@ pub(crate) async fn send(
 /// The consumer a poll or an offset route names: `consumer_id` (a number or
 /// a name: a consumer's name maps to its number as Iggy maps it, a group's
 /// is looked up) and the `consumer_kind` extension.
-#[derive(Debug, Clone)]
-pub(crate) enum ConsumerRef {
-    Consumer(u32),
-    Group(Identifier),
-}
-
-impl ConsumerRef {
-    pub(crate) fn parse(raw_id: Option<&str>, kind: Option<&str>) -> ApiResult<ConsumerRef> {
-        let raw = raw_id.unwrap_or("1");
-        match kind.unwrap_or("consumer") {
-            // A name is mapped to a number as Iggy maps it.
-            "consumer" => Ok(ConsumerRef::Consumer(
-                identifier("consumer_id", raw.trim())?.consumer_id(),
-            )),
-            "consumer_group" => Ok(ConsumerRef::Group(identifier("consumer_id", raw)?)),
-            other => Err(ApiError::bad_request(
-                "consumer_kind",
-                format!("consumer_kind must be consumer or consumer_group, got {other:?}"),
-            )),
-        }
-    }
-
-    /// Resolves a group name to its id (inside an engine call).
-    pub(crate) fn resolve(
-        &self,
-        e: &crate::engine::Engine,
-        s: &Identifier,
-        t: &Identifier,
-    ) -> crate::error::Result<Consumer> {
-        match self {
-            ConsumerRef::Consumer(id) => Ok(Consumer::consumer(*id)),
-            ConsumerRef::Group(g) => Ok(Consumer::group(e.group(s, t, g)?.id)),
-        }
+pub(crate) fn parse_consumer(raw_id: Option<&str>, kind: Option<&str>) -> ApiResult<ConsumerId> {
+    let raw = raw_id.unwrap_or("1");
+    match kind.unwrap_or("consumer") {
+        "consumer" => Ok(ConsumerId::Consumer(
+            identifier("consumer_id", raw.trim())?.consumer_id(),
+        )),
+        "consumer_group" => Ok(ConsumerId::Group(identifier("consumer_id", raw)?)),
+        other => Err(ApiError::bad_request(
+            "consumer_kind",
+            format!("consumer_kind must be consumer or consumer_group, got {other:?}"),
+        )),
     }
 }
 
@@ -480,7 +440,7 @@ pub(crate) async fn poll(
 ) -> ApiResult<Json<PolledMessages>> {
     let s = identifier("stream_id", &stream_id)?;
     let t = identifier("topic_id", &topic_id)?;
-    let consumer = ConsumerRef::parse(query.get("consumer_id"), query.get("consumer_kind"))?;
+    let consumer = parse_consumer(query.get("consumer_id"), query.get("consumer_kind"))?;
     // Iggy defaults to its first partition; sluice's ids start at FIRST_ID.
     let partition = query.u32("partition_id")?.unwrap_or(FIRST_ID);
     let strategy = polling_strategy(&query)?;
@@ -490,7 +450,7 @@ pub(crate) async fn poll(
     // as Iggy answers it; above the server's limit, refused.
     if count > max {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            Class::BadRequest,
             4009,
             "invalid_messages_count",
             format!("count must be at most {max}, got {count}"),
@@ -558,7 +518,7 @@ mod tests {
             ]
         }));
         let e = parse_batch(&b).unwrap_err();
-        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.class, Class::BadRequest);
         assert_eq!(e.body.field.as_deref(), Some("messages[1].payload"));
     }
 

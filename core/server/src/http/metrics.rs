@@ -50,9 +50,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::AppState;
-use super::error::{ApiError, ApiResult};
 use super::status::{Filter, snapshot};
+use crate::iggy::AppState;
+use crate::iggy::error::{ApiError, ApiResult};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct HttpLabels {
@@ -357,21 +357,26 @@ impl Metrics {
 }
 
 /// Middleware counting every request by route template and status.
-pub(crate) async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub(crate) async fn track(
+    State(metrics): State<Arc<Metrics>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
     let method = req.method().to_string();
     let response = next.run(req).await;
-    state
-        .metrics
-        .record_request(route, method, response.status().as_u16());
+    metrics.record_request(route, method, response.status().as_u16());
     response
 }
 
 /// `GET /metrics`.
-pub(crate) async fn scrape(State(state): State<AppState>) -> ApiResult<Response> {
+pub(crate) async fn scrape(
+    State(state): State<AppState>,
+    State(metrics): State<Arc<Metrics>>,
+) -> ApiResult<Response> {
     let (status, obligations, files) = state
         .engine(|e| {
             Ok((
@@ -382,8 +387,7 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> ApiResult<Response>
         })
         .await?;
     {
-        let mut view = state
-            .metrics
+        let mut view = metrics
             .view
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -402,8 +406,7 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> ApiResult<Response>
             files,
         };
     }
-    let text = state
-        .metrics
+    let text = metrics
         .encode()
         .map_err(|e| ApiError::internal(format!("metrics did not encode: {e}")))?;
     let mut response = text.into_response();

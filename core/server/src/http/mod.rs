@@ -1,26 +1,24 @@
 //! The Apache Iggy HTTP API over the engine (axum on tokio), plus sluice's
 //! operator routes `GET /status/purge`, `GET /status/obligations` and
-//! `GET /metrics`.
-//! docs/adr/0006-http-api-compatibility.md lists what matches Iggy and what
-//! sluice adds.
+//! `GET /metrics`. A codec over the Iggy layer (`crate::iggy`): requests are
+//! decoded here, run through `iggy::AppState::engine`, and answered as
+//! Iggy's JSON. docs/adr/0006-http-api-compatibility.md lists what matches
+//! Iggy and what sluice adds.
 //!
 //! Invariants:
-//! - The engine is single-threaded and its storage synchronous (ADR 0001,
-//!   ADR 0002): it sits behind one `std::sync::Mutex`, and every engine call
-//!   runs on tokio's blocking pool (`AppState::engine`), never on an async
-//!   worker. A call that started runs to completion even if the client goes
-//!   away, so no request is ever half-applied by a cancelled future.
-//! - If an engine call ever panics, the mutex is poisoned and every later
-//!   engine request answers 500 until restart: memory may no longer match
-//!   the durable state, and recovery is the only trusted way back.
+//! - Every engine call runs on the blocking pool under the one engine lock
+//!   (`iggy::AppState::engine`, its invariants); if an engine call ever
+//!   panicked, every later engine request answers 500 until restart.
 //! - Every response, including unknown routes, wrong methods, oversized
 //!   bodies, auth failures and panics, is either a success or Iggy's JSON
-//!   error body (`error::ApiError`).
+//!   error body (`crate::iggy::error::ApiError`, rendered by `error`).
 //! - Every route except `/ping`, `/users/login` and `/users/refresh-token`
 //!   requires a valid bearer token (`auth::require_token`). The routes are
 //!   declared in two tables (`public_routes`, `authenticated_routes`) that
 //!   build the router, so a new route is in exactly one of them and the auth
 //!   tests (`core/cli/tests/auth_hardening.rs`) reach it.
+//! - This transport imports nothing from the TCP one: what both share is in
+//!   `crate::iggy` (`tests/tidy.rs` holds it).
 
 pub mod auth;
 pub(crate) mod error;
@@ -35,85 +33,38 @@ pub(crate) mod streams;
 pub(crate) mod system;
 
 use std::any::Any;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::engine::Engine;
-use auth::Auth;
-use error::{ApiError, ApiResult};
+use crate::iggy::AppState;
+use crate::iggy::error::ApiError;
 use metrics::Metrics;
 
-/// Request limits and settings the handlers need.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    pub(crate) max_body_bytes: usize,
-    pub(crate) max_poll_count: u32,
-    pub(crate) reconciler_period: Duration,
-}
-
-/// What the server knows about itself, for `/stats` and the cluster metadata
-/// (shared by both transports).
-#[derive(Debug, Default)]
-pub struct ServerInfo {
-    pub(crate) started: Option<std::time::SystemTime>,
-    /// Open TCP connections (Iggy's clients).
-    pub tcp_clients: Arc<crate::tcp::clients::ClientRegistry>,
-    /// Where the listeners are bound (set once both are).
-    pub(crate) listeners: std::sync::OnceLock<crate::stats::Listeners>,
-}
-
-impl ServerInfo {
-    pub(crate) fn new() -> Self {
-        ServerInfo {
-            started: Some(std::time::SystemTime::now()),
-            ..ServerInfo::default()
-        }
-    }
-
-    pub(crate) fn listeners(&self) -> crate::stats::Listeners {
-        self.listeners.get().copied().unwrap_or_default()
-    }
-}
-
-/// Shared by every handler.
+/// The router's state: the state both transports share, and the metrics
+/// registry this transport serves and counts its requests in. Handlers
+/// extract either part (`State<AppState>`, `State<Arc<Metrics>>`).
 #[derive(Debug, Clone)]
-pub struct AppState {
-    pub(crate) engine: Arc<Mutex<Engine>>,
-    pub(crate) auth: Arc<Auth>,
+pub(crate) struct HttpState {
+    pub(crate) app: AppState,
     pub(crate) metrics: Arc<Metrics>,
-    pub(crate) limits: Limits,
-    pub info: Arc<ServerInfo>,
 }
 
-impl AppState {
-    /// Runs `f` with the engine on the blocking pool.
-    pub(crate) async fn engine<T, F>(&self, f: F) -> ApiResult<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Engine) -> ApiResult<T> + Send + 'static,
-    {
-        let engine = self.engine.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = engine.lock().map_err(|_| {
-                ApiError::internal(
-                    "the engine failed during an earlier request and refuses service until restart",
-                )
-            })?;
-            f(&mut guard)
-        })
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "engine task failed");
-            ApiError::internal("the engine task failed")
-        })?
+impl FromRef<HttpState> for AppState {
+    fn from_ref(state: &HttpState) -> AppState {
+        state.app.clone()
+    }
+}
+
+impl FromRef<HttpState> for Arc<Metrics> {
+    fn from_ref(state: &HttpState) -> Arc<Metrics> {
+        state.metrics.clone()
     }
 }
 
@@ -141,7 +92,7 @@ const TOPIC: &str = "/streams/{stream_id}/topics/{topic_id}";
 /// walk the table, and a route added here is in it by construction.
 macro_rules! route_table {
     ($router:ident, $table:ident, { $( $path:expr => [ $( $method:ident ( $handler:path ) ),+ $(,)? ] ),+ $(,)? }) => {
-        fn $router() -> Router<AppState> {
+        fn $router() -> Router<HttpState> {
             Router::new() $( .route(&$path, MethodRouter::new() $( .$method($handler) )+ ) )+
         }
 
@@ -210,23 +161,24 @@ route_table!(authenticated_router, authenticated_routes, {
 });
 
 /// The whole API.
-pub(crate) fn router(state: AppState) -> Router {
+pub(crate) fn router(app: AppState, metrics: Arc<Metrics>) -> Router {
     let public = public_router();
     let private = authenticated_router().route_layer(middleware::from_fn_with_state(
-        state.clone(),
+        app.clone(),
         auth::require_token,
     ));
+    let max_body_bytes = app.limits.max_body_bytes;
     Router::new()
         .merge(public)
         .merge(private)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            metrics.clone(),
             metrics::track,
         ))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(panic_response))
-        .with_state(state)
+        .with_state(HttpState { app, metrics })
 }

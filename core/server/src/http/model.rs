@@ -5,7 +5,8 @@
 //! Invariants:
 //! - Field names, types and encodings are Iggy's: timestamps are microseconds,
 //!   sizes are byte counts, `message_expiry` and `max_topic_size` use Iggy's
-//!   sentinels (`0` = server default, `u64::MAX` = never / unlimited).
+//!   sentinels (`0` = server default, `u64::MAX` = never / unlimited;
+//!   `crate::iggy::units`).
 //! - Topic `options` render as Iggy does (`{"key": {"value": "...",
 //!   "explicit": bool}}`), with sluice's real policy names (`buffered`,
 //!   `persisted`): the report says what the topic actually does.
@@ -16,12 +17,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::engine::Engine;
+use crate::iggy::units::to_iggy_limit;
 use crate::metadata::{
     DEFAULT_SEGMENT_SIZE, Durability, GroupMeta, PartitionKey, StreamMeta, TopicMeta,
 };
-
-/// Iggy's `IggyExpiry::NeverExpire` / `MaxTopicSize::Unlimited` on the wire.
-pub(crate) const IGGY_UNLIMITED: u64 = u64::MAX;
 
 /// An option as Iggy renders it.
 #[derive(Debug, Clone, Serialize)]
@@ -96,35 +95,6 @@ pub(crate) struct ConsumerGroupDetails {
     pub(crate) group: ConsumerGroup,
     /// sluice has no group membership over HTTP (Iggy's HTTP API has none either).
     pub(crate) members: Vec<serde_json::Value>,
-}
-
-/// Engine value (`0` = none) → Iggy wire value (`u64::MAX` = none).
-pub(crate) fn to_iggy_limit(engine_value: u64) -> u64 {
-    if engine_value == 0 {
-        IGGY_UNLIMITED
-    } else {
-        engine_value
-    }
-}
-
-/// Iggy wire value (`0` = server default, `u64::MAX` = none) → engine value.
-/// A `message_expiry` from the wire → engine value: Iggy's "server default"
-/// (`0`) is the server's configured default (`[retention]`), `u64::MAX`
-/// never (engine 0), anything else microseconds as given.
-pub(crate) fn expiry_from_iggy(wire_value: u64, server_default: u64) -> u64 {
-    if wire_value == 0 {
-        server_default
-    } else {
-        from_iggy_limit(wire_value)
-    }
-}
-
-pub(crate) fn from_iggy_limit(wire_value: u64) -> u64 {
-    if wire_value == IGGY_UNLIMITED {
-        0
-    } else {
-        wire_value
-    }
 }
 
 fn count_u32(n: usize) -> u32 {
@@ -234,19 +204,5 @@ pub(crate) fn group(t: &TopicMeta, g: &GroupMeta) -> ConsumerGroup {
         name: g.name.clone(),
         partitions_count: count_u32(t.partitions.len()),
         members_count: 0,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn given_engine_limits_when_rendered_then_zero_means_unlimited_on_the_wire() {
-        assert_eq!(to_iggy_limit(0), u64::MAX);
-        assert_eq!(to_iggy_limit(5), 5);
-        assert_eq!(from_iggy_limit(u64::MAX), 0);
-        assert_eq!(from_iggy_limit(0), 0);
-        assert_eq!(from_iggy_limit(7), 7);
     }
 }

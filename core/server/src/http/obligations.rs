@@ -22,11 +22,11 @@ use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::error::{ApiError, ApiResult};
 use super::extract::ApiQuery;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
+use crate::iggy::AppState;
+use crate::iggy::error::{ApiError, ApiResult};
 use crate::metadata::ResourceKey;
 use crate::partition::reconciler::ObligationKey;
 

@@ -19,12 +19,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
-use super::messages::ConsumerRef;
+use super::messages::parse_consumer;
 use super::model::{self, ConsumerGroup, ConsumerGroupDetails};
 use crate::engine::FIRST_ID;
+use crate::iggy::AppState;
+use crate::iggy::error::{ApiError, ApiResult};
 
 #[derive(Serialize)]
 pub(crate) struct ConsumerOffsetInfo {
@@ -51,7 +51,7 @@ pub(crate) async fn get_offset(
 ) -> ApiResult<Json<ConsumerOffsetInfo>> {
     let s = identifier("stream_id", &stream_id)?;
     let t = identifier("topic_id", &topic_id)?;
-    let consumer = ConsumerRef::parse(query.get("consumer_id"), query.get("consumer_kind"))?;
+    let consumer = parse_consumer(query.get("consumer_id"), query.get("consumer_kind"))?;
     let partition = query.u32("partition_id")?.unwrap_or(FIRST_ID);
     let (found, id) = state
         .engine(move |e| {
@@ -94,7 +94,7 @@ pub(crate) async fn store_offset(
         .map(|v| consumer_id_of("consumer_id", v))
         .transpose()?;
     let kind = body.consumer_kind.as_deref().or(query.get("consumer_kind"));
-    let consumer = ConsumerRef::parse(raw_id.as_deref(), kind)?;
+    let consumer = parse_consumer(raw_id.as_deref(), kind)?;
     let partition = body.partition_id.unwrap_or(FIRST_ID);
     let offset = body.offset;
     state
@@ -113,7 +113,7 @@ pub(crate) async fn delete_offset(
 ) -> ApiResult<StatusCode> {
     let s = identifier("stream_id", &stream_id)?;
     let t = identifier("topic_id", &topic_id)?;
-    let consumer = ConsumerRef::parse(Some(&consumer_id), query.get("consumer_kind"))?;
+    let consumer = parse_consumer(Some(&consumer_id), query.get("consumer_kind"))?;
     let partition = query.u32("partition_id")?.unwrap_or(FIRST_ID);
     let (deleted, id) = state
         .engine(move |e| {

@@ -19,17 +19,19 @@
 //!   not know, and the maps keep their alphabetical key order.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, identifier};
+use super::metrics::Metrics;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
+use crate::iggy::AppState;
+use crate::iggy::error::{ApiError, ApiResult};
 #[cfg(test)]
 use crate::partition::purge::PurgeState;
 use crate::partition::purge::{DirKind, FailureSite};
@@ -241,10 +243,11 @@ pub(crate) fn state_name(state: PurgeState) -> &'static str {
 
 pub(crate) async fn purge_status(
     State(state): State<AppState>,
+    State(metrics): State<Arc<Metrics>>,
     query: ApiQuery,
 ) -> ApiResult<Json<PurgeStatus>> {
     let filter = Filter::from_query(&query)?;
-    let last = state.metrics.last_pass_micros.load(Ordering::Relaxed);
+    let last = metrics.last_pass_micros.load(Ordering::Relaxed);
     let last = (last != u64::MAX).then_some(last);
     let period_ms = u64::try_from(state.limits.reconciler_period.as_millis()).unwrap_or(u64::MAX);
     let status = state

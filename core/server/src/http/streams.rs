@@ -4,10 +4,9 @@
 //! Invariants:
 //! - Every body and query value is validated before the engine is called;
 //!   an invalid request reaches no engine method and changes nothing.
-//! - Topic options accept exactly `durability` and
-//!   `consumer_offset_durability` (values `replicated` = `buffered` on one
-//!   node, `buffered`, `persisted`) and `segment_size` (bytes); any other key
-//!   or value is a 400 naming it.
+//! - Topic options and compression are checked by the Iggy layer
+//!   (`crate::iggy::topic_options`, as over TCP); any other key or value is
+//!   a 400 naming it.
 //! - Status codes are Iggy's: create answers 200 with the details, update,
 //!   delete and purge answer 204, partitions answer 201 / 204.
 
@@ -18,17 +17,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::AppState;
-use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
-use super::model::{
-    self, Stream, StreamDetails, Topic, TopicDetails, expiry_from_iggy, from_iggy_limit,
-};
-use crate::metadata::{DEFAULT_SEGMENT_SIZE, Durability, TopicOptions};
-
-/// Bounds on a topic's `segment_size` option (bytes).
-pub(crate) const MIN_SEGMENT_SIZE: u64 = 4096;
-pub(crate) const MAX_SEGMENT_SIZE: u64 = 1 << 30;
+use super::model::{self, Stream, StreamDetails, Topic, TopicDetails};
+use crate::iggy::AppState;
+use crate::iggy::error::{ApiError, ApiResult};
+use crate::iggy::topic_options::{check_compression, parse_topic_options, reject_options};
+use crate::iggy::units::{expiry_from_iggy, from_iggy_limit};
 
 // ---- streams -----------------------------------------------------------
 
@@ -85,9 +79,7 @@ pub(crate) async fn update_stream(
     ApiJson(body): ApiJson<UpdateStream>,
 ) -> ApiResult<StatusCode> {
     let id = identifier("stream_id", &stream_id)?;
-    if let Some(key) = body.options.keys().next() {
-        return Err(ApiError::unsupported_option(key));
-    }
+    reject_options(&body.options)?;
     state
         .engine(move |e| Ok(e.update_stream(&id, &body.name)?))
         .await?;
@@ -176,63 +168,6 @@ fn one() -> u32 {
     1
 }
 
-pub(crate) fn check_compression(value: Option<&str>) -> ApiResult<()> {
-    match value {
-        None | Some("none") => Ok(()),
-        Some(other) => Err(ApiError::bad_request(
-            "compression_algorithm",
-            format!(
-                "compression_algorithm {other:?} is not supported; sluice stores messages as sent (\"none\")"
-            ),
-        )),
-    }
-}
-
-fn durability(key: &str, value: &str) -> ApiResult<Durability> {
-    match value.to_ascii_lowercase().as_str() {
-        // Iggy's default; on one node there is no replica, so it is `buffered`.
-        "replicated" | "buffered" => Ok(Durability::Buffered),
-        "persisted" => Ok(Durability::Persisted),
-        _ => Err(ApiError::invalid_option_value(
-            key,
-            value,
-            "replicated, buffered or persisted",
-        )),
-    }
-}
-
-/// Parses the `options` map of a topic creation.
-pub(crate) fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResult<TopicOptions> {
-    let mut out = TopicOptions::default();
-    for (key, value) in options {
-        match key.as_str() {
-            "durability" => out.durability = durability(key, value)?,
-            "consumer_offset_durability" => {
-                out.consumer_offset_durability = durability(key, value)?
-            }
-            "segment_size" => {
-                let size: u64 = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| ApiError::invalid_option_value(key, value, "a size in bytes"))?;
-                out.segment_size = match size {
-                    0 => DEFAULT_SEGMENT_SIZE,
-                    s if (MIN_SEGMENT_SIZE..=MAX_SEGMENT_SIZE).contains(&s) => s,
-                    _ => {
-                        return Err(ApiError::invalid_option_value(
-                            key,
-                            value,
-                            &format!("{MIN_SEGMENT_SIZE} to {MAX_SEGMENT_SIZE} bytes"),
-                        ));
-                    }
-                };
-            }
-            other => return Err(ApiError::unsupported_option(other)),
-        }
-    }
-    Ok(out)
-}
-
 pub(crate) async fn create_topic(
     State(state): State<AppState>,
     ApiPath(stream_id): ApiPath<String>,
@@ -290,9 +225,7 @@ pub(crate) async fn update_topic(
     let t = identifier("topic_id", &topic_id)?;
     check_compression(body.compression_algorithm.as_deref())?;
     // Durability and segment size are fixed at creation.
-    if let Some(key) = body.options.keys().next() {
-        return Err(ApiError::unsupported_option(key));
-    }
+    reject_options(&body.options)?;
     state
         .engine(move |e| {
             let current = e.topic(&s, &t)?;
@@ -368,36 +301,4 @@ pub(crate) async fn delete_partitions(
         .engine(move |e| Ok(e.delete_partitions(&s, &t, count)?))
         .await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn opts(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn given_the_sdk_defaults_when_parsing_options_then_replicated_is_buffered() {
-        let o = parse_topic_options(&opts(&[
-            ("durability", "replicated"),
-            ("consumer_offset_durability", "persisted"),
-        ]))
-        .unwrap();
-        assert_eq!(o.durability, Durability::Buffered);
-        assert_eq!(o.consumer_offset_durability, Durability::Persisted);
-    }
-
-    #[test]
-    fn given_unknown_keys_or_values_when_parsing_options_then_the_error_names_them() {
-        let e = parse_topic_options(&opts(&[("fsync", "true")])).unwrap_err();
-        assert_eq!(e.status, StatusCode::BAD_REQUEST);
-        assert!(e.body.reason.contains("fsync"));
-        let e = parse_topic_options(&opts(&[("durability", "eventually")])).unwrap_err();
-        assert!(e.body.reason.contains("durability") && e.body.reason.contains("eventually"));
-    }
 }

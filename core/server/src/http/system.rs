@@ -1,7 +1,8 @@
 //! `GET /stats` (Iggy's `Stats`), `GET /cluster/metadata` (a single-node
 //! cluster, this node the healthy leader) and `GET /clients[/{id}]` (the open
-//! TCP connections, as Iggy's HTTP API lists its TCP and QUIC clients),
-//! shared with the TCP commands.
+//! TCP connections, as Iggy's HTTP API lists its TCP and QUIC clients), from
+//! the Iggy layer's collector and registry (`crate::iggy::stats`,
+//! `crate::iggy::clients`), as the TCP commands answer them.
 //!
 //! Invariants:
 //! - Both read and never change anything; the counts are one engine snapshot.
@@ -10,28 +11,11 @@ use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 
-use super::AppState;
-use super::error::{ApiError, ApiResult};
 use super::extract::ApiPath;
-use crate::stats::{self, ClusterMetadata, Stats};
-use crate::tcp::clients::ClientEntry;
-
-/// The stats both transports answer.
-pub(crate) async fn collect_stats(state: &AppState) -> ApiResult<Stats> {
-    let started = state
-        .info
-        .started
-        .unwrap_or_else(std::time::SystemTime::now);
-    let clients = state.info.tcp_clients.len() + state.auth.live_sessions();
-    state
-        .engine(move |e| {
-            let mut s = Stats::default();
-            stats::engine_counts(e, &mut s);
-            stats::process(e, started, clients, &mut s);
-            Ok(s)
-        })
-        .await
-}
+use crate::iggy::AppState;
+use crate::iggy::clients::ClientEntry;
+use crate::iggy::error::{ApiError, ApiResult};
+use crate::iggy::stats::{ClusterMetadata, Stats, collect_stats};
 
 pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
     Ok(Json(collect_stats(&state).await?))

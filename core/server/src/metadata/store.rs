@@ -136,7 +136,10 @@ mod tests {
         };
         let bytes = frame::encode(Magic::METADATA, METADATA_V2, &v2).unwrap();
         let file = sim
-            .open(Path::new("/metadata"), sluice_storage::OpenMode::CreateNew)
+            .open(
+                &Path::new("/").join(crate::layout::METADATA_FILE),
+                sluice_storage::OpenMode::CreateNew,
+            )
             .unwrap();
         file.write_at(0, &bytes).unwrap();
         // When it is loaded, then it reads as version 3 with nothing pending,
@@ -150,7 +153,8 @@ mod tests {
         store_on(&sim).save(&meta).unwrap();
         let header = frame::decode_header(
             Magic::METADATA,
-            &sim.read_file(Path::new("/metadata")).unwrap(),
+            &sim.read_file(&Path::new("/").join(crate::layout::METADATA_FILE))
+                .unwrap(),
             MAX_METADATA,
         )
         .unwrap();

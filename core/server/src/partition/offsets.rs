@@ -50,6 +50,7 @@ use sluice_storage::{DurableFile, DurableStorage, ErrorKind, OpenMode};
 use crate::dirsync::{DirTracker, NameChange, repair_redirty_leftovers};
 use crate::error::Result;
 use crate::frame::Magic;
+use crate::layout::REPLACE_SUFFIX;
 use crate::slots::{Durability, SlotFile, SlotLayout, SlotRead};
 use crate::teeth::{
     self,
@@ -80,9 +81,6 @@ pub struct OffsetRecord {
     /// The stored offset; `None` is a tombstone (the offset was deleted).
     pub offset: Option<u64>,
 }
-
-/// Suffix of the temporary file a replacing store writes first.
-pub(crate) const REPLACE_SUFFIX: &str = ".tmp";
 
 #[derive(Debug)]
 struct Entry {

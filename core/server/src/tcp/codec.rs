@@ -22,8 +22,10 @@ use super::frame::{RequestHeader, op};
 use super::wire::{Reader, WireError, WireResult};
 use crate::engine::Partitioning;
 use crate::identifier::Identifier;
+pub use crate::iggy::consumer::ConsumerId;
+use crate::iggy::header_kinds::{self, STRING_KIND};
+use crate::partition::PollingStrategy;
 use crate::partition::log::{HeaderValue, Headers, NewMessage};
-use crate::partition::{Consumer, PollingStrategy};
 
 /// Iggy's command codes (`iggy_binary_protocol::codes`).
 pub mod code {
@@ -200,7 +202,7 @@ impl DecodeError {
 }
 
 /// A topic's options as sent: string values keyed as in the HTTP API, so
-/// the same parser (`http::streams::parse_topic_options`) reads both.
+/// the same parser (`iggy::topic_options::parse_topic_options`) reads both.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WireTopicOptions {
     pub(crate) compression: Option<String>,
@@ -319,52 +321,11 @@ impl Request {
     }
 }
 
-/// A consumer as Iggy sends it: kind 1 (consumer: a numeric id, or a name
-/// mapped to one as Iggy maps it, `Identifier::consumer_id`) or 2 (group, id
-/// or name; the name is resolved inside the engine call).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConsumerId {
-    Consumer(u32),
-    Group(Identifier),
-}
-
-impl ConsumerId {
-    pub(crate) fn resolve(
-        &self,
-        e: &crate::engine::Engine,
-        s: &Identifier,
-        t: &Identifier,
-    ) -> crate::error::Result<Consumer> {
-        match self {
-            ConsumerId::Consumer(id) => Ok(Consumer::consumer(*id)),
-            ConsumerId::Group(g) => Ok(Consumer::group(e.group(s, t, g)?.id)),
-        }
-    }
-}
-
 /// Iggy's batch layout (`iggy_binary_protocol::batch`).
 pub(crate) const BATCH_HEADER_SIZE: usize = 256;
 pub(crate) const MESSAGE_HEADER_SIZE: usize = 48;
 /// Iggy's bound on a header key or value.
 const MAX_HEADER_FIELD: usize = 255;
-/// Iggy's header kind codes run from 1 (raw) to 15 (float64); these have a
-/// fixed size.
-const FIXED_HEADER_KINDS: [(u8, usize); 13] = [
-    (3, 1),
-    (4, 1),
-    (5, 2),
-    (6, 4),
-    (7, 8),
-    (8, 16),
-    (9, 1),
-    (10, 2),
-    (11, 4),
-    (12, 8),
-    (13, 16),
-    (14, 4),
-    (15, 8),
-];
-const STRING_KIND: u8 = 2;
 
 /// Decodes the payload of command `code`.
 pub fn decode(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
@@ -663,12 +624,9 @@ fn user_headers(block: &[u8], index: usize) -> WireResult<Option<Headers>> {
     let mut headers = Headers::new();
     for t in entries {
         let key = string_key(&t, "user headers")?;
-        let fixed = FIXED_HEADER_KINDS.iter().find(|(k, _)| *k == t.value_kind);
-        let size_ok = match (t.value_kind, fixed) {
-            (_, Some((_, n))) => t.value.len() == *n,
-            (1 | 2, None) => true,
-            _ => false,
-        };
+        // A known kind (`header_kinds`); fixed-size kinds of exactly their size.
+        let size_ok = header_kinds::by_code(t.value_kind)
+            .is_some_and(|kind| kind.size.is_none_or(|n| t.value.len() == n));
         if !size_ok {
             return Err(WireError::invalid(
                 "user headers",

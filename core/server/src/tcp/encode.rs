@@ -18,14 +18,13 @@ use super::codec::{BATCH_HEADER_SIZE, MESSAGE_HEADER_SIZE};
 use super::reply::ReplyFrame;
 use super::wire::Put;
 use crate::engine::Engine;
-use crate::http::model::to_iggy_limit;
+use crate::iggy::header_kinds::{STRING_KIND, UINT64_KIND};
+use crate::iggy::stats::Stats;
+use crate::iggy::units::to_iggy_limit;
 use crate::metadata::{Durability, GroupMeta, PartitionKey, StreamMeta, TopicMeta};
 use crate::partition::Polled;
 use crate::partition::log::Message;
-use crate::stats::Stats;
 
-const STRING_KIND: u8 = 2;
-const UINT64_KIND: u8 = 12;
 const COMPRESSION_NONE: u8 = 1;
 
 fn count_u32(n: usize) -> u32 {
@@ -296,15 +295,12 @@ fn encode_batch(own: &mut Vec<u8>, cuts: &mut Vec<usize>, partition: u64, batch:
 const NO_USER: u32 = u32::MAX;
 const TRANSPORT_TCP: u8 = 1;
 
-/// A client entry (`ClientResponse`); as a `get_me` or `get_client` answer
-/// it is the whole `ClientDetailsResponse`, since sluice has no group
-/// membership to list after it (`consumer_groups_count` 0).
 /// A client's header (what 22 lists): `groups` is how many consumer groups
 /// it is a member of.
 pub(crate) fn client(
     out: &mut Vec<u8>,
     id: u32,
-    entry: &crate::tcp::clients::ClientEntry,
+    entry: &crate::iggy::clients::ClientEntry,
     groups: usize,
 ) {
     out.put_u32(id);
@@ -320,7 +316,7 @@ pub(crate) fn client(
 pub(crate) fn client_details(
     out: &mut Vec<u8>,
     id: u32,
-    entry: &crate::tcp::clients::ClientEntry,
+    entry: &crate::iggy::clients::ClientEntry,
     groups: &[crate::membership::GroupKey],
 ) {
     client(out, id, entry, groups.len());
@@ -336,7 +332,7 @@ pub fn login(out: &mut Vec<u8>, user_id: u32, session: u64) {
     out.put_u32(user_id);
     out.put_u64(session);
     out.put_u32(protocol_version());
-    out.put_name(crate::stats::IGGY_SERVER_VERSION);
+    out.put_name(crate::iggy::stats::IGGY_SERVER_VERSION);
 }
 
 /// Iggy's packed protocol version of 0.11.0 (10 bits per component).
@@ -345,7 +341,7 @@ pub(crate) fn protocol_version() -> u32 {
 }
 
 /// A single-node cluster, as a single Iggy node describes itself.
-pub fn cluster_metadata(out: &mut Vec<u8>, c: &crate::stats::ClusterMetadata) {
+pub fn cluster_metadata(out: &mut Vec<u8>, c: &crate::iggy::stats::ClusterMetadata) {
     out.put_long_str(&c.name);
     out.put_u32(count_u32(c.nodes.len()));
     for n in &c.nodes {

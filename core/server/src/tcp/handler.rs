@@ -3,10 +3,10 @@
 //!
 //! Invariants:
 //! - Each request calls the engine operations its HTTP route calls (same
-//!   validation helpers: `parse_topic_options`, `check_compression`, the
-//!   credential checks of `crate::auth`), and its errors carry the ids the
-//!   HTTP API puts in its error body (`ApiError`), so both transports answer
-//!   a failure with the same Iggy code.
+//!   validation helpers of the Iggy layer: `parse_topic_options`,
+//!   `check_compression`, the credential checks of `crate::auth`), and its
+//!   errors are the Iggy layer's (`ApiError`), answered by their code, so
+//!   both transports answer a failure with the same Iggy code.
 //! - A reply is exactly one frame: a 256-byte header (status 0 and the body,
 //!   or a nonzero Iggy error code and no body).
 //! - A get of something that does not exist answers an empty body, as
@@ -20,10 +20,11 @@ use super::frame::{self, HEADER_SIZE, RequestHeader, op};
 use super::reply::ReplyFrame;
 use crate::engine::{FIRST_ID, MemberPoll};
 use crate::error::EngineError;
-use crate::http::AppState;
-use crate::http::error::ApiError;
-use crate::http::model::{expiry_from_iggy, from_iggy_limit};
-use crate::http::streams::{check_compression, parse_topic_options};
+use crate::iggy::AppState;
+use crate::iggy::error::ApiError;
+use crate::iggy::stats::collect_stats;
+use crate::iggy::topic_options::{check_compression, parse_topic_options, reject_options};
+use crate::iggy::units::{expiry_from_iggy, from_iggy_limit};
 
 /// Iggy's error codes used here.
 const UNAUTHENTICATED: u32 = 40;
@@ -70,7 +71,7 @@ enum Body {
 }
 
 fn api_code(e: ApiError) -> u32 {
-    e.body.id
+    e.code()
 }
 
 fn engine_code(e: EngineError) -> u32 {
@@ -171,10 +172,7 @@ where
 }
 
 fn no_options(options: &BTreeMap<String, String>) -> Result<(), u32> {
-    match options.keys().next() {
-        Some(key) => Err(api_code(ApiError::unsupported_option(key))),
-        None => Ok(()),
-    }
+    reject_options(options).map_err(api_code)
 }
 
 fn check_topic_compression(options: &WireTopicOptions) -> Result<(), u32> {
@@ -275,9 +273,7 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             Ok(out)
         }
         Request::GetStats => {
-            let s = crate::http::system::collect_stats(state)
-                .await
-                .map_err(api_code)?;
+            let s = collect_stats(state).await.map_err(api_code)?;
             let mut out = Vec::new();
             encode::stats(&mut out, &s);
             Ok(out)

@@ -4,8 +4,10 @@
 //!
 //! Invariants:
 //! - One engine, two transports: every request runs the same engine
-//!   operations as its HTTP route, through `AppState::engine` (the blocking
-//!   pool, one engine lock); nothing here purges, stores offsets or syncs.
+//!   operations as its HTTP route, through the Iggy layer's
+//!   `AppState::engine` (the blocking pool, one engine lock), with the same
+//!   validation and error codes (`crate::iggy`); nothing here imports from
+//!   the HTTP transport, purges, stores offsets or syncs.
 //!   A send is answered only after the engine acknowledged it under the
 //!   topic's durability policy, exactly as over HTTP.
 //! - Authentication is per connection: until a login succeeds on it, every
@@ -20,7 +22,6 @@
 //!   `tcp.idle_timeout` without a complete frame, or when the server stops.
 //!   At most `tcp.max_connections` are open; more are closed on accept.
 
-pub(crate) mod clients;
 pub mod codec;
 pub mod encode;
 pub mod frame;
@@ -38,7 +39,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::http::AppState;
+use crate::iggy::AppState;
 use frame::{FrameError, HEADER_SIZE, RequestHeader};
 
 /// Settings of the listener (from `config::TcpConfig`).

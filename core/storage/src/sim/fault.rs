@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::rng::SimRng;
 use crate::error::{ErrorKind, OpKind};
+use crate::rng::SimRng;
 
 /// When, relative to its effect, an injected failure strikes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

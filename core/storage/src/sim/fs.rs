@@ -16,8 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::rng::SimRng;
 use crate::error::ErrorKind;
+use crate::rng::SimRng;
 
 pub(crate) type Ino = u64;
 pub(crate) const ROOT: Ino = 0;

@@ -23,16 +23,15 @@
 
 mod fault;
 mod fs;
-mod rng;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub use crate::rng::SimRng;
 pub use fault::{Fault, FaultMode, FaultPlan, InjectedError, OpMatcher};
 pub use fs::NodeView;
-pub use rng::SimRng;
 
 use crate::error::{ErrorKind, OpKind, Result, StorageError};
 use crate::{DurableFile, DurableStorage, OpenMode};

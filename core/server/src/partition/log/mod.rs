@@ -672,7 +672,7 @@ mod tests {
     #[test]
     fn polled_payloads_are_views_into_their_batchs_read_buffer() {
         let sim = SimStorage::default();
-        let dir = Path::new("/segments");
+        let dir = Path::new("/log-dir");
         sim.create_dir_all(dir).unwrap();
         let storage: Arc<dyn DurableStorage> = Arc::new(sim);
         let mut log = Log::empty(storage, dir, 1, 1 << 20);

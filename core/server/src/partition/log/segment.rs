@@ -1066,12 +1066,12 @@ mod tests {
 
     fn storage() -> SimStorage {
         let sim = SimStorage::default();
-        sim.create_dir_all(Path::new("/segments")).unwrap();
+        sim.create_dir_all(Path::new("/log-dir")).unwrap();
         sim
     }
 
     fn dir() -> &'static Path {
-        Path::new("/segments")
+        Path::new("/log-dir")
     }
 
     /// A framed batch of `count` messages from `base`.

@@ -69,7 +69,7 @@ use crate::dirsync::{
 };
 use crate::error::{EngineError, Result};
 pub use crate::layout::{DirKind, OBLIGATION_FILE};
-use crate::layout::{PURGED_SUFFIX, parse_segment_name};
+use crate::layout::{PURGED_SUFFIX, SEGMENT_EXTS, parse_segment_name};
 use crate::slots::{Durability, SlotFile, SlotRead};
 pub use record::{LoadedObligation, OBLIGATION_LAYOUT, ObligationRecord, decode_file};
 pub(crate) use removals::MAX_NAMES_PER_ROUND;
@@ -251,7 +251,7 @@ fn purged_name(name: &str) -> String {
 fn is_cleanup_name(dir: DirKind, name: &str) -> bool {
     match dir {
         DirKind::Segments => {
-            parse_segment_name(name).is_some_and(|(_, _, ext)| matches!(ext, "log" | "idx"))
+            parse_segment_name(name).is_some_and(|(_, _, ext)| SEGMENT_EXTS.contains(&ext))
         }
         DirKind::Consumers | DirKind::Groups => {
             name.parse::<u32>().is_ok_and(|id| id.to_string() == name)
@@ -879,7 +879,7 @@ impl Partition {
     fn is_dead(&self, dir: DirKind, name: &str, cutoff: u64) -> Result<bool> {
         match dir {
             DirKind::Segments => Ok(parse_segment_name(name)
-                .is_some_and(|(g, _, ext)| g < cutoff && matches!(ext, "log" | "idx"))),
+                .is_some_and(|(g, _, ext)| g < cutoff && SEGMENT_EXTS.contains(&ext))),
             DirKind::Consumers | DirKind::Groups => {
                 // Only names sluice writes (`id.to_string()`): a name such as
                 // `0001` or `+1` is foreign, and keeping to canonical names

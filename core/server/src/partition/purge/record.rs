@@ -403,7 +403,10 @@ mod tests {
         // Given: a version-1 record 1, then a version-2 record 2.
         let mut ob = Obligation::request(4);
         let mut round = Removals::new();
-        round.insert(DirKind::Segments, crate::layout::segment_name(3, 0, "log"));
+        round.insert(
+            DirKind::Segments,
+            crate::layout::segment_name(3, 0, crate::layout::LOG_EXT),
+        );
         ob.plan_removals(&round);
         let v2 = OBLIGATION_LAYOUT
             .encode(2, &ObligationRecord::from(&ob))
@@ -438,7 +441,7 @@ mod tests {
                     carried: NameMap::from([(
                         DirKind::Segments,
                         (0..=MAX_NAMES_PER_ROUND as u64)
-                            .map(|i| crate::layout::segment_name(0, i, "log"))
+                            .map(|i| crate::layout::segment_name(0, i, crate::layout::LOG_EXT))
                             .collect(),
                     )]),
                 },
@@ -471,7 +474,7 @@ mod tests {
         for i in 0..MAX_NAMES_PER_ROUND as u64 {
             round.insert(
                 DirKind::Segments,
-                crate::layout::segment_name(u64::MAX, u64::MAX - i, "log"),
+                crate::layout::segment_name(u64::MAX, u64::MAX - i, crate::layout::LOG_EXT),
             );
         }
         let mut ob = Obligation::request(u64::MAX);

@@ -194,7 +194,7 @@ mod tests {
     use super::*;
 
     fn segment(i: usize) -> String {
-        crate::layout::segment_name(1, i as u64, "log")
+        crate::layout::segment_name(1, i as u64, crate::layout::LOG_EXT)
     }
 
     #[test]

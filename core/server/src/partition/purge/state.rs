@@ -360,6 +360,10 @@ impl Obligation {
 mod tests {
     use super::*;
 
+    fn segment(base_offset: u64) -> String {
+        crate::layout::segment_name(1, base_offset, crate::layout::LOG_EXT)
+    }
+
     fn names(dir: DirKind, n: &[&str]) -> Removals {
         let mut r = Removals::new();
         for name in n {
@@ -432,7 +436,7 @@ mod tests {
     #[test]
     fn a_confirmed_round_forgets_only_its_directories() {
         let mut o = Obligation::request(2);
-        o.plan_removals(&names(DirKind::Segments, &["a.log"]));
+        o.plan_removals(&names(DirKind::Segments, &[&segment(0)]));
         o.plan_removals(&names(DirKind::Consumers, &["1"]));
         o.round_confirmed(&[DirKind::Segments]);
         assert_eq!(o.removed().dirs(), vec![DirKind::Consumers]);
@@ -441,7 +445,7 @@ mod tests {
     #[test]
     fn a_superseding_obligation_carries_what_is_not_confirmed_and_starts_afresh() {
         let mut o = Obligation::request(2);
-        o.plan_removals(&names(DirKind::Segments, &["a.log"]));
+        o.plan_removals(&names(DirKind::Segments, &[&segment(0)]));
         o.requested_to_files_deleted();
         o.record_error("sync failed");
         let next = o.superseded_by(3);

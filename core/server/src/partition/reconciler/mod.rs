@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use sluice_storage::sim::SimRng;
+use sluice_storage::SimRng;
 
 use crate::layout::DirKind;
 use crate::metadata::{PartitionKey, ResourceKey};

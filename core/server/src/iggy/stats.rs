@@ -9,13 +9,16 @@
 //!   every file sluice reads, ADR 0001); where a file cannot be read (the
 //!   simulator, another OS) the figure is 0, never a guess. Disk space is
 //!   not measured (0).
-//! - Collecting reads and never changes anything.
+//! - Collecting reads and never changes anything; `collect_stats` is the
+//!   one collector both transports answer from.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use super::error::ApiResult;
+use super::state::AppState;
 use crate::engine::Engine;
 
 /// The Iggy server version sluice answers as (the protocol it speaks).
@@ -65,8 +68,24 @@ fn micros(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// The stats both transports answer: the engine's counts and the process
+/// figures in one engine call, and the clients (open TCP connections and
+/// live HTTP sessions).
+pub(crate) async fn collect_stats(state: &AppState) -> ApiResult<Stats> {
+    let started = state.info.started.unwrap_or_else(SystemTime::now);
+    let clients = state.info.tcp_clients.len() + state.auth.live_sessions();
+    state
+        .engine(move |e| {
+            let mut s = Stats::default();
+            engine_counts(e, &mut s);
+            process(e, started, clients, &mut s);
+            Ok(s)
+        })
+        .await
+}
+
 /// The engine's part of the stats (inside an engine call).
-pub(crate) fn engine_counts(engine: &Engine, stats: &mut Stats) {
+fn engine_counts(engine: &Engine, stats: &mut Stats) {
     let mut topics = 0usize;
     let mut groups = 0usize;
     let mut streams = 0usize;
@@ -122,7 +141,7 @@ fn field(text: &str, key: &str) -> Option<u64> {
 }
 
 /// The process part (inside an engine call, for the storage handle).
-pub(crate) fn process(engine: &Engine, started: SystemTime, clients: usize, stats: &mut Stats) {
+fn process(engine: &Engine, started: SystemTime, clients: usize, stats: &mut Stats) {
     let now = SystemTime::now();
     let run_time = now.duration_since(started).unwrap_or_default();
     stats.process_id = std::process::id();

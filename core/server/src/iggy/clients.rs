@@ -1,6 +1,7 @@
 //! The open TCP connections, as Iggy's `get_me`, `get_client` and
 //! `get_clients` report them (Iggy's server lists its TCP and QUIC
-//! connections there; HTTP is stateless and has no client entry).
+//! connections there; HTTP is stateless and has no client entry). The TCP
+//! transport registers them; both transports list them.
 //!
 //! Invariants:
 //! - An entry exists exactly while its connection task runs: `register`

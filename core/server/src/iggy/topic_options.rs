@@ -1,0 +1,131 @@
+//! A topic's options as Iggy clients send them (a map of text keys and
+//! values, over either transport), parsed into the engine's
+//! `TopicOptions`, and the compression check of a topic's creation and
+//! update.
+//!
+//! Invariants:
+//! - Topic options accept exactly `durability` and
+//!   `consumer_offset_durability` (values `replicated` = `buffered` on one
+//!   node, `buffered`, `persisted`) and `segment_size` (bytes, `0` = the
+//!   default, else 4 KiB to 1 GiB); any other key or value is refused
+//!   naming it, before the engine is called.
+//! - Streams take no options, and a topic's options are fixed at creation:
+//!   an update carrying any is refused naming the first key.
+//! - Compression is `none` only: sluice stores messages as sent.
+
+use std::collections::BTreeMap;
+
+use super::error::{ApiError, ApiResult};
+use crate::metadata::{DEFAULT_SEGMENT_SIZE, Durability, TopicOptions};
+
+/// Bounds on a topic's `segment_size` option (bytes).
+pub(crate) const MIN_SEGMENT_SIZE: u64 = 4096;
+pub(crate) const MAX_SEGMENT_SIZE: u64 = 1 << 30;
+
+/// Refuses a compression algorithm other than `none` (or none given).
+pub(crate) fn check_compression(value: Option<&str>) -> ApiResult<()> {
+    match value {
+        None | Some("none") => Ok(()),
+        Some(other) => Err(ApiError::bad_request(
+            "compression_algorithm",
+            format!(
+                "compression_algorithm {other:?} is not supported; sluice stores messages as sent (\"none\")"
+            ),
+        )),
+    }
+}
+
+/// Refuses options where none are accepted (a stream's, a topic update's),
+/// naming the first key.
+pub(crate) fn reject_options(options: &BTreeMap<String, String>) -> ApiResult<()> {
+    match options.keys().next() {
+        Some(key) => Err(ApiError::unsupported_option(key)),
+        None => Ok(()),
+    }
+}
+
+fn durability(key: &str, value: &str) -> ApiResult<Durability> {
+    match value.to_ascii_lowercase().as_str() {
+        // Iggy's default; on one node there is no replica, so it is `buffered`.
+        "replicated" | "buffered" => Ok(Durability::Buffered),
+        "persisted" => Ok(Durability::Persisted),
+        _ => Err(ApiError::invalid_option_value(
+            key,
+            value,
+            "replicated, buffered or persisted",
+        )),
+    }
+}
+
+/// Parses the `options` map of a topic creation.
+pub(crate) fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResult<TopicOptions> {
+    let mut out = TopicOptions::default();
+    for (key, value) in options {
+        match key.as_str() {
+            "durability" => out.durability = durability(key, value)?,
+            "consumer_offset_durability" => {
+                out.consumer_offset_durability = durability(key, value)?
+            }
+            "segment_size" => {
+                let size: u64 = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| ApiError::invalid_option_value(key, value, "a size in bytes"))?;
+                out.segment_size = match size {
+                    0 => DEFAULT_SEGMENT_SIZE,
+                    s if (MIN_SEGMENT_SIZE..=MAX_SEGMENT_SIZE).contains(&s) => s,
+                    _ => {
+                        return Err(ApiError::invalid_option_value(
+                            key,
+                            value,
+                            &format!("{MIN_SEGMENT_SIZE} to {MAX_SEGMENT_SIZE} bytes"),
+                        ));
+                    }
+                };
+            }
+            other => return Err(ApiError::unsupported_option(other)),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iggy::error::Class;
+
+    fn opts(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn given_the_sdk_defaults_when_parsing_options_then_replicated_is_buffered() {
+        let o = parse_topic_options(&opts(&[
+            ("durability", "replicated"),
+            ("consumer_offset_durability", "persisted"),
+        ]))
+        .unwrap();
+        assert_eq!(o.durability, Durability::Buffered);
+        assert_eq!(o.consumer_offset_durability, Durability::Persisted);
+    }
+
+    #[test]
+    fn given_unknown_keys_or_values_when_parsing_options_then_the_error_names_them() {
+        let e = parse_topic_options(&opts(&[("fsync", "true")])).unwrap_err();
+        assert_eq!(e.class, Class::BadRequest);
+        assert!(e.body.reason.contains("fsync"));
+        let e = parse_topic_options(&opts(&[("durability", "eventually")])).unwrap_err();
+        assert!(e.body.reason.contains("durability") && e.body.reason.contains("eventually"));
+    }
+
+    #[test]
+    fn given_options_where_none_are_accepted_when_checked_then_the_first_key_is_named() {
+        assert!(reject_options(&opts(&[])).is_ok());
+        let e = reject_options(&opts(&[("b", "1"), ("a", "2")])).unwrap_err();
+        assert_eq!(e.code(), 4041);
+        assert_eq!(e.body.field.as_deref(), Some("a"));
+    }
+}
