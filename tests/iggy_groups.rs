@@ -270,6 +270,15 @@ async fn given_the_membership_calls_then_sluice_answers_as_iggy_does() {
         ),
         (0, 0)
     );
+    // Over HTTP too: the group's members and the client's groups.
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    http.login_user("iggy", "iggy").await.unwrap();
+    let details = http.get_consumer_group(&s, &t, &g).await.unwrap().unwrap();
+    assert_eq!(details.members_count, 1);
+    assert_eq!(details.members[0].partitions, [0, 1, 2, 3]);
+    let listed = http.get_client(me.client_id).await.unwrap().unwrap();
+    assert_eq!(listed.consumer_groups_count, 1);
+    assert_eq!(listed.consumer_groups[0].group_id, 0);
 
     // A non-member's group poll: an empty answer, nothing served (the SDK
     // reports 5006 itself); its commit for a partition: 5009.

@@ -93,8 +93,41 @@ pub(crate) struct ConsumerGroup {
 pub(crate) struct ConsumerGroupDetails {
     #[serde(flatten)]
     pub(crate) group: ConsumerGroup,
-    /// sluice has no group membership over HTTP (Iggy's HTTP API has none either).
-    pub(crate) members: Vec<serde_json::Value>,
+    /// Its members (TCP connections: Iggy's HTTP API has no membership), in
+    /// id order.
+    pub(crate) members: Vec<ConsumerGroupMember>,
+}
+
+/// Iggy's `ConsumerGroupMember`: a member's id and every partition it holds.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ConsumerGroupMember {
+    pub(crate) id: u32,
+    pub(crate) partitions_count: u32,
+    pub(crate) partitions: Vec<u32>,
+}
+
+impl ConsumerGroupDetails {
+    /// The group of topic `t` with its members.
+    pub(crate) fn of(
+        engine: &crate::engine::Engine,
+        stream: u32,
+        t: &TopicMeta,
+        g: &GroupMeta,
+    ) -> Self {
+        let members: Vec<ConsumerGroupMember> = engine
+            .group_members(stream, t.id, g.id)
+            .into_iter()
+            .map(|(id, partitions)| ConsumerGroupMember {
+                id,
+                partitions_count: count_u32(partitions.len()),
+                partitions,
+            })
+            .collect();
+        ConsumerGroupDetails {
+            group: group(t, g, members.len()),
+            members,
+        }
+    }
 }
 
 fn count_u32(n: usize) -> u32 {
@@ -198,11 +231,11 @@ pub(crate) fn stream_details(engine: &Engine, s: &StreamMeta) -> StreamDetails {
     }
 }
 
-pub(crate) fn group(t: &TopicMeta, g: &GroupMeta) -> ConsumerGroup {
+pub(crate) fn group(t: &TopicMeta, g: &GroupMeta, members: usize) -> ConsumerGroup {
     ConsumerGroup {
         id: g.id,
         name: g.name.clone(),
         partitions_count: count_u32(t.partitions.len()),
-        members_count: 0,
+        members_count: count_u32(members),
     }
 }

@@ -139,10 +139,11 @@ pub(crate) async fn list_groups(
     let groups = state
         .engine(move |e| {
             let topic = e.topic(&s, &t)?;
+            let sid = e.resolve_stream(&s)?;
             Ok(topic
                 .groups
                 .values()
-                .map(|g| model::group(topic, g))
+                .map(|g| model::group(topic, g, e.group_members(sid, topic.id, g.id).len()))
                 .collect())
         })
         .await?;
@@ -160,10 +161,8 @@ pub(crate) async fn get_group(
         .engine(move |e| {
             let topic = e.topic(&s, &t)?;
             let group = e.group(&s, &t, &g)?;
-            Ok(ConsumerGroupDetails {
-                group: model::group(topic, group),
-                members: Vec::new(),
-            })
+            let sid = e.resolve_stream(&s)?;
+            Ok(ConsumerGroupDetails::of(e, sid, topic, group))
         })
         .await?;
     Ok(Json(details))
@@ -190,7 +189,7 @@ pub(crate) async fn create_group(
             let topic = e.topic(&s, &t)?;
             tracing::info!(group_id = group.id, "consumer group created");
             Ok(ConsumerGroupDetails {
-                group: model::group(topic, &group),
+                group: model::group(topic, &group, 0),
                 members: Vec::new(),
             })
         })

@@ -16,6 +16,7 @@ use crate::iggy::AppState;
 use crate::iggy::clients::ClientEntry;
 use crate::iggy::error::{ApiError, ApiResult};
 use crate::iggy::stats::{ClusterMetadata, Stats, collect_stats};
+use crate::membership::GroupKey;
 
 pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult<Json<Stats>> {
     Ok(Json(collect_stats(&state).await?))
@@ -33,29 +34,56 @@ pub(crate) struct ClientInfo {
     address: String,
     transport: &'static str,
     consumer_groups_count: u32,
-    /// Only in the details of one client; sluice has no group membership.
+    /// Only in the details of one client: the groups it is a member of.
     #[serde(skip_serializing_if = "Option::is_none")]
-    consumer_groups: Option<Vec<()>>,
+    consumer_groups: Option<Vec<ClientGroup>>,
 }
 
-fn client_info(id: u32, entry: ClientEntry, details: bool) -> ClientInfo {
+/// Iggy's `ConsumerGroupInfo` in a client's details.
+#[derive(Debug, Serialize)]
+pub(crate) struct ClientGroup {
+    stream_id: u32,
+    topic_id: u32,
+    group_id: u32,
+}
+
+fn client_info(id: u32, entry: ClientEntry, groups: Vec<GroupKey>, details: bool) -> ClientInfo {
     ClientInfo {
         client_id: id,
         user_id: entry.user_id,
         address: entry.address,
         transport: "TCP",
-        consumer_groups_count: 0,
-        consumer_groups: details.then(Vec::new),
+        consumer_groups_count: u32::try_from(groups.len()).unwrap_or(u32::MAX),
+        consumer_groups: details.then(|| {
+            groups
+                .into_iter()
+                .map(|g| ClientGroup {
+                    stream_id: g.stream,
+                    topic_id: g.topic,
+                    group_id: g.group,
+                })
+                .collect()
+        }),
     }
 }
 
-pub(crate) async fn clients(State(state): State<AppState>) -> Json<Vec<ClientInfo>> {
+pub(crate) async fn clients(State(state): State<AppState>) -> ApiResult<Json<Vec<ClientInfo>>> {
     let list = state.info.tcp_clients.list();
-    Json(
+    let ids: Vec<u32> = list.iter().map(|(id, _)| *id).collect();
+    let groups = state
+        .engine(move |e| {
+            Ok(ids
+                .iter()
+                .map(|id| e.client_groups(*id))
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    Ok(Json(
         list.into_iter()
-            .map(|(id, e)| client_info(id, e, false))
+            .zip(groups)
+            .map(|((id, e), groups)| client_info(id, e, groups, false))
             .collect(),
-    )
+    ))
 }
 
 pub(crate) async fn client(
@@ -70,5 +98,6 @@ pub(crate) async fn client(
         .tcp_clients
         .get(id)
         .ok_or_else(|| ApiError::client_not_found(id))?;
-    Ok(Json(client_info(id, entry, true)))
+    let groups = state.engine(move |e| Ok(e.client_groups(id))).await?;
+    Ok(Json(client_info(id, entry, groups, true)))
 }
