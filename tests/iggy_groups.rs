@@ -36,6 +36,22 @@ async fn app_client(server: &RunningServer) -> IggyClient {
     client
 }
 
+/// The stream, topic and group of these tests, by name.
+fn ids() -> (Identifier, Identifier, Identifier) {
+    (
+        Identifier::named(STREAM).unwrap(),
+        Identifier::named(TOPIC).unwrap(),
+        Identifier::named(GROUP).unwrap(),
+    )
+}
+
+/// The SDK's HTTP client, logged in.
+async fn http_login(server: &RunningServer) -> HttpClient {
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    http.login_user("iggy", "iggy").await.unwrap();
+    http
+}
+
 /// Given: a topic of four partitions with `per_partition` messages in each.
 async fn topic_with_messages(server: &RunningServer, per_partition: u32) -> TcpClient {
     let admin = sdk_login(server).await;
@@ -236,11 +252,7 @@ async fn given_the_membership_calls_then_sluice_answers_as_iggy_does() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(dir.path()).await;
     let admin = topic_with_messages(&server, 3).await;
-    let (s, t) = (
-        Identifier::named(STREAM).unwrap(),
-        Identifier::named(TOPIC).unwrap(),
-    );
-    let g = Identifier::named(GROUP).unwrap();
+    let (s, t, g) = ids();
     admin.create_consumer_group(&s, &t, GROUP).await.unwrap();
     let member = sdk_login(&server).await;
     let outsider = sdk_login(&server).await;
@@ -271,8 +283,7 @@ async fn given_the_membership_calls_then_sluice_answers_as_iggy_does() {
         (0, 0)
     );
     // Over HTTP too: the group's members and the client's groups.
-    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
-    http.login_user("iggy", "iggy").await.unwrap();
+    let http = http_login(&server).await;
     let details = http.get_consumer_group(&s, &t, &g).await.unwrap().unwrap();
     assert_eq!(details.members_count, 1);
     assert_eq!(details.members[0].partitions, [0, 1, 2, 3]);
@@ -332,12 +343,8 @@ async fn given_a_named_consumer_then_its_offset_is_the_one_of_iggys_number_on_bo
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(dir.path()).await;
     let tcp = topic_with_messages(&server, 5).await;
-    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
-    http.login_user("iggy", "iggy").await.unwrap();
-    let (s, t) = (
-        Identifier::named(STREAM).unwrap(),
-        Identifier::named(TOPIC).unwrap(),
-    );
+    let http = http_login(&server).await;
+    let (s, t, _) = ids();
     let named = Consumer::new(Identifier::named("my-consumer").unwrap());
     // XXH32("my-consumer"), as Iggy computes it.
     let numbered = Consumer::new(Identifier::numeric(2_115_191_887).unwrap());
@@ -371,12 +378,8 @@ async fn given_a_message_key_then_both_transports_pick_iggys_partition() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(dir.path()).await;
     let tcp = topic_with_messages(&server, 0).await;
-    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
-    http.login_user("iggy", "iggy").await.unwrap();
-    let (s, t) = (
-        Identifier::named(STREAM).unwrap(),
-        Identifier::named(TOPIC).unwrap(),
-    );
+    let http = http_login(&server).await;
+    let (s, t, _) = ids();
     // "user-123" → 214559884 % 4 = 0; u32 42 → 1161967057 % 4 = 1;
     // u64 7 → 3913589855 % 4 = 3 (docs/research/iggy-0.11-groups-names-keys.md §5).
     let keys = [
@@ -520,11 +523,7 @@ async fn given_a_group_polling_through_a_topic_purge_then_it_gets_the_complete_f
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(dir.path()).await;
     let admin = topic_with_messages(&server, 6).await;
-    let (s, t) = (
-        Identifier::named(STREAM).unwrap(),
-        Identifier::named(TOPIC).unwrap(),
-    );
-    let g = Identifier::named(GROUP).unwrap();
+    let (s, t, g) = ids();
     admin.create_consumer_group(&s, &t, GROUP).await.unwrap();
     let member = sdk_login(&server).await;
     member.join_consumer_group(&s, &t, &g).await.unwrap();
