@@ -60,13 +60,7 @@ impl Engine {
         };
         let now = self.clock.now_micros();
         if self.members.join(key, client, partitions, &in_flight, now) {
-            tracing::info!(
-                client,
-                stream = key.stream,
-                topic = key.topic,
-                group = key.group,
-                "joined consumer group"
-            );
+            log_change(client, key, "joined");
         }
         Ok(())
     }
@@ -88,13 +82,7 @@ impl Engine {
                 client,
             });
         }
-        tracing::info!(
-            client,
-            stream = key.stream,
-            topic = key.topic,
-            group = key.group,
-            "left consumer group"
-        );
+        log_change(client, key, "left");
         Ok(())
     }
 
@@ -109,12 +97,10 @@ impl Engine {
             })
         };
         for key in left {
-            tracing::info!(
+            log_change(
                 client,
-                stream = key.stream,
-                topic = key.topic,
-                group = key.group,
-                "left consumer group with the connection"
+                key,
+                "left: its connection closed, or it logged out or in again",
             );
         }
     }
@@ -315,4 +301,16 @@ impl Engine {
         self.members
             .complete_revocations(key, partitions, |p| done.contains(&p), now);
     }
+}
+
+/// One log line per membership change, with its group's ids.
+fn log_change(client: u32, key: GroupKey, change: &'static str) {
+    tracing::info!(
+        client,
+        stream = key.stream,
+        topic = key.topic,
+        group = key.group,
+        change,
+        "consumer group membership changed"
+    );
 }
