@@ -574,3 +574,33 @@ async fn given_a_group_polling_through_a_topic_purge_then_it_gets_the_complete_f
         ]
     );
 }
+
+/// A group's auto-commit never moves its offset back (Iggy's rule): a
+/// member polling from an earlier offset commits nothing.
+#[test]
+fn given_a_group_offset_when_a_member_polls_from_earlier_with_auto_commit_then_it_stays() {
+    use sluice_server::MemberPoll;
+    use sluice_testkit::engine::{self as kit, PollingStrategy as Strategy};
+    let sim = kit::new_sim();
+    let mut engine = kit::sim_engine(&sim);
+    kit::setup(&mut engine, kit::persisted());
+    kit::send(&mut engine, 0, 10);
+    let (s, t) = (kit::stream(), kit::topic());
+    engine.create_group(&s, &t, None, "workers").unwrap();
+    let g: sluice_server::Identifier = "workers".into();
+    engine.join_group(1, &s, &t, &g).unwrap();
+    let mut poll = |strategy| match engine
+        .poll_as_member(1, &s, &t, &g, Some(0), strategy, 5, true)
+        .unwrap()
+    {
+        MemberPoll::Served(p) => kit::offsets_of(&p.messages),
+        other => panic!("{other:?}"),
+    };
+    // Given: the group committed 9 (auto-commit of a poll of 6..=9),
+    assert_eq!(poll(Strategy::Offset(6)), [6, 7, 8, 9]);
+    // when a member polls from 0 with auto-commit,
+    assert_eq!(poll(Strategy::Offset(0)), [0, 1, 2, 3, 4]);
+    // then the offset stayed at 9: `Next` has nothing after it (an offset
+    // moved back to 4 would serve 5..=9 again).
+    assert_eq!(poll(Strategy::Next), Vec::<u64>::new());
+}

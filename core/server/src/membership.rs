@@ -379,6 +379,16 @@ impl Memberships {
         *last = (*last).max(offset);
     }
 
+    /// The partitions of `key` pending revocation.
+    pub fn revoking(&self, key: GroupKey) -> Vec<u32> {
+        self.groups.get(&key).map_or_else(Vec::new, |g| {
+            g.members
+                .values()
+                .flat_map(|m| m.revoking.iter().map(|r| r.partition))
+                .collect()
+        })
+    }
+
     /// The highest offset served to the group from `partition`, if any.
     pub fn last_polled(&self, key: GroupKey, partition: u32) -> Option<u64> {
         self.polled.get(&(key, partition)).copied()

@@ -155,17 +155,19 @@ impl Engine {
                 None => return Ok(MemberPoll::NothingAssigned),
             },
         };
-        let polled = self.poll(
-            stream,
-            topic,
-            partition,
-            Consumer::group(key.group),
-            strategy,
-            count,
-            auto_commit,
-        )?;
-        if let Some(last) = polled.messages.last() {
-            self.members.note_polled(key, partition, last.offset);
+        let consumer = Consumer::group(key.group);
+        let polled = self.poll(stream, topic, partition, consumer, strategy, count, false)?;
+        if let Some(last) = polled.messages.last().map(|m| m.offset) {
+            self.members.note_polled(key, partition, last);
+            // A group's auto-commit never moves its offset back (Iggy's
+            // rule): a poll from an earlier offset commits nothing.
+            if auto_commit
+                && self
+                    .get_offset(stream, topic, partition, consumer)?
+                    .is_none_or(|(_, stored)| stored < last)
+            {
+                self.store_offset(stream, topic, partition, consumer, last)?;
+            }
         }
         Ok(MemberPoll::Served(polled))
     }
@@ -293,8 +295,15 @@ impl Engine {
     }
 
     fn complete_revocations(&mut self, key: GroupKey) {
+        // Every group poll comes here: only a revocation makes it look at
+        // the partitions' offsets.
+        let revoking = self.members.revoking(key);
+        if revoking.is_empty() {
+            return;
+        }
         let partitions = self.partition_count(key);
-        let done: BTreeSet<u32> = (0..partitions)
+        let done: BTreeSet<u32> = revoking
+            .into_iter()
             .filter(|p| self.committed(key, *p))
             .collect();
         let now = self.clock.now_micros();
