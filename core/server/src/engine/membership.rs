@@ -158,7 +158,6 @@ impl Engine {
         let consumer = Consumer::group(key.group);
         let polled = self.poll(stream, topic, partition, consumer, strategy, count, false)?;
         if let Some(last) = polled.messages.last().map(|m| m.offset) {
-            self.members.note_polled(key, partition, last);
             // A group's auto-commit never moves its offset back (Iggy's
             // rule): a poll from an earlier offset commits nothing.
             if auto_commit
@@ -168,6 +167,9 @@ impl Engine {
             {
                 self.store_offset(stream, topic, partition, consumer, last)?;
             }
+            // Served only once nothing can fail any more: a poll answered
+            // with an error served nothing, and must not hold a handover up.
+            self.members.note_polled(key, partition, last);
         }
         Ok(MemberPoll::Served(polled))
     }

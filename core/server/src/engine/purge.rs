@@ -79,6 +79,7 @@ impl Engine {
             for (key, generation) in generations {
                 self.partition_at(key)?.reset_to_generation(generation);
                 self.forget_retention(key);
+                self.forget_polled(key.topic_key(), key.partition);
             }
             self.assert_invariants("naive purge");
             return Ok(());

@@ -90,13 +90,23 @@ pub(crate) async fn serve(
                 tasks.spawn(async move {
                     // The entry is removed when the guard drops, however the task ends.
                     let client = state.info.tcp_clients.register(peer.to_string());
-                    let outcome = connection(socket, &state, limits, stop, client.id()).await;
+                    let id = client.id();
+                    // On a task of its own, so that even a panic while
+                    // serving it ends here, as an error, and not past the
+                    // membership clean-up below.
+                    let served = state.clone();
+                    let outcome = tokio::spawn(async move {
+                        connection(socket, &served, limits, stop, id).await
+                    })
+                    .await;
                     // Membership ends with the connection, as in Iggy: its
                     // groups rebalance before its id can be given out again.
-                    handler::leave_all_groups(&state, client.id()).await;
+                    handler::leave_all_groups(&state, id).await;
                     drop(client);
-                    if let Err(reason) = outcome {
-                        tracing::debug!(%peer, %reason, "TCP connection closed");
+                    match outcome {
+                        Ok(Ok(())) => {}
+                        Ok(Err(reason)) => tracing::debug!(%peer, %reason, "TCP connection closed"),
+                        Err(e) => tracing::error!(%peer, error = %e, "a TCP connection's task failed; its memberships were ended"),
                     }
                     drop(permit);
                 });
