@@ -604,3 +604,45 @@ fn given_a_group_offset_when_a_member_polls_from_earlier_with_auto_commit_then_i
     // moved back to 4 would serve 5..=9 again).
     assert_eq!(poll(Strategy::Next), Vec::<u64>::new());
 }
+
+/// A handover whose holder never commits completes at its deadline even
+/// while neither member touches the group: the reconciler's pass completes
+/// it, and the group's details show the new holder.
+#[test]
+fn given_a_revocation_nobody_commits_when_its_deadline_passes_then_a_reconciler_pass_completes_it()
+{
+    use sluice_server::MemberPoll;
+    use sluice_testkit::engine::{self as kit, ManualClock, PollingStrategy as Strategy};
+    use std::sync::Arc;
+    let sim = kit::new_sim();
+    let clock = Arc::new(ManualClock::new(kit::START_MICROS));
+    let (mut engine, _) = kit::open_sim_with_clock(&sim, clock.clone());
+    kit::setup_partitions(&mut engine, kit::persisted(), 2);
+    let (s, t) = (kit::stream(), kit::topic());
+    engine.create_group(&s, &t, None, "workers").unwrap();
+    let g: sluice_server::Identifier = "workers".into();
+    engine
+        .send(
+            &s,
+            &t,
+            &sluice_server::Partitioning::PartitionId(1),
+            kit::batch(0, 3),
+        )
+        .unwrap();
+    // Given: A was served partition 1 and never commits; B joined.
+    engine.join_group(1, &s, &t, &g).unwrap();
+    let served = engine
+        .poll_as_member(1, &s, &t, &g, Some(1), Strategy::Next, 3, false)
+        .unwrap();
+    assert!(matches!(served, MemberPoll::Served(p) if p.messages.len() == 3));
+    engine.join_group(2, &s, &t, &g).unwrap();
+    let holders = |e: &sluice_server::Engine| e.group_members(0, 0, 0);
+    assert_eq!(holders(&engine), [(0, vec![0, 1]), (1, vec![])]);
+
+    // When: the deadline passes and the reconciler runs, nobody syncing,
+    clock.advance(sluice_server::membership::REVOCATION_TIMEOUT_US);
+    engine.reconcile();
+
+    // then B holds partition 1.
+    assert_eq!(holders(&engine), [(0, vec![0]), (1, vec![1])]);
+}

@@ -379,6 +379,15 @@ impl Memberships {
         *last = (*last).max(offset);
     }
 
+    /// The groups with a revocation pending.
+    pub fn groups_revoking(&self) -> Vec<GroupKey> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| g.members.values().any(|m| !m.revoking.is_empty()))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
     /// The partitions of `key` pending revocation.
     pub fn revoking(&self, key: GroupKey) -> Vec<u32> {
         self.groups.get(&key).map_or_else(Vec::new, |g| {

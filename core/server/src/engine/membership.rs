@@ -14,7 +14,9 @@
 //!   gets Iggy's "not owned" answer and changes nothing.
 //! - A partition pending revocation moves as soon as its holder committed
 //!   what it was served: checked whenever the group is synced, polled or
-//!   committed to, and on its deadline at the latest.
+//!   committed to, and at every reconciler pass (so on its deadline at the
+//!   latest, plus at most one reconciler period, while nobody touches the
+//!   group).
 
 use std::collections::BTreeSet;
 
@@ -294,6 +296,15 @@ impl Engine {
         (0..self.partition_count(key))
             .filter(|p| !self.committed(key, *p))
             .collect()
+    }
+
+    /// Every group's pending revocations that are due (committed, or past
+    /// their deadline): the reconciler's pass calls this, so a handover
+    /// completes on time even while neither member touches the group.
+    pub(super) fn complete_due_revocations(&mut self) {
+        for key in self.members.groups_revoking() {
+            self.complete_revocations(key);
+        }
     }
 
     fn complete_revocations(&mut self, key: GroupKey) {

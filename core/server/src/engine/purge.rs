@@ -166,6 +166,9 @@ impl Engine {
     /// requests are served while cleanup waits for the disk, and then
     /// `resume_reconcile`.
     pub fn begin_reconcile_at(&mut self, now_ms: u64) -> CleanupRun {
+        // Consumer-group handovers past their deadline complete even while
+        // nobody touches the group (memory only; nothing to do for most).
+        self.complete_due_revocations();
         // Cleanup removes what the committed generations make dead; while the
         // metadata holding them is not durable, a power loss could bring back
         // the older generations, so nothing may be removed yet.
