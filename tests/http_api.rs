@@ -509,7 +509,12 @@ async fn given_a_failing_directory_sync_when_a_topic_is_deleted_then_its_obligat
     // Then /status/obligations lists a delete of topic 0/0 with the error
     // until the reconciler's retry makes the removal durable...
     let seen = api.wait_until_no_obligation().await;
-    let first = &seen[0];
+    // (The first look may come before the failed attempt: the obligation is
+    // listed from its commit on, its error once the attempt failed.)
+    let first = seen
+        .iter()
+        .find(|s| s["obligations"][0]["last_error"].is_string())
+        .unwrap_or_else(|| panic!("the failed attempt was never listed: {seen:?}"));
     assert_eq!(first["summary"]["by_kind"]["delete"], 1, "{first}");
     let row = &first["obligations"][0];
     assert_eq!(
