@@ -421,6 +421,27 @@ async fn given_a_message_key_then_both_transports_pick_iggys_partition() {
     }
 }
 
+/// Given for the engine-level scenarios: a persisted topic of two
+/// partitions, group "workers", and `count` messages in partition 1.
+fn group_of_two_partitions(
+    engine: &mut sluice_server::Engine,
+    count: u64,
+) -> sluice_server::Identifier {
+    use sluice_testkit::engine as kit;
+    kit::setup_partitions(engine, kit::persisted(), 2);
+    let (s, t) = (kit::stream(), kit::topic());
+    engine.create_group(&s, &t, None, "workers").unwrap();
+    engine
+        .send(
+            &s,
+            &t,
+            &sluice_server::Partitioning::PartitionId(1),
+            kit::batch(0, count),
+        )
+        .unwrap();
+    "workers".into()
+}
+
 /// The cooperative handover through the engine, step by step: member A was
 /// served offsets 0..=4 of partition 1 and has not committed them when B
 /// joins. Returns the first offset B is then served from partition 1, and
@@ -431,18 +452,8 @@ fn handover_after_an_uncommitted_poll() -> (Option<u64>, Vec<u32>, Vec<u32>) {
     let (a, b) = (1, 2);
     let sim = kit::new_sim();
     let mut engine = kit::sim_engine(&sim);
-    kit::setup_partitions(&mut engine, kit::persisted(), 2);
+    let g = group_of_two_partitions(&mut engine, 10);
     let (s, t) = (kit::stream(), kit::topic());
-    engine.create_group(&s, &t, None, "workers").unwrap();
-    let g: sluice_server::Identifier = "workers".into();
-    engine
-        .send(
-            &s,
-            &t,
-            &sluice_server::Partitioning::PartitionId(1),
-            kit::batch(0, 10),
-        )
-        .unwrap();
     let poll = |engine: &mut sluice_server::Engine, client: u32, partition: u32| {
         engine
             .poll_as_member(
@@ -617,18 +628,8 @@ fn given_a_revocation_nobody_commits_when_its_deadline_passes_then_a_reconciler_
     let sim = kit::new_sim();
     let clock = Arc::new(ManualClock::new(kit::START_MICROS));
     let (mut engine, _) = kit::open_sim_with_clock(&sim, clock.clone());
-    kit::setup_partitions(&mut engine, kit::persisted(), 2);
+    let g = group_of_two_partitions(&mut engine, 3);
     let (s, t) = (kit::stream(), kit::topic());
-    engine.create_group(&s, &t, None, "workers").unwrap();
-    let g: sluice_server::Identifier = "workers".into();
-    engine
-        .send(
-            &s,
-            &t,
-            &sluice_server::Partitioning::PartitionId(1),
-            kit::batch(0, 3),
-        )
-        .unwrap();
     // Given: A was served partition 1 and never commits; B joined.
     engine.join_group(1, &s, &t, &g).unwrap();
     let served = engine
