@@ -271,6 +271,17 @@ fn headers() -> Headers {
             value: 42u64.to_le_bytes().to_vec(),
         },
     );
+    // A key of another kind than string (batch version 2).
+    h.insert(
+        HeaderKey {
+            kind: 11,
+            value: 7u32.to_le_bytes().to_vec(),
+        },
+        HeaderValue {
+            kind: 1,
+            value: vec![0xff],
+        },
+    );
     h
 }
 
@@ -281,6 +292,7 @@ fn messages_round_trip(backend: Backend) {
     send(&mut engine, 0, 3);
     let special = NewMessage {
         id: 42,
+        origin_timestamp: Some(1_600_000_000_000_042),
         headers: Some(headers()),
         payload: payload(3),
     };
@@ -311,6 +323,15 @@ fn messages_round_trip(backend: Backend) {
     // The client's id and headers are kept; server ids are non-zero and distinct.
     assert_eq!(after[3].id, 42);
     assert_eq!(after[3].headers, Some(headers()));
+    // Its origin timestamp (batch version 2) is kept; the others (written as
+    // version 1 around it, in the same segment) have none: their append time.
+    assert_eq!(after[3].origin_timestamp, Some(1_600_000_000_000_042));
+    assert!(
+        after
+            .iter()
+            .filter(|m| m.offset != 3)
+            .all(|m| m.origin_timestamp.is_none())
+    );
     assert!(after.iter().all(|m| m.id != 0));
     assert_eq!(after.iter().map(|m| m.id).collect::<BTreeSet<_>>().len(), 6);
     assert_eq!(after[0].headers, None);

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use sluice_server::frame::{self, FrameError, HEADER_LEN, Header, MAX_PAYLOAD, Magic};
 use sluice_server::metadata::{METADATA_VERSION, MetadataStore, StreamMeta, TopicMeta};
-use sluice_server::partition::log::{BatchRecord, IndexEntry, Log, MAX_BATCH_BYTES, Message};
+use sluice_server::partition::log::{BatchRecord, IndexEntry, Log, MAX_BATCH_BYTES, Message, v1};
 use sluice_server::partition::offsets::{OFFSET_LAYOUT, OffsetRecord};
 use sluice_server::partition::purge::{
     DirKind, LoadedObligation, OBLIGATION_LAYOUT, Obligation, ObligationRecord, Removals,
@@ -190,11 +190,15 @@ fn message(offset: u64, payload: &[u8]) -> Message {
     Message {
         offset,
         timestamp: 1_700_000_000_000_000 + offset,
+        // Version 2's field on every third message.
+        origin_timestamp: offset
+            .is_multiple_of(3)
+            .then_some(1_600_000_000_000_000 + offset),
         id: u128::from(offset) << 70 | 7,
         checksum: crc32c(payload),
         headers: offset.is_multiple_of(2).then(|| {
             Headers::from([(
-                "k".to_string(),
+                "k".into(),
                 HeaderValue {
                     kind: 2,
                     value: b"v".to_vec(),
@@ -230,7 +234,7 @@ fn encode_log(batches: &[BatchRecord]) -> (Vec<u8>, Vec<u64>) {
     let mut positions = Vec::new();
     for b in batches {
         positions.push(log.len() as u64);
-        log.extend(frame::encode(Magic::BATCH, 1, b).unwrap());
+        log.extend(frame::encode(Magic::BATCH, 2, b).unwrap());
     }
     (log, positions)
 }
@@ -316,7 +320,8 @@ fn slot_file(layout: SlotLayout, records: Vec<Vec<u8>>) -> Vec<u8> {
 /// Every record kind through `frame::decode` with its production bound.
 fn decode_every_kind(bytes: &[u8]) {
     let _ = frame::decode::<Metadata>(Magic::METADATA, 1, bytes, 64 * MIB);
-    let _ = frame::decode::<BatchRecord>(Magic::BATCH, 1, bytes, MAX_BATCH_BYTES);
+    let _ = frame::decode::<BatchRecord>(Magic::BATCH, 2, bytes, MAX_BATCH_BYTES);
+    let _ = frame::decode::<v1::BatchRecord>(Magic::BATCH, 1, bytes, MAX_BATCH_BYTES);
     let _ = frame::decode::<IndexEntry>(Magic::INDEX, 1, bytes, 64);
     let _ = frame::decode::<OffsetRecord>(Magic::OFFSET, OFFSET_LAYOUT.version, bytes, 44);
     let _ = frame::decode::<ObligationRecord>(
@@ -361,7 +366,8 @@ proptest! {
         payload in prop::collection::vec(any::<u8>(), 0..200),
     ) {
         let header = Header { version, payload_len: payload_len as usize, payload_crc };
-        let _ = frame::decode_payload::<BatchRecord>(&header, 1, &payload);
+        let _ = frame::decode_payload::<BatchRecord>(&header, 2, &payload);
+        let _ = frame::decode_payload::<v1::BatchRecord>(&header, 1, &payload);
         let _ = frame::decode_payload::<Metadata>(&header, 1, &payload);
         let sealed = Header { payload_crc: crc32c(&payload[..payload.len().min(payload_len as usize)]), ..header };
         let (_, largest) = largest_allocation(|| {
@@ -397,12 +403,12 @@ proptest! {
         which in 0usize..3,
     ) {
         let mut payload = match which {
-            0 => frame::encode(Magic::BATCH, 1, &batches(&sizes)[0]).unwrap(),
+            0 => frame::encode(Magic::BATCH, 2, &batches(&sizes)[0]).unwrap(),
             1 => frame::encode(Magic::METADATA, 1, &sample_metadata()).unwrap(),
             _ => frame::encode(Magic::OBLIGATION, OBLIGATION_LAYOUT.version, &ObligationRecord::from(&sample_obligation())).unwrap(),
         }.split_off(HEADER_LEN);
         mutate(&mut payload, &mutations);
-        let version = if which == 2 { OBLIGATION_LAYOUT.version } else { 1 };
+        let version = [2, 1, OBLIGATION_LAYOUT.version][which];
         let bytes = seal([Magic::BATCH, Magic::METADATA, Magic::OBLIGATION][which], version, &payload);
         let (_, largest) = largest_allocation(|| decode_every_kind(&bytes));
         prop_assert!(largest <= MAX_PAYLOAD, "largest allocation {largest}");

@@ -111,13 +111,19 @@ async fn scenario(transport: Transport) {
     let ids: Vec<u32> = topic.partitions.iter().map(|p| p.id).collect();
     assert_eq!(ids, [0, 1]);
 
-    // Then it sends, with user headers, to partition 0.
+    // Then it sends, with user headers (keys of any kind, as SDK 0.11
+    // allows), to partition 0.
     let header_key = HeaderKey::try_from("trace-id").unwrap();
     let header_value = HeaderValue::from_str("trace-42").unwrap();
+    let int_key = HeaderKey::from(7u32);
+    let sent_headers = BTreeMap::from([
+        (header_key.clone(), header_value.clone()),
+        (int_key, HeaderValue::from(true)),
+    ]);
     let mut batch: Vec<IggyMessage> = vec![
         IggyMessage::builder()
             .payload("m0".to_string().into())
-            .user_headers(BTreeMap::from([(header_key.clone(), header_value.clone())]))
+            .user_headers(sent_headers.clone())
             .build()
             .unwrap(),
         message("m1"),
@@ -159,7 +165,14 @@ async fn scenario(transport: Transport) {
     let first = poll(PollingStrategy::first(), 1, false).await;
     assert_eq!(payloads(&first), ["m0"]);
     let headers = first.messages[0].user_headers_map().unwrap().unwrap();
-    assert_eq!(headers.get(&header_key), Some(&header_value));
+    assert_eq!(headers, sent_headers);
+    // The producer's timestamp comes back as sent over TCP, where the SDK
+    // sends one; Iggy's HTTP send carries none, so it is the append time.
+    let m0 = &first.messages[0].header;
+    match transport {
+        Transport::Tcp => assert_eq!(m0.origin_timestamp, batch[0].header.origin_timestamp),
+        Transport::Http => assert_eq!(m0.origin_timestamp, m0.timestamp),
+    }
     let last = poll(PollingStrategy::last(), 2, false).await;
     assert_eq!(offsets(&last), [3, 4]);
     // m3 and m4 came in a later batch, so m3's timestamp starts there.

@@ -51,7 +51,7 @@ use proptest::prelude::*;
 use sluice_server::engine::Partitioning;
 use sluice_server::identifier::Identifier;
 use sluice_server::metadata::{Durability, TopicOptions};
-use sluice_server::partition::log::{HeaderValue, Message};
+use sluice_server::partition::log::{HeaderKey, HeaderValue, Message};
 use sluice_server::partition::{Polled, PollingStrategy};
 use sluice_server::tcp::codec::{self, ConsumerId, Request, code};
 use sluice_server::tcp::encode;
@@ -67,6 +67,27 @@ fn name() -> impl Strategy<Value = String> {
 }
 
 /// An identifier in both encodings: the SDK's and sluice's.
+/// A header key of a kind Iggy has, of a size that kind takes.
+fn header_key() -> impl Strategy<Value = HeaderKey> {
+    prop_oneof![
+        "[a-z]{1,20}".prop_map(|k| HeaderKey::string(&k)),
+        proptest::collection::vec(any::<u8>(), 1..20)
+            .prop_map(|value| HeaderKey { kind: 1, value }),
+        any::<u32>().prop_map(|n| HeaderKey {
+            kind: 11,
+            value: n.to_le_bytes().to_vec()
+        }),
+        any::<i64>().prop_map(|n| HeaderKey {
+            kind: 7,
+            value: n.to_le_bytes().to_vec()
+        }),
+        any::<bool>().prop_map(|b| HeaderKey {
+            kind: 3,
+            value: vec![u8::from(b)]
+        }),
+    ]
+}
+
 fn identifier() -> impl Strategy<Value = (WireIdentifier, Identifier)> {
     prop_oneof![
         any::<u32>().prop_map(|n| (WireIdentifier::numeric(n), Identifier::Numeric(n))),
@@ -177,18 +198,20 @@ proptest! {
     }
 
     #[test]
-    fn given_a_send_batch_from_the_sdk_when_decoded_then_ids_payloads_and_headers_match(
+    fn given_a_send_batch_from_the_sdk_when_decoded_then_ids_origins_payloads_and_headers_match(
         (ws, s) in identifier(), (wt, t) in identifier(),
-        messages in proptest::collection::vec((any::<u128>(), proptest::collection::vec(any::<u8>(), 1..300), proptest::option::of(("[a-z]{1,20}", proptest::collection::vec(any::<u8>(), 1..40)))), 1..20),
+        messages in proptest::collection::vec((any::<u128>(), proptest::collection::vec(any::<u8>(), 1..300), proptest::option::of(header_key()), proptest::collection::vec(any::<u8>(), 1..40), 0u64..1_000_000), 1..20),
+        base_origin in 1_600_000_000_000_000u64..1_800_000_000_000_000,
         partition in any::<u32>(),
     ) {
-        let headers: Vec<Option<Vec<u8>>> = messages.iter().map(|(_, _, h)| h.as_ref().map(|(k, v)| {
+        // Keys of every kind (SDK 0.11 allows them), origins as the SDK sends them.
+        let headers: Vec<Option<Vec<u8>>> = messages.iter().map(|(_, _, k, v, _)| k.as_ref().map(|k| {
             let mut buf = BytesMut::new();
-            encode_user_headers(&[(2, k.as_bytes(), 1, v.as_slice())], &mut buf);
+            encode_user_headers(&[(k.kind, k.value.as_slice(), 1, v.as_slice())], &mut buf);
             buf.to_vec()
         })).collect();
-        let raw: Vec<RawMessage<'_>> = messages.iter().zip(&headers).map(|((id, payload, _), h)| RawMessage {
-            id: *id, origin_timestamp: 1_000, headers: h.as_deref(), payload,
+        let raw: Vec<RawMessage<'_>> = messages.iter().zip(&headers).map(|((id, payload, _, _, origin), h)| RawMessage {
+            id: *id, origin_timestamp: base_origin + origin, headers: h.as_deref(), payload,
         }).collect();
         let wp = WirePartitioning::PartitionId(partition);
         let mut buf = BytesMut::new();
@@ -196,10 +219,11 @@ proptest! {
         let Request::SendMessages { stream, topic, partitioning, messages: got } = decode(code::SEND_MESSAGES, &buf) else { panic!("not a send") };
         prop_assert_eq!((stream, topic, partitioning), (s, t, Partitioning::PartitionId(partition)));
         prop_assert_eq!(got.len(), messages.len());
-        for (g, (id, payload, h)) in got.iter().zip(&messages) {
+        for (g, (id, payload, k, v, origin)) in got.iter().zip(&messages) {
             prop_assert_eq!(g.id, *id);
             prop_assert_eq!(&g.payload, payload);
-            let expected = h.as_ref().map(|(k, v)| BTreeMap::from([(k.clone(), HeaderValue { kind: 1, value: v.clone() })]));
+            prop_assert_eq!(g.origin_timestamp, Some(base_origin + origin));
+            let expected = k.as_ref().map(|k| BTreeMap::from([(k.clone(), HeaderValue { kind: 1, value: v.clone() })]));
             prop_assert_eq!(&g.headers, &expected);
         }
         // A flipped payload byte fails the message checksum; nothing is decoded.
@@ -237,7 +261,7 @@ proptest! {
 
     #[test]
     fn given_polled_messages_when_encoded_then_the_sdk_decodes_them_and_verifies_every_checksum(
-        batches in proptest::collection::vec((1u64..1_000_000, proptest::collection::vec((any::<u128>(), proptest::collection::vec(any::<u8>(), 1..200), any::<bool>()), 1..8)), 0..5),
+        batches in proptest::collection::vec((1u64..1_000_000, proptest::collection::vec((any::<u128>(), proptest::collection::vec(any::<u8>(), 1..200), proptest::option::of(header_key()), proptest::option::of(prop_oneof![0u64..10_000, Just(u64::from(u32::MAX)), Just(u64::from(u32::MAX) + 1), any::<u64>()])), 1..8)), 0..5),
         partition in any::<u32>(),
     ) {
         let mut messages = Vec::new();
@@ -245,9 +269,10 @@ proptest! {
         let mut ts = 0u64;
         for (gap, batch) in &batches {
             ts += gap;
-            for (id, payload, with_header) in batch {
-                let headers = with_header.then(|| BTreeMap::from([("k".to_string(), HeaderValue { kind: 2, value: b"v".to_vec() })]));
-                messages.push(Message { offset, timestamp: ts, id: *id, checksum: 0, headers, payload: payload.clone().into() });
+            for (id, payload, key, origin) in batch {
+                // Origins far apart (more than a u32 of microseconds) split Iggy batches.
+                let headers = key.clone().map(|k| BTreeMap::from([(k, HeaderValue { kind: 2, value: b"v".to_vec() })]));
+                messages.push(Message { offset, timestamp: ts, origin_timestamp: *origin, id: *id, checksum: 0, headers, payload: payload.clone().into() });
                 offset += 1;
             }
         }
@@ -259,6 +284,7 @@ proptest! {
         prop_assert_eq!(views.len(), messages.len());
         for (v, m) in views.iter().zip(&messages) {
             prop_assert_eq!((v.id, v.offset, v.timestamp, v.payload), (m.id, m.offset, m.timestamp, &m.payload[..]));
+            prop_assert_eq!(v.origin_timestamp, m.origin());
             prop_assert_eq!(v.user_headers.is_empty(), m.headers.is_none());
         }
         // Every batch passes the SDK's full checksum verification.

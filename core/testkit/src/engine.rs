@@ -17,7 +17,7 @@ pub use sluice_server::clock::ManualClock;
 use sluice_server::layout::PartitionPaths;
 pub use sluice_server::layout::segment_name;
 pub use sluice_server::metadata::{Durability, Metadata, PartitionKey, TopicOptions};
-pub use sluice_server::partition::log::{HeaderValue, Headers, Message, NewMessage};
+pub use sluice_server::partition::log::{HeaderKey, HeaderValue, Headers, Message, NewMessage};
 pub use sluice_server::partition::{Consumer, PollingStrategy};
 pub use sluice_server::{
     DeletePhase, Engine, EngineError, Identifier, ObligationKey, Partitioning, PurgeMode,

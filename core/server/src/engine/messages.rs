@@ -82,6 +82,7 @@ impl Engine {
             .map(|m| Message {
                 offset: 0,
                 timestamp: now,
+                origin_timestamp: m.origin_timestamp,
                 id: if m.id == 0 {
                     (u128::from(self.ids.next_u64()) << 64 | u128::from(self.ids.next_u64())).max(1)
                 } else {

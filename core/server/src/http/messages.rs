@@ -37,12 +37,11 @@ use crate::iggy::error::{ApiError, ApiResult, Class};
 use crate::iggy::header_kinds;
 use crate::metadata::Durability;
 use crate::partition::PollingStrategy;
-use crate::partition::log::{HeaderValue as EngineHeader, Headers, Message, NewMessage};
+use crate::partition::log::{HeaderKey, HeaderValue as EngineHeader, Headers, Message, NewMessage};
 
 pub(crate) const DURABILITY_HEADER: &str = "iggy-durability";
 pub(crate) const SLUICE_DURABILITY_HEADER: &str = "sluice-durability";
-/// Iggy's bound on a header key or value and on a messages key.
-const MAX_HEADER_LEN: usize = 255;
+/// Iggy's bound on a messages key.
 const MAX_KEY_LEN: usize = 255;
 const DEFAULT_POLL_COUNT: u32 = 10;
 
@@ -151,7 +150,13 @@ fn parse_id(index: usize, id: Option<&serde_json::Value>) -> ApiResult<u128> {
     }
 }
 
-fn parse_header_value(field: &str, h: &HeaderFieldBody) -> ApiResult<EngineHeader> {
+/// A header key or value: a known kind and a value of a size it takes
+/// (`header_kinds::check`); `code` and `name` are the error to answer with.
+fn parse_header_field(
+    field: &str,
+    h: &HeaderFieldBody,
+    (code, name): (u32, &'static str),
+) -> ApiResult<(u8, Vec<u8>)> {
     let Some(kind) = header_kinds::by_name(&h.kind) else {
         return Err(ApiError::new(
             Class::BadRequest,
@@ -162,27 +167,9 @@ fn parse_header_value(field: &str, h: &HeaderFieldBody) -> ApiResult<EngineHeade
         ));
     };
     let value = decode_base64(field, &h.value)?;
-    let size_ok = match kind.size {
-        Some(n) => value.len() == n,
-        None => !value.is_empty() && value.len() <= MAX_HEADER_LEN,
-    };
-    if !size_ok {
-        return Err(ApiError::new(
-            Class::BadRequest,
-            4019,
-            "invalid_header_value",
-            format!(
-                "header value of kind {} has a wrong length ({} bytes)",
-                h.kind,
-                value.len()
-            ),
-            Some(field),
-        ));
-    }
-    Ok(EngineHeader {
-        kind: kind.code,
-        value,
-    })
+    header_kinds::check(kind.code, value.len())
+        .map_err(|reason| ApiError::new(Class::BadRequest, code, name, reason, Some(field)))?;
+    Ok((kind.code, value))
 }
 
 fn parse_headers(index: usize, raw: Option<&serde_json::Value>) -> ApiResult<Option<Headers>> {
@@ -204,33 +191,11 @@ fn parse_headers(index: usize, raw: Option<&serde_json::Value>) -> ApiResult<Opt
     }
     let mut headers = BTreeMap::new();
     for entry in &entries {
-        if entry.key.kind != "string" {
-            return Err(ApiError::new(
-                Class::BadRequest,
-                4018,
-                "invalid_header_key",
-                format!(
-                    "header keys must be of kind string, got {:?}",
-                    entry.key.kind
-                ),
-                Some(&field),
-            ));
-        }
-        let key_bytes = decode_base64(&field, &entry.key.value)?;
-        let key = String::from_utf8(key_bytes)
-            .ok()
-            .filter(|k| !k.is_empty() && k.len() <= MAX_HEADER_LEN)
-            .ok_or_else(|| {
-                ApiError::new(
-                    Class::BadRequest,
-                    4018,
-                    "invalid_header_key",
-                    "a header key must be 1 to 255 bytes of UTF-8",
-                    Some(&field),
-                )
-            })?;
-        let value = parse_header_value(&field, &entry.value)?;
-        headers.insert(key, value);
+        let (kind, value) = parse_header_field(&field, &entry.key, (4018, "invalid_header_key"))?;
+        let key = HeaderKey { kind, value };
+        let (kind, value) =
+            parse_header_field(&field, &entry.value, (4019, "invalid_header_value"))?;
+        headers.insert(key, EngineHeader { kind, value });
     }
     Ok(Some(headers))
 }
@@ -261,6 +226,8 @@ fn parse_batch(body: &SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
         }
         out.push(NewMessage {
             id: parse_id(i, m.id.as_ref())?,
+            // Iggy's HTTP send carries no origin timestamp: the append time.
+            origin_timestamp: None,
             headers: parse_headers(i, m.user_headers.as_ref())?,
             payload,
         });
@@ -401,8 +368,8 @@ fn render(m: Message) -> PolledMessage {
         .flatten()
         .map(|(k, v)| HeaderEntryOut {
             key: HeaderFieldOut {
-                kind: "string",
-                value: STANDARD.encode(k.as_bytes()),
+                kind: kind_name(k.kind),
+                value: STANDARD.encode(&k.value),
             },
             value: HeaderFieldOut {
                 kind: kind_name(v.kind),
@@ -411,19 +378,14 @@ fn render(m: Message) -> PolledMessage {
         })
         .collect();
     // Iggy's wire size of the headers: per entry kind + length + bytes, twice.
-    let headers_len: usize = m
-        .headers
-        .iter()
-        .flatten()
-        .map(|(k, v)| 10 + k.len() + v.value.len())
-        .sum();
+    let headers_len = header_kinds::wire_len(m.headers.as_ref());
     PolledMessage {
         header: MessageHeader {
             checksum: u64::from(m.checksum),
             id: m.id,
             offset: m.offset,
             timestamp: m.timestamp,
-            origin_timestamp: m.timestamp,
+            origin_timestamp: m.origin(),
             user_headers_length: u32::try_from(headers_len).unwrap_or(u32::MAX),
             payload_length: u32::try_from(m.payload.len()).unwrap_or(u32::MAX),
             reserved: 0,
@@ -505,7 +467,10 @@ mod tests {
         assert_eq!(msgs[0].id, 7);
         assert_eq!(msgs[1].id, 0x0123456789abcdef0123456789abcdef);
         let h = msgs[0].headers.as_ref().unwrap();
-        assert_eq!(h["trace"].kind, 11);
+        assert_eq!(
+            h[&crate::partition::log::HeaderKey::string("trace")].kind,
+            11
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!   `HeaderKind`; a code or name not in `KINDS` is refused by both
 //!   transports.
 //! - A kind with a size takes values of exactly that many bytes; `raw` and
-//!   `string` take 1 to 255.
+//!   `string` take 1 to 255. Keys and values follow the same rules (SDK
+//!   0.11 allows every kind as a key), checked by `check` for both
+//!   transports.
 
 /// One header value kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,8 +26,8 @@ const fn kind(name: &'static str, code: u8, size: Option<usize>) -> HeaderKind {
     HeaderKind { name, code, size }
 }
 
-/// The `string` kind (header keys are always strings).
-pub(crate) const STRING_KIND: u8 = 2;
+/// The `string` kind (the usual key kind; option keys are always strings).
+pub(crate) const STRING_KIND: u8 = crate::partition::log::STRING_KEY_KIND;
 /// The `uint64` kind.
 pub(crate) const UINT64_KIND: u8 = 12;
 
@@ -53,6 +55,40 @@ pub(crate) fn by_code(code: u8) -> Option<&'static HeaderKind> {
     KINDS.iter().find(|k| k.code == code)
 }
 
+/// Longest `raw` or `string` field.
+pub(crate) const MAX_FIELD_LEN: usize = 255;
+
+/// Why a header key or value of kind `code` cannot hold `len` bytes, if it
+/// cannot (an unknown kind, a fixed-size kind of another size, a variable
+/// one empty or over 255 bytes).
+pub(crate) fn check(code: u8, len: usize) -> Result<&'static HeaderKind, String> {
+    let kind = by_code(code).ok_or_else(|| format!("unknown header kind {code}"))?;
+    let fits = match kind.size {
+        Some(n) => len == n,
+        None => (1..=MAX_FIELD_LEN).contains(&len),
+    };
+    if fits {
+        Ok(kind)
+    } else {
+        Err(format!(
+            "a {} takes {} bytes, not {len}",
+            kind.name,
+            kind.size
+                .map_or(format!("1 to {MAX_FIELD_LEN}"), |n| n.to_string())
+        ))
+    }
+}
+
+/// Iggy's wire size of a message's user headers: per entry, the key's and
+/// the value's kind byte, 4-byte length and bytes.
+pub(crate) fn wire_len(headers: Option<&crate::partition::log::Headers>) -> usize {
+    headers
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| 10 + k.value.len() + v.value.len())
+        .sum()
+}
+
 /// The kind Iggy's JSON calls `name`.
 pub(crate) fn by_name(name: &str) -> Option<&'static HeaderKind> {
     KINDS.iter().find(|k| k.name == name)
@@ -75,5 +111,16 @@ mod tests {
             by_name("uint32").map(|k| (k.code, k.size)),
             Some((11, Some(4)))
         );
+    }
+
+    #[test]
+    fn given_fields_when_checked_then_sizes_follow_the_kind() {
+        assert!(check(STRING_KIND, 1).is_ok());
+        assert!(check(STRING_KIND, 255).is_ok());
+        assert!(check(STRING_KIND, 0).is_err());
+        assert!(check(STRING_KIND, 256).is_err());
+        assert!(check(11, 4).is_ok());
+        assert!(check(11, 8).unwrap_err().contains("uint32 takes 4 bytes"));
+        assert!(check(0, 1).unwrap_err().contains("unknown header kind 0"));
     }
 }

@@ -25,7 +25,7 @@ use crate::identifier::Identifier;
 pub use crate::iggy::consumer::ConsumerId;
 use crate::iggy::header_kinds::{self, STRING_KIND};
 use crate::partition::PollingStrategy;
-use crate::partition::log::{HeaderValue, Headers, NewMessage};
+use crate::partition::log::{HeaderKey, HeaderValue, Headers, NewMessage};
 
 /// Iggy's command codes (`iggy_binary_protocol::codes`).
 pub mod code {
@@ -615,7 +615,8 @@ fn topic_options(block: &[u8]) -> WireResult<WireTopicOptions> {
     Ok(out)
 }
 
-/// User headers of one message, as the engine stores them.
+/// User headers of one message, as the engine stores them: keys and values
+/// of any known kind, each of a size its kind takes (`header_kinds::check`).
 fn user_headers(block: &[u8], index: usize) -> WireResult<Option<Headers>> {
     let entries = tlv_entries(block)?;
     if entries.is_empty() {
@@ -623,21 +624,18 @@ fn user_headers(block: &[u8], index: usize) -> WireResult<Option<Headers>> {
     }
     let mut headers = Headers::new();
     for t in entries {
-        let key = string_key(&t, "user headers")?;
-        // A known kind (`header_kinds`); fixed-size kinds of exactly their size.
-        let size_ok = header_kinds::by_code(t.value_kind)
-            .is_some_and(|kind| kind.size.is_none_or(|n| t.value.len() == n));
-        if !size_ok {
-            return Err(WireError::invalid(
-                "user headers",
-                format!(
-                    "message {index}: a value of kind {} has a wrong size",
-                    t.value_kind
-                ),
-            ));
-        }
+        let check = |what: &str, kind: u8, bytes: &[u8]| {
+            header_kinds::check(kind, bytes.len()).map_err(|reason| {
+                WireError::invalid("user headers", format!("message {index}: {what}: {reason}"))
+            })
+        };
+        check("a key", t.key_kind, t.key)?;
+        check("a value", t.value_kind, t.value)?;
         headers.insert(
-            key,
+            HeaderKey {
+                kind: t.key_kind,
+                value: t.key.to_vec(),
+            },
             HeaderValue {
                 kind: t.value_kind,
                 value: t.value.to_vec(),
@@ -666,6 +664,7 @@ fn send_messages(r: &mut Reader<'_>) -> WireResult<Request> {
     let header = r.bytes(BATCH_HEADER_SIZE)?;
     let mut h = Reader::new(header);
     let fields = [h.u64()?, h.u64()?, h.u64()?, h.u64()?, h.u64()?, h.u64()?];
+    let origin_timestamp = fields[3];
     let batch_length = fields[4];
     let batch_checksum = fields[5];
     let header_count = h.u32()?;
@@ -700,7 +699,8 @@ fn send_messages(r: &mut Reader<'_>) -> WireResult<Request> {
         let checksum = frames.u64()?;
         let id = frames.u128()?;
         let _offset_delta = frames.u32()?;
-        let _timestamp_delta = frames.u32()?;
+        // The producer's timestamp: the batch's, plus this message's delta.
+        let timestamp_delta = frames.u32()?;
         let headers_len = usize::try_from(frames.u32()?).unwrap_or(usize::MAX);
         let payload_len = usize::try_from(frames.u32()?).unwrap_or(usize::MAX);
         if frames.u64()? != 0 {
@@ -726,6 +726,7 @@ fn send_messages(r: &mut Reader<'_>) -> WireResult<Request> {
         }
         messages.push(NewMessage {
             id,
+            origin_timestamp: Some(origin_timestamp.saturating_add(u64::from(timestamp_delta))),
             headers: user_headers(headers, index)?,
             payload: payload.to_vec(),
         });

@@ -8,7 +8,9 @@
 //! - A polled payload is never copied here: the poll answer is a
 //!   `ReplyFrame` whose headers are encoded into the transport's buffer and
 //!   whose payloads are written from the engine's `Message`s (vectored), in
-//!   Iggy batches of messages sharing one append timestamp.
+//!   Iggy batches of messages sharing one append timestamp whose origin
+//!   timestamps lie within a `u32` of microseconds of the batch's earliest
+//!   (Iggy carries one of each per batch and a delta per message).
 
 use std::hash::Hasher as _;
 
@@ -18,7 +20,7 @@ use super::codec::{BATCH_HEADER_SIZE, MESSAGE_HEADER_SIZE};
 use super::reply::ReplyFrame;
 use super::wire::Put;
 use crate::engine::Engine;
-use crate::iggy::header_kinds::{STRING_KIND, UINT64_KIND};
+use crate::iggy::header_kinds::{self, STRING_KIND, UINT64_KIND};
 use crate::iggy::stats::Stats;
 use crate::iggy::units::to_iggy_limit;
 use crate::metadata::{Durability, GroupMeta, PartitionKey, StreamMeta, TopicMeta};
@@ -31,10 +33,10 @@ fn count_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn tlv(out: &mut Vec<u8>, kind: u8, key: &str, value_kind: u8, value: &[u8]) {
+fn tlv(out: &mut Vec<u8>, kind: u8, key: &[u8], value_kind: u8, value: &[u8]) {
     out.put_u8(kind);
     out.put_u32(count_u32(key.len()));
-    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(key);
     out.put_u8(value_kind);
     out.put_u32(count_u32(value.len()));
     out.extend_from_slice(value);
@@ -44,7 +46,7 @@ fn tlv(out: &mut Vec<u8>, kind: u8, key: &str, value_kind: u8, value: &[u8]) {
 fn options_block(out: &mut Vec<u8>, entries: &[(&str, u8, Vec<u8>)]) {
     let mut block = Vec::new();
     for (key, kind, value) in entries {
-        tlv(&mut block, STRING_KIND, key, *kind, value);
+        tlv(&mut block, STRING_KIND, key.as_bytes(), *kind, value);
     }
     out.put_u32(count_u32(block.len()));
     out.extend_from_slice(&block);
@@ -191,18 +193,35 @@ pub fn consumer_offset(out: &mut Vec<u8>, partition: u32, current: u64, stored: 
 
 /// Iggy's wire size of a message's user headers (TLV, key then value).
 fn headers_len(m: &Message) -> usize {
-    m.headers
-        .iter()
-        .flatten()
-        .map(|(k, v)| 10 + k.len() + v.value.len())
-        .sum()
+    header_kinds::wire_len(m.headers.as_ref())
+}
+
+/// How many of `messages` (at least one) fit one Iggy batch: they share the
+/// first one's append timestamp, and every origin timestamp is at most
+/// `u32::MAX` microseconds above the run's earliest, at or after it.
+fn batch_run(messages: &[Message]) -> usize {
+    let Some(first) = messages.first() else {
+        return 0;
+    };
+    let (mut low, mut high) = (first.origin(), first.origin());
+    let mut run = 0;
+    for m in messages {
+        let origin = m.origin();
+        let (l, h) = (low.min(origin), high.max(origin));
+        if m.timestamp != first.timestamp || h - l > u64::from(u32::MAX) {
+            break;
+        }
+        (low, high, run) = (l, h, run + 1);
+    }
+    run.max(1)
 }
 
 /// The poll answer as a frame: `reserve` zeroed bytes (for the frame
 /// header, which the caller writes), the poll header, then one Iggy batch
-/// per run of messages that share an append timestamp (Iggy carries one
-/// timestamp per batch). Payloads are not copied: the frame writes them
-/// from `polled.messages` (`ReplyFrame`); only headers are encoded here.
+/// per `batch_run` (Iggy carries one append timestamp per batch, and origin
+/// timestamps as deltas from the batch's). Payloads are not copied: the
+/// frame writes them from `polled.messages` (`ReplyFrame`); only headers
+/// are encoded here.
 pub fn polled(polled: Polled, reserve: usize) -> ReplyFrame {
     let headers: usize = polled.messages.iter().map(headers_len).sum();
     let mut own = Vec::with_capacity(
@@ -214,12 +233,8 @@ pub fn polled(polled: Polled, reserve: usize) -> ReplyFrame {
     own.put_u32(count_u32(polled.messages.len()));
     let mut cuts = Vec::with_capacity(polled.messages.len());
     let mut rest = polled.messages.as_slice();
-    while let Some(first) = rest.first() {
-        let run = rest
-            .iter()
-            .take_while(|m| m.timestamp == first.timestamp)
-            .count()
-            .max(1);
+    while !rest.is_empty() {
+        let run = batch_run(rest);
         let (batch, tail) = rest.split_at(run.min(rest.len()));
         encode_batch(&mut own, &mut cuts, u64::from(polled.partition_id), batch);
         rest = tail;
@@ -233,6 +248,7 @@ fn encode_batch(own: &mut Vec<u8>, cuts: &mut Vec<usize>, partition: u64, batch:
     let Some(first) = batch.first() else {
         return;
     };
+    let origin = batch.iter().map(Message::origin).min().unwrap_or(0);
     let header_at = own.len();
     own.resize(header_at + BATCH_HEADER_SIZE, 0);
     let mut batch_length = BATCH_HEADER_SIZE;
@@ -242,14 +258,14 @@ fn encode_batch(own: &mut Vec<u8>, cuts: &mut Vec<usize>, partition: u64, batch:
         own.put_u64(0);
         own.put_u128(m.id);
         own.put_u32(u32::try_from(m.offset.saturating_sub(first.offset)).unwrap_or(u32::MAX));
-        own.put_u32(0);
+        own.put_u32(u32::try_from(m.origin().saturating_sub(origin)).unwrap_or(u32::MAX));
         own.put_u32(count_u32(headers_len(m)));
         own.put_u32(count_u32(m.payload.len()));
         own.put_u64(0);
         let cut = own.len();
         cuts.push(cut);
         for (k, v) in m.headers.iter().flatten() {
-            tlv(own, STRING_KIND, k, v.kind, &v.value);
+            tlv(own, k.kind, &k.value, v.kind, &v.value);
         }
         // Iggy's message checksum: everything after the checksum field, the
         // payload (written later, from the message) in between.
@@ -268,7 +284,7 @@ fn encode_batch(own: &mut Vec<u8>, cuts: &mut Vec<usize>, partition: u64, batch:
         partition,
         first.offset,
         first.timestamp,
-        first.timestamp,
+        origin,
         batch_length as u64,
     ];
     let count = count_u32(batch.len());

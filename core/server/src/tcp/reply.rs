@@ -120,6 +120,7 @@ mod tests {
         Message {
             offset: 0,
             timestamp: 0,
+            origin_timestamp: None,
             id: 0,
             checksum: 0,
             headers: None,

@@ -14,9 +14,17 @@
 //!   checked frame, `Log::read` turns each borrow into a view of that
 //!   buffer): a poll costs one allocation and one read per batch, not one
 //!   per message, and every byte it serves passed the batch's CRC32C.
-//! - `BatchView` holds exactly what `BatchRecord` encodes (same fields,
-//!   same order), read by `decode.rs` straight from the bytes bincode wrote:
-//!   a second way to read version 1, not a new format.
+//! - `BatchView` holds exactly what `BatchRecord` (version 2) or
+//!   `v1::BatchRecord` (version 1) encodes, read by `decode.rs` straight
+//!   from the bytes bincode wrote: a second way to read those formats, not
+//!   a new one.
+//! - A batch is written as version 1 whenever version 1 can hold it (no
+//!   message carries a producer's origin timestamp, every header key is a
+//!   UTF-8 string), and as version 2 otherwise (`BatchVersion::for_batch`).
+//!   So a batch without what version 2 adds is byte for byte what earlier
+//!   builds wrote, and both versions are read. A version 1 key reads as a key
+//!   of kind `STRING_KEY_KIND`, and a version 1 message has no origin
+//!   timestamp (it is served as its append time).
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -32,7 +40,43 @@ pub struct HeaderValue {
     pub value: Vec<u8>,
 }
 
-pub type Headers = BTreeMap<String, HeaderValue>;
+/// A user header key: like a value, any of Iggy's kinds (a string is the
+/// usual one, and the only one batch version 1 can hold).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct HeaderKey {
+    pub kind: u8,
+    #[serde(with = "raw_bytes")]
+    pub value: Vec<u8>,
+}
+
+/// The kind code of a string key (Iggy's `string`), the kind every key
+/// of a version 1 batch has.
+pub const STRING_KEY_KIND: u8 = 2;
+
+impl HeaderKey {
+    /// A key of kind string.
+    pub fn string(name: &str) -> Self {
+        HeaderKey {
+            kind: STRING_KEY_KIND,
+            value: name.as_bytes().to_vec(),
+        }
+    }
+
+    /// The key as text, when it is a string key of UTF-8 bytes.
+    pub fn as_str(&self) -> Option<&str> {
+        (self.kind == STRING_KEY_KIND)
+            .then(|| std::str::from_utf8(&self.value).ok())
+            .flatten()
+    }
+}
+
+impl From<&str> for HeaderKey {
+    fn from(name: &str) -> Self {
+        HeaderKey::string(name)
+    }
+}
+
+pub type Headers = BTreeMap<HeaderKey, HeaderValue>;
 
 /// A message as stored and served.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +84,9 @@ pub struct Message {
     pub offset: u64,
     /// Microseconds since the Unix epoch, assigned on append.
     pub timestamp: u64,
+    /// The producer's timestamp of the message (microseconds since the Unix
+    /// epoch), when it sent one; `None` means the append time.
+    pub origin_timestamp: Option<u64>,
     pub id: u128,
     pub checksum: u32,
     pub headers: Option<Headers>,
@@ -47,10 +94,19 @@ pub struct Message {
     pub payload: Bytes,
 }
 
+impl Message {
+    /// The producer's timestamp, or the append time when it sent none.
+    pub fn origin(&self) -> u64 {
+        self.origin_timestamp.unwrap_or(self.timestamp)
+    }
+}
+
 /// A message as sent: `id == 0` asks the server to assign one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMessage {
     pub id: u128,
+    /// The producer's timestamp (microseconds), when the transport carries one.
+    pub origin_timestamp: Option<u64>,
     pub headers: Option<Headers>,
     pub payload: Vec<u8>,
 }
@@ -59,6 +115,7 @@ impl NewMessage {
     pub fn new(payload: impl Into<Vec<u8>>) -> Self {
         NewMessage {
             id: 0,
+            origin_timestamp: None,
             headers: None,
             payload: payload.into(),
         }
@@ -66,6 +123,7 @@ impl NewMessage {
 }
 
 /// One appended batch: the unit of a write, a checksum and a torn-tail cut.
+/// Its serde encoding defines batch version 2 (`v1` keeps version 1's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchRecord {
     /// The purge generation the batch was acknowledged under.
@@ -80,6 +138,7 @@ pub struct BatchRecord {
 pub(crate) struct MessageView<'a> {
     pub(crate) offset: u64,
     pub(crate) timestamp: u64,
+    pub(crate) origin_timestamp: Option<u64>,
     pub(crate) id: u128,
     pub(crate) checksum: u32,
     pub(crate) headers: Option<Headers>,
@@ -115,6 +174,7 @@ impl MessageView<'_> {
         Message {
             offset: self.offset,
             timestamp: self.timestamp,
+            origin_timestamp: self.origin_timestamp,
             id: self.id,
             checksum: self.checksum,
             headers: self.headers.clone(),
@@ -123,17 +183,64 @@ impl MessageView<'_> {
     }
 }
 
-pub(crate) const BATCH_VERSION: u16 = 1;
+/// The two versions of the batch payload (ADR 0004 §8.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchVersion {
+    /// No origin timestamps, string header keys (`v1::BatchRecord`).
+    V1,
+    /// An optional origin timestamp per message, keys of any kind
+    /// (`BatchRecord`).
+    V2,
+}
 
-/// Frames a batch as `frame::encode` frames the `BatchRecord` of the same
-/// fields, byte for byte, but with large payloads left in place (written
-/// from the messages' own buffers, see `FrameBuilder`). The record's fields
-/// are encoded in the order `BatchRecord` and `Message` declare them.
+impl BatchVersion {
+    pub(crate) const fn code(self) -> u16 {
+        match self {
+            BatchVersion::V1 => 1,
+            BatchVersion::V2 => 2,
+        }
+    }
+
+    /// The version a frame's header names, if this build reads it.
+    pub(crate) fn from_code(code: u16) -> Option<Self> {
+        match code {
+            1 => Some(BatchVersion::V1),
+            2 => Some(BatchVersion::V2),
+            _ => None,
+        }
+    }
+
+    /// The oldest version that holds every field of `messages`.
+    pub(crate) fn for_batch(messages: &[Message]) -> Self {
+        let fits_v1 = |m: &Message| {
+            m.origin_timestamp.is_none()
+                && m.headers
+                    .iter()
+                    .flatten()
+                    .all(|(k, _)| k.as_str().is_some())
+        };
+        if messages.iter().all(fits_v1) {
+            BatchVersion::V1
+        } else {
+            BatchVersion::V2
+        }
+    }
+}
+
+/// The newest batch version: what a reader of this build expects at most.
+pub(crate) const BATCH_VERSION: BatchVersion = BatchVersion::V2;
+
+/// Frames a batch as `frame::encode` frames the record of the same fields
+/// in the version `BatchVersion::for_batch` picks (`v1::BatchRecord` or
+/// `BatchRecord`), byte for byte, but with large payloads left in place
+/// (written from the messages' own buffers, see `FrameBuilder`). The
+/// record's fields are encoded in the order the record declares them.
 pub(crate) fn frame_batch(
     generation: u64,
     base_offset: u64,
     messages: &[Message],
 ) -> Result<Framed<'_>, FrameError> {
+    let version = BatchVersion::for_batch(messages);
     let small: usize = messages
         .iter()
         .map(|m| m.payload.len())
@@ -142,10 +249,60 @@ pub(crate) fn frame_batch(
     let mut b = FrameBuilder::new(32 + messages.len() * 48 + small);
     b.encode(&(generation, base_offset, messages.len() as u64))?;
     for m in messages {
-        b.encode(&(m.offset, m.timestamp, m.id, m.checksum, &m.headers))?;
+        match version {
+            BatchVersion::V1 => {
+                // Every key is a string (`for_batch`): bincode encodes a
+                // `str` as its bytes' length and the bytes.
+                let headers = m.headers.as_ref().map(|h| {
+                    h.iter()
+                        .map(|(k, v)| (k.as_str().unwrap_or_default(), v))
+                        .collect::<BTreeMap<&str, &HeaderValue>>()
+                });
+                b.encode(&(m.offset, m.timestamp, m.id, m.checksum, &headers))?;
+            }
+            BatchVersion::V2 => b.encode(&(
+                m.offset,
+                m.timestamp,
+                m.origin_timestamp,
+                m.id,
+                m.checksum,
+                &m.headers,
+            ))?,
+        }
         b.bytes(&m.payload)?;
     }
-    b.finish(Magic::BATCH, BATCH_VERSION)
+    b.finish(Magic::BATCH, version.code())
+}
+
+/// Batch version 1, as earlier builds wrote it: still read, and still
+/// written for a batch it can hold. These types define its encoding.
+pub mod v1 {
+    use std::collections::BTreeMap;
+
+    use bytes::Bytes;
+    use serde::{Deserialize, Serialize};
+
+    use super::HeaderValue;
+
+    /// A version 1 message: no origin timestamp, string header keys.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Message {
+        pub offset: u64,
+        pub timestamp: u64,
+        pub id: u128,
+        pub checksum: u32,
+        pub headers: Option<BTreeMap<String, HeaderValue>>,
+        #[serde(with = "super::payload_bytes")]
+        pub payload: Bytes,
+    }
+
+    /// A version 1 batch.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct BatchRecord {
+        pub generation: u64,
+        pub base_offset: u64,
+        pub messages: Vec<Message>,
+    }
 }
 /// Bound on one batch's payload; larger sends are refused before writing.
 pub const MAX_BATCH_BYTES: usize = 32 << 20;
@@ -229,6 +386,7 @@ mod tests {
         Message {
             offset,
             timestamp: 1_700_000_000_000_000 + offset,
+            origin_timestamp: None,
             id: u128::from(offset) << 70 | 5,
             checksum: crc32c::crc32c(&payload),
             headers,
@@ -236,34 +394,64 @@ mod tests {
         }
     }
 
-    #[test]
-    fn given_a_batch_when_framed_from_pieces_then_the_bytes_are_those_of_the_whole_record() {
-        // Payloads on both sides of the borrow threshold, empty ones,
-        // headers, and offsets whose varints take 1, 3 and 9 bytes.
-        let headers = Some(Headers::from([(
-            "key".to_string(),
+    fn string_headers() -> Option<Headers> {
+        Some(Headers::from([(
+            HeaderKey::string("key"),
             HeaderValue {
                 kind: 3,
                 value: vec![1, 2, 3],
             },
-        )]));
-        for base in [0u64, 300, u64::MAX / 2] {
-            let messages: Vec<Message> = [0usize, 1, 511, 512, 513, 4096, 70_000]
-                .iter()
-                .enumerate()
-                .map(|(i, &n)| {
-                    let h = if i % 2 == 0 { headers.clone() } else { None };
-                    message(base + i as u64, vec![i as u8; n], h)
-                })
-                .collect();
+        )]))
+    }
+
+    /// Payloads on both sides of the borrow threshold, empty ones, headers
+    /// on every other message, and offsets whose varints take 1, 3 and 9
+    /// bytes.
+    fn batches(headers: Option<Headers>) -> Vec<(u64, Vec<Message>)> {
+        [0u64, 300, u64::MAX / 2]
+            .into_iter()
+            .map(|base| {
+                let messages = [0usize, 1, 511, 512, 513, 4096, 70_000]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| {
+                        let h = if i % 2 == 0 { headers.clone() } else { None };
+                        message(base + i as u64, vec![i as u8; n], h)
+                    })
+                    .collect();
+                (base, messages)
+            })
+            .collect()
+    }
+
+    fn as_v1(m: &Message) -> v1::Message {
+        v1::Message {
+            offset: m.offset,
+            timestamp: m.timestamp,
+            id: m.id,
+            checksum: m.checksum,
+            headers: m.headers.as_ref().map(|h| {
+                h.iter()
+                    .map(|(k, v)| (k.as_str().unwrap().to_string(), v.clone()))
+                    .collect()
+            }),
+            payload: m.payload.clone(),
+        }
+    }
+
+    #[test]
+    fn given_a_batch_version_1_holds_when_framed_from_pieces_then_the_bytes_are_those_of_the_v1_record()
+     {
+        for (base, messages) in batches(string_headers()) {
+            assert_eq!(BatchVersion::for_batch(&messages), BatchVersion::V1);
             let framed = frame_batch(9, base, &messages).unwrap();
             let whole = frame::encode(
                 Magic::BATCH,
-                BATCH_VERSION,
-                &BatchRecord {
+                1,
+                &v1::BatchRecord {
                     generation: 9,
                     base_offset: base,
-                    messages: messages.clone(),
+                    messages: messages.iter().map(as_v1).collect(),
                 },
             )
             .unwrap();
@@ -272,6 +460,56 @@ mod tests {
             // Large payloads are written from their own buffers.
             assert!(framed.slices().len() > 3);
         }
+    }
+
+    #[test]
+    fn given_an_origin_timestamp_or_a_key_of_another_kind_when_framed_then_the_bytes_are_those_of_the_v2_record()
+     {
+        let int_key = Some(Headers::from([(
+            HeaderKey {
+                kind: 11,
+                value: 7u32.to_le_bytes().to_vec(),
+            },
+            HeaderValue {
+                kind: 2,
+                value: b"seven".to_vec(),
+            },
+        )]));
+        let with_origin = batches(string_headers()).into_iter().map(|(base, mut ms)| {
+            ms[3].origin_timestamp = Some(1_600_000_000_000_000);
+            (base, ms)
+        });
+        for (base, messages) in with_origin.chain(batches(int_key)) {
+            assert_eq!(BatchVersion::for_batch(&messages), BatchVersion::V2);
+            let framed = frame_batch(9, base, &messages).unwrap();
+            let whole = frame::encode(
+                Magic::BATCH,
+                2,
+                &BatchRecord {
+                    generation: 9,
+                    base_offset: base,
+                    messages: messages.clone(),
+                },
+            )
+            .unwrap();
+            assert_eq!(framed.to_vec(), whole, "base {base}");
+        }
+    }
+
+    #[test]
+    fn given_a_string_key_that_is_not_utf8_then_only_version_2_holds_it() {
+        let mut m = message(0, vec![1], None);
+        m.headers = Some(Headers::from([(
+            HeaderKey {
+                kind: STRING_KEY_KIND,
+                value: vec![0xff, 0xfe],
+            },
+            HeaderValue {
+                kind: 1,
+                value: vec![1],
+            },
+        )]));
+        assert_eq!(BatchVersion::for_batch(&[m]), BatchVersion::V2);
     }
 
     /// The shapes as they were before `raw_bytes`: plain `Vec<u8>` fields.
@@ -295,12 +533,12 @@ mod tests {
     fn given_a_message_when_encoded_through_the_byte_path_then_the_bytes_are_those_of_the_old_encoding()
      {
         let payload: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
-        let new = Message {
+        let new = v1::Message {
             offset: 7,
             timestamp: 1_700_000_000_000_000,
             id: u128::MAX - 3,
             checksum: 42,
-            headers: Some(Headers::from([(
+            headers: Some(BTreeMap::from([(
                 "k".to_string(),
                 HeaderValue {
                     kind: 2,
@@ -323,12 +561,11 @@ mod tests {
             )])),
             payload,
         };
-        let new_bytes = frame::encode(Magic::BATCH, BATCH_VERSION, &new).unwrap();
-        let old_bytes = frame::encode(Magic::BATCH, BATCH_VERSION, &old).unwrap();
+        let new_bytes = frame::encode(Magic::BATCH, 1, &new).unwrap();
+        let old_bytes = frame::encode(Magic::BATCH, 1, &old).unwrap();
         assert_eq!(new_bytes, old_bytes);
         let (decoded, used) =
-            frame::decode::<Message>(Magic::BATCH, BATCH_VERSION, &old_bytes, MAX_BATCH_BYTES)
-                .unwrap();
+            frame::decode::<v1::Message>(Magic::BATCH, 1, &old_bytes, MAX_BATCH_BYTES).unwrap();
         assert_eq!(used, old_bytes.len());
         assert_eq!(decoded, new);
     }

@@ -63,7 +63,8 @@ use std::sync::Arc;
 
 use message::BatchView;
 pub use message::{
-    BatchRecord, HeaderValue, Headers, IndexEntry, MAX_BATCH_BYTES, Message, NewMessage,
+    BatchRecord, HeaderKey, HeaderValue, Headers, IndexEntry, MAX_BATCH_BYTES, Message, NewMessage,
+    STRING_KEY_KIND, v1,
 };
 pub use segment::ScanIssue;
 use segment::{Segment, read_batch_with};
@@ -680,6 +681,7 @@ mod tests {
             .map(|i| Message {
                 offset: i,
                 timestamp: 10 + i,
+                origin_timestamp: None,
                 id: u128::from(i) + 1,
                 checksum: 0,
                 headers: None,

@@ -56,7 +56,8 @@ use sluice_storage::{DurableFile, DurableStorage, OpenMode};
 use bytes::Bytes;
 
 use super::message::{
-    BATCH_VERSION, BatchView, INDEX_VERSION, IndexEntry, MAX_BATCH_BYTES, MAX_INDEX_ENTRY,
+    BATCH_VERSION, BatchVersion, BatchView, INDEX_VERSION, IndexEntry, MAX_BATCH_BYTES,
+    MAX_INDEX_ENTRY,
 };
 use crate::error::{EngineError, Result};
 use crate::frame::{self, FrameError, Framed, HEADER_LEN, Magic};
@@ -176,8 +177,11 @@ pub(crate) fn read_batch_with<R>(
     let n = file.read_at(position + HEADER_LEN as u64, &mut payload)?;
     payload.truncate(n);
     let buffer = Bytes::from(payload);
-    Ok(frame::check_payload(&header, BATCH_VERSION, &buffer)
-        .and_then(super::decode::batch)
+    // A version this build does not read is checked against the newest, so
+    // its checksums still tell damage from a newer writer (ADR 0004 §4).
+    let version = BatchVersion::from_code(header.version).unwrap_or(BATCH_VERSION);
+    Ok(frame::check_payload(&header, version.code(), &buffer)
+        .and_then(|payload| super::decode::batch(payload, version))
         .map(|view| (f(&buffer, view), header.frame_len() as u64)))
 }
 
@@ -1080,6 +1084,7 @@ mod tests {
             .map(|offset| Message {
                 offset,
                 timestamp: TIMESTAMP,
+                origin_timestamp: None,
                 id: u128::from(offset) + 1,
                 checksum: 0,
                 headers: None,
