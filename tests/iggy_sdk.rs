@@ -407,3 +407,147 @@ async fn given_a_poll_of_more_slices_than_one_writev_takes_when_polled_over_tcp_
     client.ping().await.unwrap();
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_poll_asking_for_more_than_the_servers_limit_then_it_is_served_the_limit_on_both_transports()
+ {
+    // Given 10,050 messages in one partition (Iggy has no poll cap; sluice's
+    // default `max_poll_count` is 10,000).
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    tcp.login_user("iggy", "iggy").await.unwrap();
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    http.login_user("iggy", "iggy").await.unwrap();
+    tcp.create_stream("s").await.unwrap();
+    let (s, t) = (
+        Identifier::named("s").unwrap(),
+        Identifier::named("t").unwrap(),
+    );
+    tcp.create_topic(&s, "t", &TopicCreateOptions::default())
+        .await
+        .unwrap();
+    let mut batch: Vec<IggyMessage> = (0..10_050).map(|i| message(&format!("{i}"))).collect();
+    tcp.send_messages(&s, &t, &Partitioning::partition_id(P0), &mut batch)
+        .await
+        .unwrap();
+
+    // When a client asks for 20,000 at once, over either transport.
+    let consumer = Consumer::new(Identifier::numeric(1).unwrap());
+    let clients: [&dyn Client; 2] = [&tcp, &http];
+    for client in clients {
+        let first = client
+            .poll_messages(
+                &s,
+                &t,
+                Some(P0),
+                &consumer,
+                &PollingStrategy::offset(0),
+                20_000,
+                false,
+            )
+            .await
+            .unwrap();
+        // Then it is served the limit, not refused, and polls on for the rest.
+        assert_eq!(first.messages.len(), 10_000);
+        let rest = client
+            .poll_messages(
+                &s,
+                &t,
+                Some(P0),
+                &consumer,
+                &PollingStrategy::offset(10_000),
+                20_000,
+                false,
+            )
+            .await
+            .unwrap();
+        assert_eq!(offsets(&rest), (10_000..10_050).collect::<Vec<u64>>());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_topic_options_as_iggy_takes_them_over_tcp_then_human_readable_values_and_sdk_keys_are_accepted()
+ {
+    use iggy_binary_protocol::requests::topics::CreateTopicRequest;
+    use iggy_binary_protocol::{WireEncode, WireIdentifier, WireName, WireOptions};
+    use sluice_server::tcp::codec::code;
+    use sluice_testkit::tcp::{RawConn, tcp_addr};
+
+    let options = |pairs: &[(&str, &str)]| {
+        let entries: Vec<(u8, &[u8], u8, &[u8])> = pairs
+            .iter()
+            .map(|(k, v)| (2u8, k.as_bytes(), 2u8, v.as_bytes()))
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        iggy_binary_protocol::encode_user_headers(&entries, &mut buf);
+        WireOptions::from_slice(&buf).unwrap()
+    };
+    let create = |name: &str, options: WireOptions| {
+        CreateTopicRequest {
+            stream_id: WireIdentifier::numeric(0),
+            partitions_count: 1,
+            name: WireName::new(name.to_string()).unwrap(),
+            options,
+        }
+        .to_bytes()
+    };
+    // Given a stream, and a raw TCP connection sending what Iggy's CLI sends.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let sdk = sluice_testkit::tcp::sdk_login(&server).await;
+    sdk.create_stream("s").await.unwrap();
+    let mut raw = RawConn::connect(tcp_addr(&server)).await;
+    raw.login().await;
+
+    // When a topic is created with text values and SDK 0.11's journal keys.
+    let reply = raw
+        .call(
+            code::CREATE_TOPIC,
+            &create(
+                "t",
+                options(&[
+                    ("message_expiry", "7 days"),
+                    ("max_topic_size", "1 GiB"),
+                    ("segment_size", "128 MiB"),
+                    ("messages_required_to_save", "1024"),
+                    ("size_of_messages_required_to_save", "1 MiB"),
+                    ("preallocate_segments", "false"),
+                ]),
+            ),
+        )
+        .await
+        .unwrap();
+
+    // Then it exists with those values, read back through the SDK.
+    assert_eq!(reply.status, 0);
+    let s = Identifier::numeric(0).unwrap();
+    let topic = sdk
+        .get_topic(&s, &Identifier::named("t").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        topic.message_expiry,
+        IggyExpiry::ExpireDuration(IggyDuration::from(7 * 86_400 * 1_000_000))
+    );
+    assert_eq!(
+        topic.max_topic_size,
+        MaxTopicSize::Custom(IggyByteSize::from(1 << 30))
+    );
+
+    // And a value that is not one is Iggy's `invalid_option_value`, creating nothing.
+    for (key, bad) in [("message_expiry", "soon"), ("max_topic_size", "big")] {
+        let reply = raw
+            .call(code::CREATE_TOPIC, &create("u", options(&[(key, bad)])))
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 4042, "{key}={bad}");
+    }
+    assert!(
+        sdk.get_topic(&s, &Identifier::named("u").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

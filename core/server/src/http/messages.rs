@@ -406,19 +406,11 @@ pub(crate) async fn poll(
     // Iggy defaults to its first partition; sluice's ids start at FIRST_ID.
     let partition = query.u32("partition_id")?.unwrap_or(FIRST_ID);
     let strategy = polling_strategy(&query)?;
-    let count = query.u32("count")?.unwrap_or(DEFAULT_POLL_COUNT);
-    let max = state.limits.max_poll_count;
     // A count of 0 is an empty poll carrying the partition's current offset,
-    // as Iggy answers it; above the server's limit, refused.
-    if count > max {
-        return Err(ApiError::new(
-            Class::BadRequest,
-            4009,
-            "invalid_messages_count",
-            format!("count must be at most {max}, got {count}"),
-            Some("count"),
-        ));
-    }
+    // as Iggy answers it; above the server's limit, that many.
+    let count = state
+        .limits
+        .poll_count(query.u32("count")?.unwrap_or(DEFAULT_POLL_COUNT));
     let auto_commit = query.bool("auto_commit")?.unwrap_or(false);
     let polled = state
         .engine(move |e| {

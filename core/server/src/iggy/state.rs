@@ -30,6 +30,17 @@ pub(crate) struct Limits {
     pub(crate) reconciler_period: Duration,
 }
 
+impl Limits {
+    /// How many messages a poll asking for `count` is served at most. Iggy
+    /// has no cap; sluice serves at most `max_poll_count` (a poll may always
+    /// answer fewer than asked, and clients poll again from where it ended),
+    /// so one request cannot make the server hold an unbounded answer, and
+    /// a client asking for more still works. 0 stays 0: Iggy's empty poll.
+    pub(crate) fn poll_count(&self, count: u32) -> u32 {
+        count.min(self.max_poll_count)
+    }
+}
+
 /// What the server knows about itself, for `/stats` and the cluster metadata
 /// (shared by both transports).
 #[derive(Debug, Default)]

@@ -4,11 +4,17 @@
 //! update.
 //!
 //! Invariants:
-//! - Topic options accept exactly `durability` and
-//!   `consumer_offset_durability` (values `replicated` = `buffered` on one
-//!   node, `buffered`, `persisted`) and `segment_size` (bytes, `0` = the
-//!   default, else 4 KiB to 1 GiB); any other key or value is refused
-//!   naming it, before the engine is called.
+//! - Topic options accept exactly the keys SDK 0.11 names:
+//!   `durability` and `consumer_offset_durability` (values `replicated` =
+//!   `buffered` on one node, `buffered`, `persisted`), `segment_size` (bytes
+//!   or a size such as `128 MiB`, `0` = the default, else 4 KiB to 1 GiB),
+//!   and Iggy's journal knobs `messages_required_to_save` (1 to 16 Mi),
+//!   `size_of_messages_required_to_save` (up to 1 GiB) and
+//!   `preallocate_segments` (a bool), which are checked within Iggy's bounds
+//!   and have no effect: sluice has no journal (a send is written when it is
+//!   acknowledged, `durability` says when it is synced) and does not
+//!   preallocate. Any other key or value is refused naming it, before the
+//!   engine is called.
 //! - Streams take no options, and a topic's options are fixed at creation:
 //!   an update carrying any is refused naming the first key.
 //! - Compression is `none` only: sluice stores messages as sent.
@@ -16,7 +22,12 @@
 use std::collections::BTreeMap;
 
 use super::error::{ApiError, ApiResult};
+use super::units::bytes_from_text;
 use crate::metadata::{DEFAULT_SEGMENT_SIZE, Durability, TopicOptions};
+
+/// Iggy's bounds on its journal knobs (accepted, without effect here).
+const MAX_MESSAGES_REQUIRED_TO_SAVE: u32 = 16 * 1024 * 1024;
+const MAX_SIZE_OF_MESSAGES_REQUIRED_TO_SAVE: u64 = 1 << 30;
 
 /// Bounds on a topic's `segment_size` option (bytes).
 pub(crate) const MIN_SEGMENT_SIZE: u64 = 4096;
@@ -67,10 +78,9 @@ pub(crate) fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResu
                 out.consumer_offset_durability = durability(key, value)?
             }
             "segment_size" => {
-                let size: u64 = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| ApiError::invalid_option_value(key, value, "a size in bytes"))?;
+                let size = bytes_from_text(value).map_err(|_| {
+                    ApiError::invalid_option_value(key, value, "a size (bytes, or such as 128 MiB)")
+                })?;
                 out.segment_size = match size {
                     0 => DEFAULT_SEGMENT_SIZE,
                     s if (MIN_SEGMENT_SIZE..=MAX_SEGMENT_SIZE).contains(&s) => s,
@@ -82,6 +92,32 @@ pub(crate) fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResu
                         ));
                     }
                 };
+            }
+            "messages_required_to_save" => {
+                let n: u32 = value.trim().parse().unwrap_or(0);
+                if !(1..=MAX_MESSAGES_REQUIRED_TO_SAVE).contains(&n) {
+                    return Err(ApiError::invalid_option_value(
+                        key,
+                        value,
+                        &format!("1 to {MAX_MESSAGES_REQUIRED_TO_SAVE} messages"),
+                    ));
+                }
+            }
+            "size_of_messages_required_to_save" => {
+                let within = bytes_from_text(value)
+                    .is_ok_and(|n| n <= MAX_SIZE_OF_MESSAGES_REQUIRED_TO_SAVE);
+                if !within {
+                    return Err(ApiError::invalid_option_value(
+                        key,
+                        value,
+                        "a size up to 1 GiB",
+                    ));
+                }
+            }
+            "preallocate_segments" => {
+                if !matches!(value.trim(), "true" | "false" | "0" | "1") {
+                    return Err(ApiError::invalid_option_value(key, value, "true or false"));
+                }
             }
             other => return Err(ApiError::unsupported_option(other)),
         }
@@ -127,5 +163,31 @@ mod tests {
         let e = reject_options(&opts(&[("b", "1"), ("a", "2")])).unwrap_err();
         assert_eq!(e.code(), 4041);
         assert_eq!(e.body.field.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn given_the_sdk_0_11_keys_when_parsing_options_then_they_are_accepted_within_iggys_bounds() {
+        let o = parse_topic_options(&opts(&[
+            ("segment_size", "128 MiB"),
+            ("messages_required_to_save", "1024"),
+            ("size_of_messages_required_to_save", "1 MiB"),
+            ("preallocate_segments", "false"),
+        ]))
+        .unwrap();
+        assert_eq!(o.segment_size, 128 << 20);
+        for (key, bad) in [
+            ("messages_required_to_save", "0"),
+            ("messages_required_to_save", "16777217"),
+            ("size_of_messages_required_to_save", "2 GiB"),
+            ("preallocate_segments", "maybe"),
+            ("segment_size", "huge"),
+        ] {
+            let e = parse_topic_options(&opts(&[(key, bad)])).unwrap_err();
+            assert_eq!(
+                (e.code(), e.body.field.as_deref()),
+                (4042, Some(key)),
+                "{key}={bad}"
+            );
+        }
     }
 }

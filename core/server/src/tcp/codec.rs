@@ -24,6 +24,7 @@ use crate::engine::Partitioning;
 use crate::identifier::Identifier;
 pub use crate::iggy::consumer::ConsumerId;
 use crate::iggy::header_kinds::{self, STRING_KIND};
+use crate::iggy::units::{expiry_from_text, max_topic_size_from_text};
 use crate::partition::PollingStrategy;
 use crate::partition::log::{HeaderKey, HeaderValue, Headers, NewMessage};
 
@@ -593,9 +594,10 @@ fn string_options(block: &[u8]) -> WireResult<BTreeMap<String, String>> {
 fn topic_options(block: &[u8]) -> WireResult<WireTopicOptions> {
     let mut out = WireTopicOptions::default();
     for (key, value) in string_options(block)? {
-        let number = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| WireError::invalid("options", format!("{key} must be a number")))
+        // Iggy takes a number or a human-readable text (`7 days`, `1 GiB`).
+        let value_of = |parse: fn(&str) -> Result<u64, String>, v: &str| {
+            parse(v)
+                .map_err(|reason| WireError::invalid("option value", format!("{key}: {reason}")))
         };
         match key.as_str() {
             "compression_algorithm" => {
@@ -605,8 +607,10 @@ fn topic_options(block: &[u8]) -> WireResult<WireTopicOptions> {
                     other => other.to_ascii_lowercase(),
                 });
             }
-            "message_expiry" => out.message_expiry = Some(number(&value)?),
-            "max_topic_size" => out.max_topic_size = Some(number(&value)?),
+            "message_expiry" => out.message_expiry = Some(value_of(expiry_from_text, &value)?),
+            "max_topic_size" => {
+                out.max_topic_size = Some(value_of(max_topic_size_from_text, &value)?)
+            }
             _ => {
                 out.options.insert(key, value);
             }

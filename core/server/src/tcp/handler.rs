@@ -31,7 +31,6 @@ const UNAUTHENTICATED: u32 = 40;
 const FEATURE_UNAVAILABLE: u32 = 5;
 const INVALID_USERNAME: u32 = 43;
 const INVALID_PASSWORD: u32 = 44;
-const INVALID_MESSAGES_COUNT: u32 = 4009;
 
 /// What a connection knows about itself and its login.
 #[derive(Debug, Clone, Copy)]
@@ -462,11 +461,8 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             auto_commit,
         } => {
             // A count of 0 is an empty poll carrying the partition's current
-            // offset, as Iggy answers it; above the server's limit, refused.
-            let max = state.limits.max_poll_count;
-            if count > max {
-                return Err(INVALID_MESSAGES_COUNT);
-            }
+            // offset, as Iggy answers it; above the server's limit, that many.
+            let count = state.limits.poll_count(count);
             if let ConsumerId::Group(group) = consumer {
                 // A group poll is a member's: of a partition it may poll,
                 // or of its next one when the poll names none.

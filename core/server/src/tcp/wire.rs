@@ -33,6 +33,8 @@ pub(crate) const INVALID_IDENTIFIER: u32 = 6;
 /// Iggy's `invalid_message_checksum` (4027) and `invalid_batch_checksum` (4039).
 pub(crate) const INVALID_MESSAGE_CHECKSUM: u32 = 4027;
 pub(crate) const INVALID_BATCH_CHECKSUM: u32 = 4039;
+/// Iggy's `invalid_option_value` (4042).
+pub(crate) const INVALID_OPTION_VALUE: u32 = 4042;
 
 impl WireError {
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
@@ -48,6 +50,10 @@ impl WireError {
             WireError::Invalid {
                 what: "identifier", ..
             } => INVALID_IDENTIFIER,
+            WireError::Invalid {
+                what: "option value",
+                ..
+            } => INVALID_OPTION_VALUE,
             WireError::MessageChecksum { .. } => INVALID_MESSAGE_CHECKSUM,
             WireError::BatchChecksum => INVALID_BATCH_CHECKSUM,
             _ => INVALID_FORMAT,
