@@ -551,3 +551,77 @@ async fn given_topic_options_as_iggy_takes_them_over_tcp_then_human_readable_val
             .is_none()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_gzip_topic_from_the_sdk_then_its_algorithm_is_kept_across_updates_and_a_restart_on_both_transports()
+ {
+    // Given a running sluice and the SDK over both transports.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let tcp = sluice_testkit::tcp::sdk_login(&server).await;
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    http.login_user("iggy", "iggy").await.unwrap();
+    tcp.create_stream("s").await.unwrap();
+    let s = Identifier::named("s").unwrap();
+    let gzip = TopicCreateOptions {
+        compression_algorithm: Some(CompressionAlgorithm::Gzip),
+        ..TopicCreateOptions::default()
+    };
+
+    // When a gzip topic is created over each (as Iggy's CLI examples do),
+    let clients: [(&dyn Client, &str); 2] = [(&tcp, "over-tcp"), (&http, "over-http")];
+    for (client, name) in clients {
+        client.create_topic(&s, name, &gzip).await.unwrap();
+    }
+    // and one is updated without naming an algorithm, the other to none.
+    let keep = TopicUpdateOptions {
+        message_expiry: Some(IggyExpiry::ExpireDuration(IggyDuration::from(60_000_000))),
+        ..TopicUpdateOptions::default()
+    };
+    let t = Identifier::named("over-tcp").unwrap();
+    tcp.update_topic(&s, &t, "over-tcp", &keep).await.unwrap();
+    let to_none = TopicUpdateOptions {
+        compression_algorithm: Some(CompressionAlgorithm::None),
+        ..TopicUpdateOptions::default()
+    };
+    let h = Identifier::named("over-http").unwrap();
+    http.update_topic(&s, &h, "over-http", &to_none)
+        .await
+        .unwrap();
+
+    // Then both transports report what was set, and so does a restarted server.
+    let expected = [
+        ("over-tcp", CompressionAlgorithm::Gzip),
+        ("over-http", CompressionAlgorithm::None),
+    ];
+    async fn check(client: &dyn Client, expected: [(&str, CompressionAlgorithm); 2]) {
+        let s = Identifier::named("s").unwrap();
+        for (name, algorithm) in expected {
+            let topic = client
+                .get_topic(&s, &Identifier::named(name).unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(topic.compression_algorithm, algorithm, "{name}");
+        }
+    }
+    check(&tcp, expected).await;
+    check(&http, expected).await;
+    drop(tcp);
+    server.shutdown().await.unwrap();
+    let server = start_server(dir.path()).await;
+    check(&sluice_testkit::tcp::sdk_login(&server).await, expected).await;
+
+    // And an algorithm Iggy does not have is refused, naming it.
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    http.login_user("iggy", "iggy").await.unwrap();
+    let api = sluice_testkit::http::Api::login(&server).await;
+    let reply = api
+        .post(
+            "/streams/s/topics",
+            serde_json::json!({"name": "z", "partitions_count": 1, "compression_algorithm": "zstd"}),
+        )
+        .await;
+    assert_eq!(reply.status, 400);
+    assert!(reply.json()["reason"].as_str().unwrap().contains("zstd"));
+}

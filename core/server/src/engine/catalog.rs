@@ -23,8 +23,8 @@ use super::{Engine, FIRST_ID, MAX_NAME_LEN, MAX_PARTITIONS, TopicKey};
 use crate::error::{EngineError, Result};
 use crate::identifier::Identifier;
 use crate::metadata::{
-    GroupMeta, Metadata, PartitionKey, PartitionMeta, ResourceKey, StreamMeta, TopicMeta,
-    TopicOptions,
+    Compression, GroupMeta, Metadata, PartitionKey, PartitionMeta, ResourceKey, StreamMeta,
+    TopicMeta, TopicOptions,
 };
 use crate::partition::Partition;
 use crate::partition::reconciler::ObligationKey;
@@ -285,6 +285,7 @@ impl Engine {
         Ok(committed)
     }
 
+    /// Renames a topic and sets its retention, keeping its compression.
     pub fn update_topic(
         &mut self,
         stream: &Identifier,
@@ -292,6 +293,20 @@ impl Engine {
         name: &str,
         message_expiry: u64,
         max_topic_size: u64,
+    ) -> Result<()> {
+        self.update_topic_with(stream, topic, name, message_expiry, max_topic_size, None)
+    }
+
+    /// As `update_topic`, and sets the compression algorithm when one is
+    /// given, in the same commit.
+    pub fn update_topic_with(
+        &mut self,
+        stream: &Identifier,
+        topic: &Identifier,
+        name: &str,
+        message_expiry: u64,
+        max_topic_size: u64,
+        compression: Option<Compression>,
     ) -> Result<()> {
         check_name("topic name", name)?;
         let TopicKey {
@@ -310,6 +325,9 @@ impl Engine {
                 tp.name = name.to_string();
                 tp.message_expiry = message_expiry;
                 tp.max_topic_size = max_topic_size;
+                if let Some(c) = compression {
+                    tp.options.compression = c;
+                }
             }
             Ok(())
         })?;

@@ -163,7 +163,7 @@ pub(crate) fn topic(engine: &Engine, stream: u32, t: &TopicMeta) -> Topic {
         name: t.name.clone(),
         size: bytes,
         message_expiry: to_iggy_limit(t.message_expiry),
-        compression_algorithm: "none",
+        compression_algorithm: t.options.compression.as_str(),
         max_topic_size: to_iggy_limit(t.max_topic_size),
         replication_factor: t.replication_factor,
         messages_count: messages,

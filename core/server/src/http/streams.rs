@@ -21,8 +21,9 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
 use super::model::{self, Stream, StreamDetails, Topic, TopicDetails};
 use crate::iggy::AppState;
 use crate::iggy::error::{ApiError, ApiResult};
-use crate::iggy::topic_options::{check_compression, parse_topic_options, reject_options};
+use crate::iggy::topic_options::{parse_compression, parse_topic_options, reject_options};
 use crate::iggy::units::{expiry_from_iggy, from_iggy_limit};
+use crate::metadata::TopicOptions;
 
 // ---- streams -----------------------------------------------------------
 
@@ -174,8 +175,10 @@ pub(crate) async fn create_topic(
     ApiJson(body): ApiJson<CreateTopic>,
 ) -> ApiResult<Json<TopicDetails>> {
     let s = identifier("stream_id", &stream_id)?;
-    check_compression(body.compression_algorithm.as_deref())?;
-    let options = parse_topic_options(&body.options)?;
+    let options = TopicOptions {
+        compression: parse_compression(body.compression_algorithm.as_deref())?.unwrap_or_default(),
+        ..parse_topic_options(&body.options)?
+    };
     let details = state
         .engine(move |e| {
             let t = e.create_topic(
@@ -223,7 +226,7 @@ pub(crate) async fn update_topic(
 ) -> ApiResult<StatusCode> {
     let s = identifier("stream_id", &stream_id)?;
     let t = identifier("topic_id", &topic_id)?;
-    check_compression(body.compression_algorithm.as_deref())?;
+    let compression = parse_compression(body.compression_algorithm.as_deref())?;
     // Durability and segment size are fixed at creation.
     reject_options(&body.options)?;
     state
@@ -235,7 +238,7 @@ pub(crate) async fn update_topic(
             let max_size = body
                 .max_topic_size
                 .map_or(current.max_topic_size, from_iggy_limit);
-            Ok(e.update_topic(&s, &t, &body.name, expiry, max_size)?)
+            Ok(e.update_topic_with(&s, &t, &body.name, expiry, max_size, compression)?)
         })
         .await?;
     Ok(StatusCode::NO_CONTENT)

@@ -17,13 +17,15 @@
 //!   engine is called.
 //! - Streams take no options, and a topic's options are fixed at creation:
 //!   an update carrying any is refused naming the first key.
-//! - Compression is `none` only: sluice stores messages as sent.
+//! - Compression is `none` or `gzip` (a name in any case, or Iggy's code),
+//!   kept with the topic and reported back, never applied: Iggy's server
+//!   stores it without compressing either, and messages are stored as sent.
 
 use std::collections::BTreeMap;
 
 use super::error::{ApiError, ApiResult};
 use super::units::bytes_from_text;
-use crate::metadata::{DEFAULT_SEGMENT_SIZE, Durability, TopicOptions};
+use crate::metadata::{Compression, DEFAULT_SEGMENT_SIZE, Durability, TopicOptions};
 
 /// Iggy's bounds on its journal knobs (accepted, without effect here).
 const MAX_MESSAGES_REQUIRED_TO_SAVE: u32 = 16 * 1024 * 1024;
@@ -33,17 +35,16 @@ const MAX_SIZE_OF_MESSAGES_REQUIRED_TO_SAVE: u64 = 1 << 30;
 pub(crate) const MIN_SEGMENT_SIZE: u64 = 4096;
 pub(crate) const MAX_SEGMENT_SIZE: u64 = 1 << 30;
 
-/// Refuses a compression algorithm other than `none` (or none given).
-pub(crate) fn check_compression(value: Option<&str>) -> ApiResult<()> {
-    match value {
-        None | Some("none") => Ok(()),
-        Some(other) => Err(ApiError::bad_request(
-            "compression_algorithm",
-            format!(
-                "compression_algorithm {other:?} is not supported; sluice stores messages as sent (\"none\")"
-            ),
-        )),
-    }
+/// The compression algorithm a creation or an update names, if it names
+/// one; an unknown one is refused naming it.
+pub(crate) fn parse_compression(value: Option<&str>) -> ApiResult<Option<Compression>> {
+    value
+        .map(|v| {
+            Compression::parse(v).ok_or_else(|| {
+                ApiError::invalid_option_value("compression_algorithm", v, "none or gzip")
+            })
+        })
+        .transpose()
 }
 
 /// Refuses options where none are accepted (a stream's, a topic update's),

@@ -47,7 +47,44 @@ impl Durability {
     }
 }
 
-/// Per-topic options, fixed at creation.
+/// Iggy's `compression_algorithm` of a topic. Kept and reported, never
+/// applied: Iggy's server stores it without compressing anything either
+/// (ADR 0006), and messages are stored as sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Compression {
+    #[default]
+    None,
+    Gzip,
+}
+
+impl Compression {
+    /// Iggy's name of the algorithm.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+        }
+    }
+
+    /// Iggy's wire code (`CompressionAlgorithm::as_code`).
+    pub fn code(self) -> u8 {
+        match self {
+            Compression::None => 1,
+            Compression::Gzip => 2,
+        }
+    }
+
+    /// The algorithm Iggy names `text` (a name in any case, or its code).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "none" | "1" => Some(Compression::None),
+            "gzip" | "2" => Some(Compression::Gzip),
+            _ => None,
+        }
+    }
+}
+
+/// Per-topic options: all but `compression` fixed at creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicOptions {
     /// For message appends.
@@ -56,6 +93,11 @@ pub struct TopicOptions {
     pub consumer_offset_durability: Durability,
     /// A segment is sealed and a new one started once it reaches this size.
     pub segment_size: u64,
+    /// Carried in the metadata file outside the topic's record (metadata
+    /// version 4 appends the topics that have one; `MetadataStore`), so a
+    /// file without any is byte for byte a version 3 file.
+    #[serde(skip)]
+    pub compression: Compression,
 }
 
 pub(crate) const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
@@ -66,6 +108,7 @@ impl Default for TopicOptions {
             durability: Durability::Buffered,
             consumer_offset_durability: Durability::Buffered,
             segment_size: DEFAULT_SEGMENT_SIZE,
+            compression: Compression::None,
         }
     }
 }

@@ -11,6 +11,11 @@
 //! - `save` returns only after the directory sync: a returned `Ok` is a durable
 //!   commit. A failed `save` may or may not have committed; the caller must
 //!   treat the in-memory change as not acknowledged and retry or report.
+//! - A file is written as version 3 while no topic has a compression
+//!   algorithm other than `none`, and as version 4 (version 3's record
+//!   followed by a map of the topics that have one) otherwise: what the
+//!   file held before compression was kept is byte for byte unchanged, and
+//!   a version 3, 4 or 2 file reads.
 //! - A missing file means a new, empty data directory. A present but invalid
 //!   file is fatal at start-up, named by path: silently starting empty would
 //!   "undo" every stream and every purge.
@@ -20,15 +25,49 @@ use std::sync::Arc;
 
 use sluice_storage::{DurableStorage, ErrorKind};
 
-use super::model::{Metadata, MetadataV2};
+use std::collections::BTreeMap;
+
+use super::model::{Compression, Metadata, MetadataV2};
 use crate::error::{EngineError, Result};
 use crate::frame::{self, Magic};
 
-/// Version 3: the pending deletions (docs/adr/0015-every-deletion-is-an-obligation.md).
-/// Version 2 (ids counted from 0, as Iggy 0.11 does: ADR 0013) is still read,
-/// as a metadata file with no pending deletion.
-pub const METADATA_VERSION: u16 = 3;
+/// Version 4: version 3 followed by the topics' compression algorithms
+/// (written only when a topic has one). Version 3: the pending deletions
+/// (docs/adr/0015-every-deletion-is-an-obligation.md). Version 2 (ids
+/// counted from 0, as Iggy 0.11 does: ADR 0013) is still read, as a
+/// metadata file with no pending deletion.
+pub const METADATA_VERSION: u16 = 4;
+const METADATA_V3: u16 = 3;
 const METADATA_V2: u16 = 2;
+
+/// Version 4's addition: `(stream, topic)` → a compression other than none.
+type CompressionMap = BTreeMap<(u32, u32), Compression>;
+
+fn compression_map(meta: &Metadata) -> CompressionMap {
+    meta.streams
+        .values()
+        .flat_map(|s| {
+            s.topics
+                .values()
+                .map(move |t| ((s.id, t.id), t.options.compression))
+        })
+        .filter(|(_, c)| *c != Compression::None)
+        .collect()
+}
+
+/// Puts version 4's map back into the topics it names (a name of a topic
+/// not in the record is ignored: it cannot be, since both are one write).
+fn apply_compression(meta: &mut Metadata, map: CompressionMap) {
+    for ((s, t), c) in map {
+        if let Some(topic) = meta
+            .streams
+            .get_mut(&s)
+            .and_then(|st| st.topics.get_mut(&t))
+        {
+            topic.options.compression = c;
+        }
+    }
+}
 /// Metadata version 1 was written by pre-release sluice, whose ids started
 /// at one. Its bytes decode, but its ids do not mean what an Iggy client
 /// expects (a topic's first partition was 1, not 0), and renumbering would
@@ -68,7 +107,19 @@ impl MetadataStore {
                 frame::decode::<MetadataV2>(Magic::METADATA, METADATA_V2, &bytes, MAX_METADATA)
                     .map(|(v2, used)| (Metadata::from(v2), used))
             }
-            _ => frame::decode::<Metadata>(Magic::METADATA, METADATA_VERSION, &bytes, MAX_METADATA),
+            Ok(h) if h.version == METADATA_V3 => {
+                frame::decode::<Metadata>(Magic::METADATA, METADATA_V3, &bytes, MAX_METADATA)
+            }
+            _ => frame::decode::<(Metadata, CompressionMap)>(
+                Magic::METADATA,
+                METADATA_VERSION,
+                &bytes,
+                MAX_METADATA,
+            )
+            .map(|((mut meta, map), used)| {
+                apply_compression(&mut meta, map);
+                (meta, used)
+            }),
         };
         let (meta, used) = decoded.map_err(|e| match e {
             frame::FrameError::UnsupportedVersion {
@@ -100,8 +151,13 @@ impl MetadataStore {
 
     /// Durably replaces the metadata (see the module docs for the protocol).
     pub(crate) fn save(&self, meta: &Metadata) -> Result<()> {
-        let bytes = frame::encode(Magic::METADATA, METADATA_VERSION, meta)
-            .map_err(|e| EngineError::Internal(format!("metadata does not encode: {e}")))?;
+        let map = compression_map(meta);
+        let bytes = if map.is_empty() {
+            frame::encode(Magic::METADATA, METADATA_V3, meta)
+        } else {
+            frame::encode(Magic::METADATA, METADATA_VERSION, &(meta, &map))
+        }
+        .map_err(|e| EngineError::Internal(format!("metadata does not encode: {e}")))?;
         crate::persist::replace_file(
             self.storage.as_ref(),
             &self.dir,
@@ -142,7 +198,7 @@ mod tests {
             )
             .unwrap();
         file.write_at(0, &bytes).unwrap();
-        // When it is loaded, then it reads as version 3 with nothing pending,
+        // When it is loaded, then it reads with nothing pending,
         let meta = store_on(&sim).load().unwrap().unwrap();
         assert_eq!((meta.version, meta.next_stream_id), (7, 3));
         assert!(meta.pending_deletions.is_empty());
@@ -158,7 +214,73 @@ mod tests {
             MAX_METADATA,
         )
         .unwrap();
-        assert_eq!(header.version, METADATA_VERSION);
+        assert_eq!(header.version, METADATA_V3);
+        assert_eq!(store_on(&sim).load().unwrap(), Some(meta));
+    }
+
+    #[test]
+    fn given_a_topic_with_gzip_when_saved_then_version_4_keeps_it_and_without_it_version_3_is_written()
+     {
+        use crate::metadata::{StreamMeta, TopicMeta, TopicOptions};
+        let sim = SimStorage::with_seed(2);
+        let topic = |id: u32, compression| TopicMeta {
+            id,
+            name: format!("t{id}"),
+            created_at: 1,
+            options: TopicOptions {
+                compression,
+                ..TopicOptions::default()
+            },
+            message_expiry: 0,
+            max_topic_size: 0,
+            replication_factor: 1,
+            partitions: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            next_partition_id: 0,
+            next_group_id: 0,
+        };
+        let mut meta = Metadata {
+            version: 1,
+            streams: BTreeMap::from([(
+                0,
+                StreamMeta {
+                    id: 0,
+                    name: "s".into(),
+                    created_at: 1,
+                    topics: BTreeMap::from([
+                        (0, topic(0, Compression::None)),
+                        (1, topic(1, Compression::Gzip)),
+                    ]),
+                    next_topic_id: 2,
+                },
+            )]),
+            next_stream_id: 1,
+            pending_deletions: Default::default(),
+        };
+        let path = Path::new("/").join(crate::layout::METADATA_FILE);
+        let version = || {
+            frame::decode_header(
+                Magic::METADATA,
+                &sim.read_file(&path).unwrap(),
+                MAX_METADATA,
+            )
+            .unwrap()
+            .version
+        };
+        // A gzip topic: version 4, read back whole.
+        store_on(&sim).save(&meta).unwrap();
+        assert_eq!(version(), METADATA_VERSION);
+        assert_eq!(store_on(&sim).load().unwrap().as_ref(), Some(&meta));
+        // None: version 3, the bytes version 3 wrote.
+        if let Some(t) = meta.streams.get_mut(&0).and_then(|s| s.topics.get_mut(&1)) {
+            t.options.compression = Compression::None;
+        }
+        store_on(&sim).save(&meta).unwrap();
+        assert_eq!(version(), METADATA_V3);
+        assert_eq!(
+            sim.read_file(&path).unwrap(),
+            frame::encode(Magic::METADATA, METADATA_V3, &meta).unwrap()
+        );
         assert_eq!(store_on(&sim).load().unwrap(), Some(meta));
     }
 }

@@ -600,13 +600,8 @@ fn topic_options(block: &[u8]) -> WireResult<WireTopicOptions> {
                 .map_err(|reason| WireError::invalid("option value", format!("{key}: {reason}")))
         };
         match key.as_str() {
-            "compression_algorithm" => {
-                // Iggy's code 1 is `none`; the name is accepted too.
-                out.compression = Some(match value.as_str() {
-                    "1" => "none".to_string(),
-                    other => other.to_ascii_lowercase(),
-                });
-            }
+            // A name or Iggy's code (`Compression::parse` reads both).
+            "compression_algorithm" => out.compression = Some(value),
             "message_expiry" => out.message_expiry = Some(value_of(expiry_from_text, &value)?),
             "max_topic_size" => {
                 out.max_topic_size = Some(value_of(max_topic_size_from_text, &value)?)

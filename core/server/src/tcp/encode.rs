@@ -27,8 +27,6 @@ use crate::metadata::{Durability, GroupMeta, PartitionKey, StreamMeta, TopicMeta
 use crate::partition::Polled;
 use crate::partition::log::Message;
 
-const COMPRESSION_NONE: u8 = 1;
-
 fn count_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -82,7 +80,7 @@ pub(crate) fn topic(out: &mut Vec<u8>, engine: &Engine, stream: u32, t: &TopicMe
     out.put_u32(count_u32(t.partitions.len()));
     // Over TCP, 0 is "never expire" (`IggyExpiry` decodes it so).
     out.put_u64(t.message_expiry);
-    out.put_u8(COMPRESSION_NONE);
+    out.put_u8(t.options.compression.code());
     out.put_u64(to_iggy_limit(t.max_topic_size));
     out.put_u64(bytes);
     out.put_u64(messages);

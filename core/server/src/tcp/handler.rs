@@ -23,8 +23,9 @@ use crate::error::EngineError;
 use crate::iggy::AppState;
 use crate::iggy::error::ApiError;
 use crate::iggy::stats::collect_stats;
-use crate::iggy::topic_options::{check_compression, parse_topic_options, reject_options};
+use crate::iggy::topic_options::{parse_compression, parse_topic_options, reject_options};
 use crate::iggy::units::{expiry_from_iggy, from_iggy_limit};
+use crate::metadata::{Compression, TopicOptions};
 
 /// Iggy's error codes used here.
 const UNAUTHENTICATED: u32 = 40;
@@ -174,8 +175,8 @@ fn no_options(options: &BTreeMap<String, String>) -> Result<(), u32> {
     reject_options(options).map_err(api_code)
 }
 
-fn check_topic_compression(options: &WireTopicOptions) -> Result<(), u32> {
-    check_compression(options.compression.as_deref()).map_err(api_code)
+fn topic_compression(options: &WireTopicOptions) -> Result<Option<Compression>, u32> {
+    parse_compression(options.compression.as_deref()).map_err(api_code)
 }
 
 /// Iggy's `ClientDetailsResponse` of an open connection, with the groups
@@ -356,8 +357,10 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             name,
             options,
         } => {
-            check_topic_compression(&options)?;
-            let policy = parse_topic_options(&options.options).map_err(api_code)?;
+            let policy = TopicOptions {
+                compression: topic_compression(&options)?.unwrap_or_default(),
+                ..parse_topic_options(&options.options).map_err(api_code)?
+            };
             let expiry = options.message_expiry.unwrap_or(0);
             let max_size = from_iggy_limit(options.max_topic_size.unwrap_or(0));
             engine(state, move |e| {
@@ -392,7 +395,7 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             name,
             options,
         } => {
-            check_topic_compression(&options)?;
+            let compression = topic_compression(&options)?;
             no_options(&options.options)?;
             engine(state, move |e| {
                 let current = e.topic(&stream, &topic)?;
@@ -402,7 +405,7 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
                 let max_size = options
                     .max_topic_size
                     .map_or(current.max_topic_size, from_iggy_limit);
-                Ok(e.update_topic(&stream, &topic, &name, expiry, max_size)?)
+                Ok(e.update_topic_with(&stream, &topic, &name, expiry, max_size, compression)?)
             })
             .await
             .map(|()| Vec::new())

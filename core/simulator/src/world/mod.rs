@@ -300,6 +300,7 @@ impl World {
             durability: shape.messages,
             consumer_offset_durability: shape.offsets,
             segment_size: shape.segment_size,
+            ..TopicOptions::default()
         };
         engine
             .create_topic(&s(), None, TOPIC, shape.partitions, options, 0, 0, 1)
@@ -702,6 +703,7 @@ impl World {
                     durability: shape.messages,
                     consumer_offset_durability: shape.offsets,
                     segment_size: shape.segment_size,
+                    ..TopicOptions::default()
                 };
                 engine
                     .create_topic(
