@@ -23,6 +23,7 @@ mod file_pool;
 mod fuzz_decoders;
 mod fuzz_http;
 mod http_api;
+mod iggy_app;
 mod iggy_groups;
 mod iggy_sdk;
 mod incarnations;
