@@ -91,7 +91,8 @@ pub struct HttpConfig {
     pub address: SocketAddr,
     /// Requests with a larger body are refused with 413 before they are read.
     pub max_body_bytes: usize,
-    /// Largest `count` a poll may ask for; larger is a 400.
+    /// Most messages one poll is served (over both transports); a poll asking
+    /// for more gets this many (`Limits::poll_count`).
     pub(crate) max_poll_count: u32,
 }
 
