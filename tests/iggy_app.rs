@@ -76,11 +76,7 @@ async fn producer(client: &IggyClient) -> IggyProducer {
         .unwrap()
         .direct(DirectConfig::builder().batch_length(10).build())
         .partitioning(Partitioning::messages_key_u32(42))
-        .create_topic_if_not_exists(
-            4,
-            IggyExpiry::ServerDefault,
-            MaxTopicSize::ServerDefault,
-        )
+        .create_topic_if_not_exists(4, IggyExpiry::ServerDefault, MaxTopicSize::ServerDefault)
         .build();
     producer.init().await.unwrap();
     producer
