@@ -43,3 +43,4 @@ mod tcp_codec;
 mod tcp_fuzz;
 mod tcp_purge;
 mod tidy;
+mod tls;

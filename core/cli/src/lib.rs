@@ -98,7 +98,9 @@ enum Command {
 struct ServerArgs {
     /// TOML configuration file (keys: data_dir; [http] address, max_body_bytes,
     /// max_poll_count; [tcp] enabled, address, max_frame_bytes,
-    /// max_connections, idle_timeout_secs; [reconciler] period_ms; [retention]
+    /// max_connections, idle_timeout_secs; [http.tls] and [tcp.tls] enabled,
+    /// cert_file, key_file (PEM; TLS replaces plaintext on that port; off by
+    /// default); [reconciler] period_ms; [retention]
     /// message_expiry_secs (the expiry of topics created with Iggy's server default;
     /// 0, the default: never); [auth] token_expiry_secs, failed_login_delay_ms;
     /// [files] max_open (data files open at once; 0, the default: no pool)).
@@ -199,7 +201,7 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         // The line `launch::start` waits for.
-        println!("{}http://{}", launch::LISTENING, server.local_addr);
+        println!("{}{}", launch::LISTENING, server.http_url());
         let stopper = server.stopper();
         tokio::spawn(async move {
             wait_for_signal().await;

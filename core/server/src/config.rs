@@ -94,6 +94,8 @@ pub struct HttpConfig {
     /// Most messages one poll is served (over both transports); a poll asking
     /// for more gets this many (`Limits::poll_count`).
     pub(crate) max_poll_count: u32,
+    /// HTTPS instead of HTTP on `address` (`[http.tls]`).
+    pub tls: TlsSettings,
 }
 
 /// The Iggy TCP binary protocol listener (`crate::tcp`).
@@ -106,8 +108,26 @@ pub struct TcpConfig {
     pub max_frame_bytes: usize,
     /// Connections beyond this are closed as soon as they are accepted.
     pub max_connections: usize,
-    /// A connection silent this long (no complete frame) is closed.
+    /// A connection silent this long (no complete frame) is closed; a TLS
+    /// handshake that takes longer is abandoned.
     pub idle_timeout: Duration,
+    /// TLS instead of plaintext on `address` (`[tcp.tls]`).
+    pub tls: TlsSettings,
+}
+
+/// TLS on one listener, as Iggy's `[tcp.tls]` and `[http.tls]` (ADR 0023):
+/// when enabled, the listener speaks only TLS on its port. The files are read
+/// at start-up; a missing or invalid one stops the start with an error
+/// naming it (`crate::tls`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// `false` (the default): plaintext.
+    pub enabled: bool,
+    /// PEM: the certificate chain, the server's own certificate first.
+    pub cert_file: PathBuf,
+    /// PEM: the certificate's private key (PKCS#8, PKCS#1 or SEC1). Its path
+    /// is logged with the configuration; its contents never are.
+    pub key_file: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +155,7 @@ impl Default for ServerConfig {
                 address: SocketAddr::from(([127, 0, 0, 1], 3000)),
                 max_body_bytes: DEFAULT_MAX_BODY_BYTES,
                 max_poll_count: DEFAULT_MAX_POLL_COUNT,
+                tls: TlsSettings::default(),
             },
             tcp: TcpConfig {
                 enabled: true,
@@ -142,6 +163,7 @@ impl Default for ServerConfig {
                 max_frame_bytes: DEFAULT_TCP_MAX_FRAME_BYTES,
                 max_connections: DEFAULT_TCP_MAX_CONNECTIONS,
                 idle_timeout: Duration::from_secs(DEFAULT_TCP_IDLE_TIMEOUT_SECS),
+                tls: TlsSettings::default(),
             },
             reconciler: ReconcilerSettings {
                 period: Duration::from_millis(DEFAULT_RECONCILER_PERIOD_MS),
@@ -214,6 +236,29 @@ struct FileHttp {
     address: Option<String>,
     max_body_bytes: Option<u64>,
     max_poll_count: Option<u64>,
+    #[serde(default)]
+    tls: FileTls,
+}
+
+/// `[http.tls]` and `[tcp.tls]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTls {
+    enabled: Option<bool>,
+    cert_file: Option<String>,
+    key_file: Option<String>,
+}
+
+impl FileTls {
+    /// The values this table sets, each with its key (`keys`: the full names
+    /// of `enabled`, `cert_file` and `key_file`).
+    fn values(self, keys: [&'static str; 3]) -> [(&'static str, Option<String>); 3] {
+        [
+            (keys[0], self.enabled.map(|b| b.to_string())),
+            (keys[1], self.cert_file),
+            (keys[2], self.key_file),
+        ]
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -224,6 +269,8 @@ struct FileTcp {
     max_frame_bytes: Option<u64>,
     max_connections: Option<u64>,
     idle_timeout_secs: Option<u64>,
+    #[serde(default)]
+    tls: FileTls,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -254,11 +301,17 @@ pub(crate) const ENV_KEYS: &[(&str, &str)] = &[
     ("SLUICE_HTTP_ADDRESS", "http.address"),
     ("SLUICE_HTTP_MAX_BODY_BYTES", "http.max_body_bytes"),
     ("SLUICE_HTTP_MAX_POLL_COUNT", "http.max_poll_count"),
+    ("SLUICE_HTTP_TLS_ENABLED", "http.tls.enabled"),
+    ("SLUICE_HTTP_TLS_CERT_FILE", "http.tls.cert_file"),
+    ("SLUICE_HTTP_TLS_KEY_FILE", "http.tls.key_file"),
     ("SLUICE_TCP_ENABLED", "tcp.enabled"),
     ("SLUICE_TCP_ADDRESS", "tcp.address"),
     ("SLUICE_TCP_MAX_FRAME_BYTES", "tcp.max_frame_bytes"),
     ("SLUICE_TCP_MAX_CONNECTIONS", "tcp.max_connections"),
     ("SLUICE_TCP_IDLE_TIMEOUT_SECS", "tcp.idle_timeout_secs"),
+    ("SLUICE_TCP_TLS_ENABLED", "tcp.tls.enabled"),
+    ("SLUICE_TCP_TLS_CERT_FILE", "tcp.tls.cert_file"),
+    ("SLUICE_TCP_TLS_KEY_FILE", "tcp.tls.key_file"),
     ("SLUICE_RECONCILER_PERIOD_MS", "reconciler.period_ms"),
     ("SLUICE_RECONCILER_CONCURRENCY", "reconciler.concurrency"),
     (
@@ -294,6 +347,21 @@ impl Sourced<'_> {
         self.value
             .parse()
             .map_err(|e| self.invalid(format!("expected IP:PORT ({e})")))
+    }
+
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        match self.value.trim() {
+            "true" | "1" => Ok(true),
+            "false" | "0" => Ok(false),
+            _ => Err(self.invalid("expected true or false")),
+        }
+    }
+
+    fn path(&self) -> Result<PathBuf, ConfigError> {
+        if self.value.is_empty() {
+            return Err(self.invalid("must not be empty"));
+        }
+        Ok(PathBuf::from(&self.value))
     }
 
     fn number(&self, min: u64, max: u64) -> Result<u64, ConfigError> {
@@ -418,6 +486,25 @@ impl ServerConfig {
                 value: enabled.to_string(),
             })?;
         }
+        let tls = file
+            .http
+            .tls
+            .values(["http.tls.enabled", "http.tls.cert_file", "http.tls.key_file"])
+            .into_iter()
+            .chain(file.tcp.tls.values([
+                "tcp.tls.enabled",
+                "tcp.tls.cert_file",
+                "tcp.tls.key_file",
+            ]));
+        for (key, value) in tls {
+            if let Some(value) = value {
+                self.apply(&Sourced {
+                    source_name: name,
+                    key,
+                    value,
+                })?;
+            }
+        }
         for (key, value) in numbers {
             if let Some(v) = value {
                 self.apply(&Sourced {
@@ -432,12 +519,7 @@ impl ServerConfig {
 
     fn apply(&mut self, v: &Sourced<'_>) -> Result<(), ConfigError> {
         match v.key {
-            "data_dir" => {
-                if v.value.is_empty() {
-                    return Err(v.invalid("must not be empty"));
-                }
-                self.data_dir = PathBuf::from(&v.value);
-            }
+            "data_dir" => self.data_dir = v.path()?,
             "http.address" => self.http.address = v.address()?,
             "http.max_body_bytes" => {
                 // Bounded by MAX_BODY_BYTES_LIMIT (1 GiB), so it fits usize.
@@ -448,13 +530,13 @@ impl ServerConfig {
                 self.http.max_poll_count = u32::try_from(v.number(1, MAX_POLL_COUNT_LIMIT)?)
                     .map_err(|_| v.invalid("too large"))?;
             }
-            "tcp.enabled" => {
-                self.tcp.enabled = match v.value.trim() {
-                    "true" | "1" => true,
-                    "false" | "0" => false,
-                    _ => return Err(v.invalid("expected true or false")),
-                };
-            }
+            "tcp.enabled" => self.tcp.enabled = v.boolean()?,
+            "http.tls.enabled" => self.http.tls.enabled = v.boolean()?,
+            "http.tls.cert_file" => self.http.tls.cert_file = v.path()?,
+            "http.tls.key_file" => self.http.tls.key_file = v.path()?,
+            "tcp.tls.enabled" => self.tcp.tls.enabled = v.boolean()?,
+            "tcp.tls.cert_file" => self.tcp.tls.cert_file = v.path()?,
+            "tcp.tls.key_file" => self.tcp.tls.key_file = v.path()?,
             "tcp.address" => self.tcp.address = v.address()?,
             "tcp.max_frame_bytes" => {
                 // Bounded by MAX_BODY_BYTES_LIMIT (1 GiB), so it fits usize.
@@ -573,6 +655,61 @@ mod tests {
             &FlagOverrides::default(),
         );
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn given_tls_tables_and_env_when_loading_then_each_applies_and_tls_is_off_by_default() {
+        let defaults = ServerConfig::default();
+        assert!(!defaults.tcp.tls.enabled && !defaults.http.tls.enabled);
+        let storage = SimStorage::default();
+        write(
+            &storage,
+            "/tls.toml",
+            "[http.tls]\nenabled = true\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\n\
+             [tcp.tls]\nenabled = true\ncert_file = \"tc.pem\"\nkey_file = \"tk.pem\"\n",
+        );
+        let env = env_of(&[
+            ("SLUICE_TCP_TLS_ENABLED", "false"),
+            ("SLUICE_HTTP_TLS_KEY_FILE", "/etc/sluice/key.pem"),
+        ]);
+        let config = ServerConfig::load(
+            &storage,
+            Some(Path::new("/tls.toml")),
+            &env,
+            &FlagOverrides::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            config.http.tls,
+            TlsSettings {
+                enabled: true,
+                cert_file: PathBuf::from("c.pem"),
+                key_file: PathBuf::from("/etc/sluice/key.pem"),
+            }
+        );
+        assert!(!config.tcp.tls.enabled);
+        assert_eq!(config.tcp.tls.cert_file, PathBuf::from("tc.pem"));
+        for (var, value) in [
+            ("SLUICE_HTTP_TLS_ENABLED", "yes"),
+            ("SLUICE_TCP_TLS_CERT_FILE", ""),
+        ] {
+            let err = ServerConfig::load(&storage, None, &env_of(&[(var, value)]), &FlagOverrides::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(var), "{err}");
+        }
+        write(&storage, "/typo.toml", "[tcp.tls]\ncert = \"c.pem\"\n");
+        let err = ServerConfig::load(
+            &storage,
+            Some(Path::new("/typo.toml")),
+            &env_of(&[]),
+            &FlagOverrides::default(),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(err.contains("cert"), "{err}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub(crate) mod persist;
 pub mod server;
 pub mod slots;
 pub mod tcp;
+pub mod tls;
 pub mod teeth;
 
 pub use engine::{

@@ -15,6 +15,9 @@
 //! - Stopping: the listener stops accepting, in-flight requests finish (an
 //!   engine call that started always completes), the reconciler stops, and
 //!   the engine is dropped only after the last request released it.
+//! - With `[tcp.tls]` / `[http.tls]` enabled, that listener speaks only TLS;
+//!   its certificate and key are read before recovery, so a bad file stops
+//!   the start before anything is opened or served (`crate::tls`).
 //! - Used in-process by the tests exactly as the binary uses it.
 
 use std::net::SocketAddr;
@@ -39,6 +42,7 @@ use crate::iggy::stats::Listeners;
 use crate::iggy::{AppState, ServerInfo};
 use crate::partition::reconciler::PassReport;
 use crate::tcp::TcpLimits;
+use crate::tls::TlsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -46,6 +50,8 @@ pub enum ServerError {
     Engine(#[from] EngineError),
     #[error("root user: {0}")]
     Auth(#[from] AuthError),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
     #[error("cannot listen on {address}: {reason}")]
     Bind { address: SocketAddr, reason: String },
     #[error("HTTP server failed: {0}")]
@@ -100,6 +106,8 @@ pub struct ServeOptions {
 /// generated password (and `AppState`'s leaves out every token).
 pub struct RunningServer {
     pub local_addr: SocketAddr,
+    /// Whether `local_addr` serves HTTPS (`[http.tls]`).
+    pub https: bool,
     /// The Iggy TCP listener's address (`None` when `tcp.enabled` is false).
     pub tcp_addr: Option<SocketAddr>,
     /// The generated root password, on the first start of a data directory
@@ -117,6 +125,7 @@ impl std::fmt::Debug for RunningServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningServer")
             .field("local_addr", &self.local_addr)
+            .field("https", &self.https)
             .field("tcp_addr", &self.tcp_addr)
             .field(
                 "generated_password",
@@ -129,6 +138,12 @@ impl std::fmt::Debug for RunningServer {
 }
 
 impl RunningServer {
+    /// The HTTP API's base URL: `http://` or, with `[http.tls]`, `https://`.
+    pub fn http_url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.local_addr)
+    }
+
     /// Stops accepting, lets in-flight requests finish, stops the reconciler.
     pub async fn shutdown(self) -> Result<(), ServerError> {
         // A send fails only if every receiver is gone, i.e. both tasks ended.
@@ -183,6 +198,17 @@ pub async fn start(
         .message_expiry
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
     apply_test_faults(&mut engine_config)?;
+    let tcp_tls = if config.tcp.enabled {
+        crate::tls::acceptor(storage.as_ref(), "tcp", &config.tcp.tls, &[])?
+    } else {
+        None
+    };
+    let http_tls = crate::tls::acceptor(
+        storage.as_ref(),
+        "http",
+        &config.http.tls,
+        crate::tls::HTTP_ALPN,
+    )?;
     let data_dir = config.data_dir.clone();
     let root = options.root;
     let started = Instant::now();
@@ -257,7 +283,7 @@ pub async fn start(
                     address: config.tcp.address,
                     reason: e.to_string(),
                 })?;
-        tracing::info!(address = %addr, "serving the Iggy TCP protocol");
+        tracing::info!(address = %addr, tls = tcp_tls.is_some(), "serving the Iggy TCP protocol");
         Some((listener, addr))
     } else {
         None
@@ -277,25 +303,25 @@ pub async fn start(
             listener,
             state.clone(),
             limits,
+            tcp_tls,
             stop_rx.clone(),
         ))
     });
-    tracing::info!(address = %local_addr, "serving the Iggy HTTP API");
+    let https = http_tls.is_some();
+    tracing::info!(address = %local_addr, tls = https, "serving the Iggy HTTP API");
     let app = router(state.clone(), metrics);
-    let mut serve_stop = stop_rx;
-    let serve = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                // Ends when `true` is sent or every sender is gone.
-                let _ = serve_stop.wait_for(|stop| *stop).await;
-                tracing::info!("no longer accepting connections; finishing in-flight requests");
-            })
-            .await
-            .map_err(|e| ServerError::Serve(e.to_string()))
-    });
+    let serve = match http_tls {
+        None => tokio::spawn(serve_http(listener, app, stop_rx)),
+        Some(acceptor) => tokio::spawn(serve_http(
+            crate::tls::HttpsListener::new(listener, acceptor),
+            app,
+            stop_rx,
+        )),
+    };
 
     Ok(RunningServer {
         local_addr,
+        https,
         tcp_addr,
         generated_password: root.generated_password,
         recovery,
@@ -305,6 +331,27 @@ pub async fn start(
         tcp,
         reconciler,
     })
+}
+
+/// Serves the HTTP API from `listener` (plain TCP or HTTPS) until told to
+/// stop, then lets in-flight requests finish.
+async fn serve_http<L>(
+    listener: L,
+    app: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), ServerError>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            // Ends when `true` is sent or every sender is gone.
+            let _ = stop.wait_for(|stop| *stop).await;
+            tracing::info!("no longer accepting connections; finishing in-flight requests");
+        })
+        .await
+        .map_err(|e| ServerError::Serve(e.to_string()))
 }
 
 /// One reconciler pass per period, and one as soon as a commit made an

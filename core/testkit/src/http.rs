@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::Value;
 use sluice_server::config::ServerConfig;
 use sluice_server::http::auth::RootSource;
-use sluice_server::server::{RunningServer, ServeOptions, start};
+use sluice_server::server::{RunningServer, ServeOptions, ServerError, start};
 use sluice_storage::{DiskStorage, DurableStorage};
 
 pub use sluice_cli::login::LoginError;
@@ -45,6 +45,17 @@ pub async fn start_server_on(
     data_dir: &Path,
     adjust: impl FnOnce(&mut ServerConfig),
 ) -> RunningServer {
+    try_start_server_on(storage, data_dir, adjust)
+        .await
+        .expect("server starts")
+}
+
+/// As `start_server_on`, returning why the server did not start.
+pub async fn try_start_server_on(
+    storage: Arc<dyn DurableStorage>,
+    data_dir: &Path,
+    adjust: impl FnOnce(&mut ServerConfig),
+) -> Result<RunningServer, ServerError> {
     let mut config = ServerConfig {
         data_dir: data_dir.to_path_buf(),
         ..ServerConfig::default()
@@ -63,7 +74,6 @@ pub async fn start_server_on(
         },
     )
     .await
-    .expect("server starts")
 }
 
 /// A raw HTTP client bound to one server and (after `login`) one token.

@@ -21,6 +21,10 @@
 //! - Every connection task ends: at EOF, at an I/O error, after
 //!   `tcp.idle_timeout` without a complete frame, or when the server stops.
 //!   At most `tcp.max_connections` are open; more are closed on accept.
+//! - With `[tcp.tls]` enabled the port speaks only TLS (ADR 0023): the
+//!   handshake runs on the connection's task, never in the accept loop, and
+//!   is abandoned after `tcp.idle_timeout`; the connection loop is the same
+//!   code over either stream (generic, so the plaintext path pays nothing).
 
 pub mod codec;
 pub mod encode;
@@ -34,10 +38,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::iggy::AppState;
 use frame::{FrameError, HEADER_SIZE, RequestHeader};
@@ -58,11 +63,12 @@ pub(crate) fn next_session() -> u64 {
 }
 
 /// Accepts connections until `stop` says so, then waits for every
-/// connection task to end.
+/// connection task to end. With `tls`, every connection is a TLS one.
 pub(crate) async fn serve(
     listener: TcpListener,
     state: AppState,
     limits: TcpLimits,
+    tls: Option<TlsAcceptor>,
     stop: watch::Receiver<bool>,
 ) {
     let mut stopping = stop.clone();
@@ -87,6 +93,7 @@ pub(crate) async fn serve(
                 };
                 let state = state.clone();
                 let stop = stop.clone();
+                let tls = tls.clone();
                 tasks.spawn(async move {
                     // The entry is removed when the guard drops, however the task ends.
                     let client = state.info.tcp_clients.register(peer.to_string());
@@ -96,7 +103,7 @@ pub(crate) async fn serve(
                     // membership clean-up below.
                     let served = state.clone();
                     let outcome = tokio::spawn(async move {
-                        connection(socket, &served, limits, stop, id).await
+                        accepted_connection(socket, tls, &served, limits, stop, id).await
                     })
                     .await;
                     // Membership ends with the connection, as in Iggy: its
@@ -135,10 +142,34 @@ pub(crate) enum ConnectionEnd {
     Frame(#[from] FrameError),
     #[error("server stopping")]
     Stopping,
+    #[error("TLS handshake: {0}")]
+    Handshake(std::io::Error),
 }
 
-async fn read_exact_or_idle(
-    socket: &mut TcpStream,
+/// An accepted socket: its TLS handshake if the listener has TLS, then the
+/// connection loop over the plaintext or the TLS stream.
+async fn accepted_connection(
+    socket: TcpStream,
+    tls: Option<TlsAcceptor>,
+    state: &AppState,
+    limits: TcpLimits,
+    mut stop: watch::Receiver<bool>,
+    client_id: u32,
+) -> Result<(), ConnectionEnd> {
+    let _ = socket.set_nodelay(true);
+    let Some(acceptor) = tls else {
+        return connection(socket, state, limits, stop, client_id).await;
+    };
+    let handshake = crate::tls::handshake(&acceptor, socket, limits.idle_timeout);
+    let stream = tokio::select! {
+        _ = stopped(&mut stop) => return Err(ConnectionEnd::Stopping),
+        done = handshake => done.map_err(ConnectionEnd::Handshake)?,
+    };
+    connection(stream, state, limits, stop, client_id).await
+}
+
+async fn read_exact_or_idle<S: AsyncRead + Unpin>(
+    socket: &mut S,
     buf: &mut [u8],
     idle: Duration,
     stop: &mut watch::Receiver<bool>,
@@ -156,8 +187,8 @@ async fn read_exact_or_idle(
 
 /// Reads exactly `len` body bytes. The buffer grows with what arrives, so a
 /// header announcing a large body costs memory only once the bytes come.
-async fn read_body(
-    socket: &mut TcpStream,
+async fn read_body<S: AsyncRead + Unpin>(
+    socket: &mut S,
     body: &mut Vec<u8>,
     len: usize,
     idle: Duration,
@@ -176,14 +207,13 @@ async fn read_body(
 }
 
 /// One client connection: read a frame, answer it, repeat.
-async fn connection(
-    mut socket: TcpStream,
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut socket: S,
     state: &AppState,
     limits: TcpLimits,
     mut stop: watch::Receiver<bool>,
     client_id: u32,
 ) -> Result<(), ConnectionEnd> {
-    let _ = socket.set_nodelay(true);
     let mut session = handler::Session::new(client_id);
     let mut header_buf = [0u8; HEADER_SIZE];
     let mut body = Vec::new();
@@ -207,13 +237,16 @@ async fn connection(
         }
         let reply = handler::handle(state, &mut session, &header, &body).await;
         write_all_vectored(&mut socket, &mut reply.slices()).await?;
+        // A no-op on a plain socket; TLS may still hold the reply's last
+        // records.
+        socket.flush().await?;
     }
 }
 
 /// Writes every slice, however many `writev` calls it takes (the kernel
 /// takes at most `IOV_MAX` slices, and maybe not all their bytes, per call).
-async fn write_all_vectored(
-    socket: &mut TcpStream,
+async fn write_all_vectored<S: AsyncWrite + Unpin>(
+    socket: &mut S,
     mut slices: &mut [std::io::IoSlice<'_>],
 ) -> std::io::Result<()> {
     while !slices.is_empty() {
