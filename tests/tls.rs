@@ -85,7 +85,12 @@ async fn round_trip(client: &dyn Client, stream: &str, payload: &str) {
         .await
         .unwrap();
     client
-        .send_messages(&s, &t, &Partitioning::partition_id(0), &mut [message(payload)])
+        .send_messages(
+            &s,
+            &t,
+            &Partitioning::partition_id(0),
+            &mut [message(payload)],
+        )
         .await
         .unwrap();
     let consumer = Consumer::new(Identifier::numeric(1).unwrap());
@@ -145,7 +150,7 @@ async fn given_tcp_tls_when_the_sdk_tls_client_connects_then_it_logs_in_sends_an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_tcp_tls_when_a_plaintext_client_connects_then_it_fails_cleanly_and_others_are_served()
-{
+ {
     // Given a server with TLS on its TCP listener and a TLS client logged in.
     let dir = tempfile::tempdir().unwrap();
     let cert = self_signed(dir.path(), "localhost");
@@ -183,7 +188,10 @@ async fn given_tcp_tls_when_a_plaintext_client_connects_then_it_fails_cleanly_an
     let mut buf = Vec::new();
     let read = tokio::time::timeout(STEP, raw.read_to_end(&mut buf)).await;
     assert!(read.is_ok(), "the server closes the connection");
-    assert!(buf.len() < 256, "no Iggy reply, at most a TLS alert: {buf:?}");
+    assert!(
+        buf.len() < 256,
+        "no Iggy reply, at most a TLS alert: {buf:?}"
+    );
 
     // And the TLS client is still served, as is a new one.
     tls_client.ping().await.unwrap();
@@ -324,11 +332,15 @@ async fn given_tls_with_a_missing_certificate_when_starting_then_the_error_names
     let key = dir.path().join("key.pem");
 
     // When the server starts.
-    let started = try_start_server_on(Arc::new(DiskStorage::new()), &dir.path().join("data"), |c| {
-        c.tcp.tls.enabled = true;
-        c.tcp.tls.cert_file = missing.clone();
-        c.tcp.tls.key_file = key.clone();
-    })
+    let started = try_start_server_on(
+        Arc::new(DiskStorage::new()),
+        &dir.path().join("data"),
+        |c| {
+            c.tcp.tls.enabled = true;
+            c.tcp.tls.cert_file = missing.clone();
+            c.tcp.tls.key_file = key.clone();
+        },
+    )
     .await;
 
     // Then it fails with an error naming the setting and the path.
@@ -356,13 +368,16 @@ async fn given_https_with_a_bad_key_when_starting_then_the_error_names_it_and_sh
         (&other.key_file, "cannot be used together".to_string()),
     ] {
         // When the server starts with it on HTTP.
-        let started =
-            try_start_server_on(Arc::new(DiskStorage::new()), &dir.path().join("data"), |c| {
+        let started = try_start_server_on(
+            Arc::new(DiskStorage::new()),
+            &dir.path().join("data"),
+            |c| {
                 c.http.tls.enabled = true;
                 c.http.tls.cert_file = cert.cert_file.clone();
                 c.http.tls.key_file = key.clone();
-            })
-            .await;
+            },
+        )
+        .await;
 
         // Then it fails naming the problem, and quotes nothing of the key.
         let err = started.err().map(|e| e.to_string()).unwrap_or_default();

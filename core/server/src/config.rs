@@ -489,7 +489,11 @@ impl ServerConfig {
         let tls = file
             .http
             .tls
-            .values(["http.tls.enabled", "http.tls.cert_file", "http.tls.key_file"])
+            .values([
+                "http.tls.enabled",
+                "http.tls.cert_file",
+                "http.tls.key_file",
+            ])
             .into_iter()
             .chain(file.tcp.tls.values([
                 "tcp.tls.enabled",
@@ -693,10 +697,15 @@ mod tests {
             ("SLUICE_HTTP_TLS_ENABLED", "yes"),
             ("SLUICE_TCP_TLS_CERT_FILE", ""),
         ] {
-            let err = ServerConfig::load(&storage, None, &env_of(&[(var, value)]), &FlagOverrides::default())
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
+            let err = ServerConfig::load(
+                &storage,
+                None,
+                &env_of(&[(var, value)]),
+                &FlagOverrides::default(),
+            )
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
             assert!(err.contains(var), "{err}");
         }
         write(&storage, "/typo.toml", "[tcp.tls]\ncert = \"c.pem\"\n");

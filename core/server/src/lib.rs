@@ -28,8 +28,8 @@ pub(crate) mod persist;
 pub mod server;
 pub mod slots;
 pub mod tcp;
-pub mod tls;
 pub mod teeth;
+pub mod tls;
 
 pub use engine::{
     CleanupRun, DeletePhase, Engine, EngineConfig, MemberPoll, Partitioning, PurgeMode,

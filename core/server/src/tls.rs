@@ -303,7 +303,10 @@ mod tests {
             enabled: false,
             ..settings("/missing.pem", "/missing.pem")
         };
-        assert!(matches!(acceptor(&storage, "http", &off, HTTP_ALPN), Ok(None)));
+        assert!(matches!(
+            acceptor(&storage, "http", &off, HTTP_ALPN),
+            Ok(None)
+        ));
     }
 
     #[test]
@@ -311,7 +314,11 @@ mod tests {
         // Given a key file whose contents are secret-looking but not PEM.
         let storage = SimStorage::default();
         write(&storage, "/cert.pem", b"not a certificate");
-        write(&storage, "/key.pem", b"-----BEGIN PRIVATE KEY-----\nSECRET\n");
+        write(
+            &storage,
+            "/key.pem",
+            b"-----BEGIN PRIVATE KEY-----\nSECRET\n",
+        );
         write(&storage, "/empty.pem", b"");
 
         let missing = error(&storage, &settings("/nope.pem", "/key.pem"));
@@ -333,7 +340,11 @@ mod tests {
     #[test]
     fn given_a_malformed_key_when_setting_up_then_the_error_quotes_none_of_it() {
         let storage = SimStorage::default();
-        write(&storage, "/key.pem", b"-----BEGIN PRIVATE KEY-----\nSECRET\n");
+        write(
+            &storage,
+            "/key.pem",
+            b"-----BEGIN PRIVATE KEY-----\nSECRET\n",
+        );
         let err = read_key(&storage, "http", Path::new("/key.pem"))
             .err()
             .map(|e| format!("{e} {e:?}"))
