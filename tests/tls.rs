@@ -40,32 +40,60 @@ fn self_signed(dir: &Path, name: &str) -> Certificate {
     }
 }
 
-/// A server whose TCP and HTTP listeners both serve TLS with `cert`.
-async fn tls_server(data_dir: &Path, cert: &Certificate) -> RunningServer {
-    start_server_with(data_dir, |config| {
+/// A running server whose TCP and HTTP listeners both serve TLS with a
+/// self-signed certificate for `localhost`.
+struct TlsServer {
+    server: RunningServer,
+    cert: Certificate,
+    _dir: tempfile::TempDir,
+}
+
+async fn tls_server() -> TlsServer {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = self_signed(dir.path(), "localhost");
+    let server = start_server_with(&dir.path().join("data"), |config| {
         for tls in [&mut config.tcp.tls, &mut config.http.tls] {
             tls.enabled = true;
             tls.cert_file = cert.cert_file.clone();
             tls.key_file = cert.key_file.clone();
         }
     })
-    .await
+    .await;
+    TlsServer {
+        server,
+        cert,
+        _dir: dir,
+    }
+}
+
+impl TlsServer {
+    /// The SDK's TCP client with TLS on, trusting the certificate, not yet
+    /// connected.
+    fn sdk_client(&self) -> TcpClient {
+        TcpClient::create(Arc::new(TcpClientConfig {
+            server_address: localhost(self.server.tcp_addr.unwrap()),
+            tls_enabled: true,
+            tls_domain: "localhost".to_string(),
+            tls_ca_file: Some(self.cert.cert_file.display().to_string()),
+            ..TcpClientConfig::default()
+        }))
+        .unwrap()
+    }
+
+    /// The SDK's TLS TCP client, connected and logged in as root.
+    async fn sdk_login(&self) -> TcpClient {
+        let client = self.sdk_client();
+        tokio::time::timeout(STEP, client.connect())
+            .await
+            .unwrap()
+            .unwrap();
+        client.login_user("iggy", "iggy").await.unwrap();
+        client
+    }
 }
 
 fn localhost(addr: SocketAddr) -> String {
     format!("localhost:{}", addr.port())
-}
-
-/// The SDK's TCP client with TLS on, trusting `ca_file`, not yet connected.
-fn sdk_tls_client(server: &RunningServer, ca_file: &Path) -> TcpClient {
-    TcpClient::create(Arc::new(TcpClientConfig {
-        server_address: localhost(server.tcp_addr.unwrap()),
-        tls_enabled: true,
-        tls_domain: "localhost".to_string(),
-        tls_ca_file: Some(ca_file.display().to_string()),
-        ..TcpClientConfig::default()
-    }))
-    .unwrap()
 }
 
 fn message(payload: &str) -> IggyMessage {
@@ -114,10 +142,8 @@ async fn round_trip(client: &dyn Client, stream: &str, payload: &str) {
 async fn given_tcp_tls_when_the_sdk_tls_client_connects_then_it_logs_in_sends_and_polls() {
     // Given a server with TLS on its TCP listener, and the SDK's TLS client
     // trusting the self-signed certificate.
-    let dir = tempfile::tempdir().unwrap();
-    let cert = self_signed(dir.path(), "localhost");
-    let server = tls_server(&dir.path().join("data"), &cert).await;
-    let client = sdk_tls_client(&server, &cert.cert_file);
+    let tls = tls_server().await;
+    let client = tls.sdk_client();
 
     // When it connects and logs in as iggy/iggy.
     tokio::time::timeout(STEP, client.connect())
@@ -135,8 +161,8 @@ async fn given_tcp_tls_when_the_sdk_tls_client_connects_then_it_logs_in_sends_an
     // And the connection string's options do the same.
     let url = format!(
         "iggy://iggy:iggy@{}?tls=true&tls_domain=localhost&tls_ca_file={}",
-        localhost(server.tcp_addr.unwrap()),
-        cert.cert_file.display()
+        localhost(tls.server.tcp_addr.unwrap()),
+        tls.cert.cert_file.display()
     );
     let by_string = IggyClient::from_connection_string(&url).unwrap();
     tokio::time::timeout(STEP, by_string.connect())
@@ -145,19 +171,16 @@ async fn given_tcp_tls_when_the_sdk_tls_client_connects_then_it_logs_in_sends_an
         .unwrap();
     let streams = by_string.get_streams().await.unwrap();
     assert_eq!(streams.len(), 1);
-    server.shutdown().await.unwrap();
+    tls.server.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_tcp_tls_when_a_plaintext_client_connects_then_it_fails_cleanly_and_others_are_served()
  {
     // Given a server with TLS on its TCP listener and a TLS client logged in.
-    let dir = tempfile::tempdir().unwrap();
-    let cert = self_signed(dir.path(), "localhost");
-    let server = tls_server(&dir.path().join("data"), &cert).await;
-    let tls_client = sdk_tls_client(&server, &cert.cert_file);
-    tls_client.connect().await.unwrap();
-    tls_client.login_user("iggy", "iggy").await.unwrap();
+    let tls = tls_server().await;
+    let server = &tls.server;
+    let tls_client = tls.sdk_login().await;
 
     // When the SDK's plaintext client (no redial) tries the same port.
     let plain = TcpClient::create(Arc::new(TcpClientConfig {
@@ -198,25 +221,23 @@ async fn given_tcp_tls_when_a_plaintext_client_connects_then_it_fails_cleanly_an
     tokio::time::timeout(STEP, round_trip(&tls_client, "still-served", "yes"))
         .await
         .unwrap();
-    let another = sdk_tls_client(&server, &cert.cert_file);
-    another.connect().await.unwrap();
-    another.login_user("iggy", "iggy").await.unwrap();
+    let another = tls.sdk_login().await;
     assert_eq!(another.get_streams().await.unwrap().len(), 1);
-    server.shutdown().await.unwrap();
+    tls.server.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_https_when_reqwest_trusts_the_certificate_then_it_logs_in_and_lists_streams() {
     // Given a server serving HTTPS with a self-signed certificate, and a
     // stream created over TLS TCP.
-    let dir = tempfile::tempdir().unwrap();
-    let cert = self_signed(dir.path(), "localhost");
-    let server = tls_server(&dir.path().join("data"), &cert).await;
+    let tls = tls_server().await;
+    let (server, cert) = (&tls.server, &tls.cert);
     assert!(server.http_url().starts_with("https://"));
-    let tcp = sdk_tls_client(&server, &cert.cert_file);
-    tcp.connect().await.unwrap();
-    tcp.login_user("iggy", "iggy").await.unwrap();
-    tcp.create_stream("over-https").await.unwrap();
+    tls.sdk_login()
+        .await
+        .create_stream("over-https")
+        .await
+        .unwrap();
     let base = format!("https://{}", localhost(server.local_addr));
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(cert.pem.as_bytes()).unwrap())
@@ -259,7 +280,7 @@ async fn given_https_when_reqwest_trusts_the_certificate_then_it_logs_in_and_lis
         .send()
         .await;
     assert!(refused.is_err(), "{refused:?}");
-    server.shutdown().await.unwrap();
+    tls.server.shutdown().await.unwrap();
 }
 
 /// The SDK's `HttpClient` takes no CA of its own: its reqwest client trusts
@@ -270,9 +291,7 @@ async fn given_https_when_reqwest_trusts_the_certificate_then_it_logs_in_and_lis
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_https_when_the_sdk_http_client_trusts_the_certificate_then_it_round_trips() {
     // Given a server serving HTTPS with a self-signed certificate.
-    let dir = tempfile::tempdir().unwrap();
-    let cert = self_signed(dir.path(), "localhost");
-    let server = tls_server(&dir.path().join("data"), &cert).await;
+    let tls = tls_server().await;
 
     // When the SDK's HttpClient, trusting it through SSL_CERT_FILE, drives it.
     let child = tokio::process::Command::new(std::env::current_exe().unwrap())
@@ -285,9 +304,9 @@ async fn given_https_when_the_sdk_http_client_trusts_the_certificate_then_it_rou
         ])
         .env(
             CHILD_URL_ENV,
-            format!("https://{}", localhost(server.local_addr)),
+            format!("https://{}", localhost(tls.server.local_addr)),
         )
-        .env("SSL_CERT_FILE", &cert.cert_file)
+        .env("SSL_CERT_FILE", &tls.cert.cert_file)
         .env_remove("SSL_CERT_DIR")
         .kill_on_drop(true)
         .output();
@@ -303,7 +322,7 @@ async fn given_https_when_the_sdk_http_client_trusts_the_certificate_then_it_rou
         output.status.success() && stdout.contains("1 passed"),
         "child failed:\n{stdout}\n{stderr}"
     );
-    server.shutdown().await.unwrap();
+    tls.server.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

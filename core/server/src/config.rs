@@ -621,6 +621,19 @@ mod tests {
             .unwrap_or_else(|e| panic!("write {path}: {e}"));
     }
 
+    /// The error message of a load that must fail.
+    fn load_error(storage: &SimStorage, file: Option<&str>, env: &[(&str, &str)]) -> String {
+        ServerConfig::load(
+            storage,
+            file.map(Path::new),
+            &env_of(env),
+            &FlagOverrides::default(),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+    }
+
     #[test]
     fn given_nothing_when_loading_then_the_embedded_defaults_apply() {
         let storage = SimStorage::default();
@@ -697,27 +710,11 @@ mod tests {
             ("SLUICE_HTTP_TLS_ENABLED", "yes"),
             ("SLUICE_TCP_TLS_CERT_FILE", ""),
         ] {
-            let err = ServerConfig::load(
-                &storage,
-                None,
-                &env_of(&[(var, value)]),
-                &FlagOverrides::default(),
-            )
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+            let err = load_error(&storage, None, &[(var, value)]);
             assert!(err.contains(var), "{err}");
         }
         write(&storage, "/typo.toml", "[tcp.tls]\ncert = \"c.pem\"\n");
-        let err = ServerConfig::load(
-            &storage,
-            Some(Path::new("/typo.toml")),
-            &env_of(&[]),
-            &FlagOverrides::default(),
-        )
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+        let err = load_error(&storage, Some("/typo.toml"), &[]);
         assert!(err.contains("cert"), "{err}");
     }
 
@@ -750,30 +747,14 @@ mod tests {
     fn given_an_unknown_file_key_when_loading_then_the_error_names_it() {
         let storage = SimStorage::default();
         write(&storage, "/bad.toml", "[http]\nadress = \"127.0.0.1:1\"\n");
-        let err = ServerConfig::load(
-            &storage,
-            Some(Path::new("/bad.toml")),
-            &env_of(&[]),
-            &FlagOverrides::default(),
-        )
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+        let err = load_error(&storage, Some("/bad.toml"), &[]);
         assert!(err.contains("adress"), "{err}");
     }
 
     #[test]
     fn given_a_malformed_env_value_when_loading_then_the_error_names_the_variable() {
         let storage = SimStorage::default();
-        let err = ServerConfig::load(
-            &storage,
-            None,
-            &env_of(&[("SLUICE_HTTP_MAX_BODY_BYTES", "lots")]),
-            &FlagOverrides::default(),
-        )
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+        let err = load_error(&storage, None, &[("SLUICE_HTTP_MAX_BODY_BYTES", "lots")]);
         assert!(err.contains("SLUICE_HTTP_MAX_BODY_BYTES"), "{err}");
     }
 
