@@ -246,29 +246,14 @@ async fn given_https_when_reqwest_trusts_the_certificate_then_it_logs_in_and_lis
         .unwrap();
 
     // When it logs in and lists the streams over HTTPS.
-    let login: serde_json::Value = client
-        .post(format!("{base}/users/login"))
-        .json(&serde_json::json!({"username": "iggy", "password": "iggy"}))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let login = json_of(
+        client
+            .post(format!("{base}/users/login"))
+            .json(&serde_json::json!({"username": "iggy", "password": "iggy"})),
+    )
+    .await;
     let token = login["access_token"]["token"].as_str().unwrap().to_string();
-    let streams: serde_json::Value = client
-        .get(format!("{base}/streams"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let streams = json_of(client.get(format!("{base}/streams")).bearer_auth(token)).await;
 
     // Then the stream is there.
     assert_eq!(streams[0]["name"], "over-https", "{streams}");
@@ -281,6 +266,12 @@ async fn given_https_when_reqwest_trusts_the_certificate_then_it_logs_in_and_lis
         .await;
     assert!(refused.is_err(), "{refused:?}");
     tls.server.shutdown().await.unwrap();
+}
+
+/// A successful answer's JSON body.
+async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {
+    let answer = request.send().await.unwrap().error_for_status().unwrap();
+    answer.json().await.unwrap()
 }
 
 /// The SDK's `HttpClient` takes no CA of its own: its reqwest client trusts
