@@ -20,6 +20,7 @@ pub mod clients;
 pub(crate) mod consumer;
 pub(crate) mod error;
 pub(crate) mod header_kinds;
+pub mod permissions;
 pub(crate) mod state;
 pub mod stats;
 pub(crate) mod topic_options;
