@@ -271,6 +271,9 @@ mod tests {
         }
     }
 
+    /// A flag's name, how to set it, and the rules it passes.
+    type Row<P> = (&'static str, fn(&mut P), Vec<&'static str>);
+
     fn passes(p: &Permissions) -> Vec<&'static str> {
         rules()
             .into_iter()
@@ -365,7 +368,7 @@ mod tests {
 
     #[test]
     fn given_one_stream_flag_then_exactly_iggys_rules_pass_on_that_stream_only() {
-        let table: Vec<(&str, fn(&mut StreamPermissions), Vec<&str>)> = vec![
+        let table: Vec<Row<StreamPermissions>> = vec![
             (
                 "manage_stream",
                 |s| s.manage_stream = true,
@@ -416,7 +419,7 @@ mod tests {
 
     #[test]
     fn given_one_topic_flag_then_exactly_iggys_rules_pass_on_that_topic_only() {
-        let table: Vec<(&str, fn(&mut TopicPermissions), Vec<&str>)> = vec![
+        let table: Vec<Row<TopicPermissions>> = vec![
             (
                 "manage_topic",
                 |t| t.manage_topic = true,
