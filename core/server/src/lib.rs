@@ -29,6 +29,7 @@ pub mod server;
 pub mod slots;
 pub mod tcp;
 pub mod teeth;
+pub mod users;
 
 pub use engine::{
     CleanupRun, DeletePhase, Engine, EngineConfig, MemberPoll, Partitioning, PurgeMode,

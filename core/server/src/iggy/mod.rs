@@ -16,6 +16,7 @@
 //! - Every engine call of a request goes through `AppState::engine` (the
 //!   blocking pool, one engine lock), whichever transport it came by.
 
+pub(crate) mod access;
 pub mod clients;
 pub(crate) mod consumer;
 pub(crate) mod error;

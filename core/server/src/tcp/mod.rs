@@ -22,6 +22,7 @@
 //!   `tcp.idle_timeout` without a complete frame, or when the server stops.
 //!   At most `tcp.max_connections` are open; more are closed on accept.
 
+mod access;
 pub mod codec;
 pub mod encode;
 pub mod frame;
