@@ -26,6 +26,7 @@ mod http_api;
 mod iggy_app;
 mod iggy_groups;
 mod iggy_sdk;
+mod iggy_users;
 mod incarnations;
 mod membership_proptest;
 mod purge_proptest;

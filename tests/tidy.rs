@@ -84,6 +84,11 @@ const NAMES_ALLOWED: &[(&str, &str)] = &[
          the data directory's layout; they are URLs, never paths on disk",
     ),
     (
+        "core/server/src/http/access.rs",
+        "the permission of each route, matched on the route table's URL templates (Iggy's \
+         /streams/..., /users/...): URLs, never paths on disk",
+    ),
+    (
         "core/server/src/config.rs",
         "DEFAULT_DATA_DIR: where the operator's data directory is by default (a configuration \
          value), not a name sluice creates inside it",

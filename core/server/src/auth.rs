@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use argon2::Argon2;
@@ -34,9 +34,11 @@ use serde::{Deserialize, Serialize};
 use sluice_storage::{DurableStorage, ErrorKind};
 
 use crate::iggy::error::{ApiError, ApiResult};
+use crate::iggy::permissions::Permissions;
+use crate::users::{UserStatus, Users};
 
 /// Iggy's root user id and default credentials (`--with-default-root-credentials`).
-pub(crate) const ROOT_USER_ID: u32 = 0;
+pub(crate) use crate::iggy::permissions::ROOT_USER_ID;
 pub const DEFAULT_ROOT_USERNAME: &str = "iggy";
 pub const DEFAULT_ROOT_PASSWORD: &str = "iggy";
 /// Iggy's limits on credentials (iggy_common `users::defaults`).
@@ -285,6 +287,7 @@ fn store_credentials(
 #[derive(Debug, Clone, Copy)]
 struct Session {
     user_id: u32,
+    serial: u64,
     expires_at: Instant,
 }
 
@@ -292,6 +295,8 @@ struct Session {
 #[derive(Clone)]
 pub(crate) struct Identity {
     pub(crate) user_id: u32,
+    /// Which user of that id (`users::User::serial`; root's is 0).
+    pub(crate) serial: u64,
     pub(crate) token: String,
 }
 
@@ -299,6 +304,7 @@ impl std::fmt::Debug for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Identity")
             .field("user_id", &self.user_id)
+            .field("serial", &self.serial)
             .field("token", &REDACTED)
             .finish()
     }
@@ -308,6 +314,8 @@ impl std::fmt::Debug for Identity {
 /// live, never a token (`AppState` and `RunningServer` print it).
 pub(crate) struct Auth {
     root: RootUser,
+    /// Every other user (`crate::users`), and their permissions.
+    pub(crate) users: Arc<Users>,
     token_expiry: Duration,
     failed_login_delay: Duration,
     sessions: Mutex<HashMap<String, Session>>,
@@ -352,11 +360,13 @@ impl std::fmt::Debug for Auth {
 impl Auth {
     pub(crate) fn new(
         root: RootUser,
+        users: Arc<Users>,
         token_expiry: Duration,
         failed_login_delay: Duration,
     ) -> Self {
         Auth {
             root,
+            users,
             token_expiry,
             failed_login_delay,
             sessions: Mutex::new(HashMap::new()),
@@ -372,7 +382,7 @@ impl Auth {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn issue(&self, user_id: u32) -> IdentityInfo {
+    pub(crate) fn issue(&self, (user_id, serial): (u32, u64)) -> IdentityInfo {
         let mut bytes = [0u8; 32];
         OsRng.fill_bytes(&mut bytes);
         let token = URL_SAFE_NO_PAD.encode(bytes);
@@ -387,6 +397,7 @@ impl Auth {
             token.clone(),
             Session {
                 user_id,
+                serial,
                 expires_at: now + self.token_expiry,
             },
         );
@@ -408,6 +419,7 @@ impl Auth {
         }
         Some(Identity {
             user_id: session.user_id,
+            serial: session.serial,
             token: token.to_string(),
         })
     }
@@ -434,18 +446,30 @@ impl Auth {
     /// Verifies credentials (one login at a time, a failure slowed by the
     /// throttle) and answers the user id; no token is issued. The TCP
     /// transport's login: the connection itself is the session.
-    pub(crate) async fn verify_login(&self, username: String, password: String) -> ApiResult<u32> {
+    pub(crate) async fn verify_login(
+        &self,
+        username: String,
+        password: String,
+    ) -> ApiResult<(u32, u64)> {
         let mut failures = self.login_turn.lock().await;
-        let hash = self.root.password_hash.clone();
-        let user_matches = username == self.root.username;
-        // The hash is checked even for an unknown name, so both take as long.
+        // Root, or an active user of that name; anyone else is checked
+        // against root's hash, so an unknown name takes as long as a known
+        // one and the answer never tells whether the user exists.
+        let (who, hash) = if username == self.root.username {
+            (Some((ROOT_USER_ID, 0)), self.root.password_hash.clone())
+        } else {
+            match self.users.credentials(&username) {
+                Some((id, serial, hash)) => (Some((id, serial)), hash),
+                None => (None, self.root.password_hash.clone()),
+            }
+        };
         let password_ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
             .await
             .map_err(|e| ApiError::internal(format!("login verification failed: {e}")))?;
-        if user_matches && password_ok {
+        if let (Some((user_id, serial)), true) = (who, password_ok) {
             *failures = 0;
-            tracing::info!(user_id = ROOT_USER_ID, "login succeeded");
-            return Ok(ROOT_USER_ID);
+            tracing::info!(user_id, "login succeeded");
+            return Ok((user_id, serial));
         }
         *failures = failures.saturating_add(1);
         let delay = self.backoff(*failures);
@@ -456,6 +480,29 @@ impl Auth {
         );
         tokio::time::sleep(delay).await;
         Err(ApiError::invalid_credentials())
+    }
+
+    /// What `user_id` may do: everything for root; a user's permissions
+    /// while it exists and is active; nothing otherwise (a deleted or
+    /// deactivated user's open session can do nothing gated).
+    pub(crate) fn permissions(&self, user_id: u32, serial: u64) -> Option<Permissions> {
+        if user_id == ROOT_USER_ID {
+            return Some(Permissions::root());
+        }
+        self.users
+            .incarnation(user_id, serial)
+            .filter(|u| u.status == UserStatus::Active)
+            .and_then(|u| u.permissions)
+    }
+
+    /// Root's username.
+    pub(crate) fn root_name(&self) -> &str {
+        &self.root.username
+    }
+
+    /// Ends every HTTP session of user `id` (it was deleted).
+    pub(crate) fn revoke_user(&self, id: u32) {
+        self.sessions().retain(|_, s| s.user_id != id);
     }
 
     /// Live HTTP sessions (for `/stats`).
@@ -469,6 +516,11 @@ mod tests {
     use super::*;
     use sluice_storage::SimStorage;
     use std::collections::BTreeMap;
+
+    fn no_users() -> Arc<Users> {
+        let storage: Arc<dyn DurableStorage> = Arc::new(SimStorage::with_seed(1));
+        Arc::new(Users::load(storage, Path::new("/"), "root").unwrap())
+    }
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> = pairs
@@ -535,10 +587,11 @@ mod tests {
                 username: "root".into(),
                 password_hash: hash.clone(),
             },
+            no_users(),
             Duration::from_secs(60),
             Duration::from_millis(10),
         );
-        let issued = auth.issue(ROOT_USER_ID);
+        let issued = auth.issue((ROOT_USER_ID, 0));
         let token = issued.access_token.token.clone();
         let identity = auth.validate(&token).unwrap();
         for printed in [
@@ -560,6 +613,7 @@ mod tests {
                 username: "iggy".into(),
                 password_hash: String::new(),
             },
+            no_users(),
             Duration::from_secs(60),
             Duration::from_millis(10),
         );

@@ -36,6 +36,7 @@ impl Magic {
     pub const INDEX: Magic = Magic(*b"SLIX");
     /// A partition's retention low-water mark (ADR 0016).
     pub const LOW_WATER: Magic = Magic(*b"SLLW");
+    pub const USERS: Magic = Magic(*b"SLUS");
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -92,6 +92,10 @@ pub const OBLIGATION_FILE: &str = "purge.obligation";
 /// A partition's retention low-water mark: its first retained offset (two
 /// slots, ADR 0016).
 pub const LOW_WATER_FILE: &str = "retention.lwm";
+/// The users file (every user but root, with its permissions and tokens)
+/// and the temporary name a save writes first.
+pub const USERS_FILE: &str = "users";
+pub(crate) const USERS_TMP: &str = "users.tmp";
 /// The metadata file and the temporary name a save writes first.
 pub(crate) const METADATA_FILE: &str = "metadata";
 pub(crate) const METADATA_TMP: &str = "metadata.tmp";

@@ -30,6 +30,7 @@ pub mod slots;
 pub mod tcp;
 pub mod teeth;
 pub mod tls;
+pub mod users;
 
 pub use engine::{
     CleanupRun, DeletePhase, Engine, EngineConfig, MemberPoll, Partitioning, PurgeMode,

@@ -43,6 +43,7 @@ use crate::iggy::{AppState, ServerInfo};
 use crate::partition::reconciler::PassReport;
 use crate::tcp::TcpLimits;
 use crate::tls::TlsError;
+use crate::users::{Users, UsersError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -52,6 +53,8 @@ pub enum ServerError {
     Auth(#[from] AuthError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
+    #[error("users: {0}")]
+    Users(#[from] UsersError),
     #[error("cannot listen on {address}: {reason}")]
     Bind { address: SocketAddr, reason: String },
     #[error("HTTP server failed: {0}")]
@@ -212,11 +215,12 @@ pub async fn start(
     let data_dir = config.data_dir.clone();
     let root = options.root;
     let started = Instant::now();
-    let (engine, recovery, root) = tokio::task::spawn_blocking(move || {
+    let (engine, recovery, (root, users)) = tokio::task::spawn_blocking(move || {
         let (engine, recovery) =
             Engine::open(storage.clone(), Arc::new(SystemClock), engine_config)?;
         let root = setup_root(storage.as_ref(), &data_dir, root)?;
-        Ok::<_, ServerError>((engine, recovery, root))
+        let users = Users::load(storage.clone(), &data_dir, &root.user.username)?;
+        Ok::<_, ServerError>((engine, recovery, (root, users)))
     })
     .await
     .map_err(|e| ServerError::Task(e.to_string()))??;
@@ -244,6 +248,7 @@ pub async fn start(
         engine: Arc::new(Mutex::new(engine)),
         auth: Arc::new(Auth::new(
             root.user,
+            Arc::new(users),
             config.auth.token_expiry,
             config.auth.failed_login_delay,
         )),

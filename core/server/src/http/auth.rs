@@ -9,7 +9,9 @@
 //! - Credential checks and the failed-login throttle are `crate::auth`'s, the
 //!   same code the TCP login runs.
 
-use axum::extract::{Request, State};
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -21,6 +23,7 @@ pub use crate::auth::*;
 use super::extract::ApiJson;
 use crate::iggy::AppState;
 use crate::iggy::error::{ApiError, ApiResult, Class};
+use crate::iggy::permissions::ROOT_USER_ID;
 
 #[derive(Deserialize)]
 pub(crate) struct LoginBody {
@@ -70,7 +73,7 @@ pub(crate) async fn refresh_token(
         .auth
         .validate(&body.token)
         .ok_or_else(ApiError::unauthenticated)?;
-    Ok(Json(state.auth.issue(identity.user_id)))
+    Ok(Json(state.auth.issue((identity.user_id, identity.serial))))
 }
 
 /// `DELETE /users/logout`: revokes the caller's token.
@@ -94,11 +97,34 @@ pub(crate) async fn require_token(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    match token.and_then(|t| state.auth.validate(t)) {
-        Some(identity) => {
-            req.extensions_mut().insert(identity);
-            next.run(req).await
+    let Some(identity) = token.and_then(|t| state.auth.validate(t)) else {
+        return ApiError::unauthenticated().into_response();
+    };
+    // The permission check (`iggy::access`): root passes without one.
+    if identity.user_id != ROOT_USER_ID {
+        let (mut parts, body) = req.into_parts();
+        let template = parts
+            .extensions
+            .get::<MatchedPath>()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        let params: HashMap<String, String> =
+            match Path::<HashMap<String, String>>::from_request_parts(&mut parts, &state).await {
+                Ok(Path(p)) => p,
+                Err(_) => HashMap::new(),
+            };
+        let need = match super::access::need(&parts.method, &template, &params) {
+            Ok(need) => need,
+            Err(e) => return e.into_response(),
+        };
+        if let Err(e) = state
+            .authorize((identity.user_id, identity.serial), need)
+            .await
+        {
+            return e.into_response();
         }
-        None => ApiError::unauthenticated().into_response(),
+        req = Request::from_parts(parts, body);
     }
+    req.extensions_mut().insert(identity);
+    next.run(req).await
 }

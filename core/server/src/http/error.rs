@@ -27,6 +27,7 @@ pub(crate) fn status(class: Class) -> StatusCode {
     match class {
         Class::BadRequest => StatusCode::BAD_REQUEST,
         Class::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Class::Forbidden => StatusCode::FORBIDDEN,
         Class::NotFound => StatusCode::NOT_FOUND,
         Class::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         Class::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -70,6 +71,7 @@ mod tests {
         for class in [
             Class::BadRequest,
             Class::Unauthenticated,
+            Class::Forbidden,
             Class::NotFound,
             Class::MethodNotAllowed,
             Class::PayloadTooLarge,

@@ -20,6 +20,7 @@
 //! - This transport imports nothing from the TCP one: what both share is in
 //!   `crate::iggy` (`tests/tidy.rs` holds it).
 
+pub(crate) mod access;
 pub mod auth;
 pub(crate) mod error;
 pub(crate) mod extract;
@@ -31,6 +32,7 @@ pub(crate) mod offsets;
 pub mod status;
 pub(crate) mod streams;
 pub(crate) mod system;
+pub(crate) mod users;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -125,6 +127,10 @@ route_table!(public_router, public_routes, {
 // Every other route: `auth::require_token` runs before each handler.
 route_table!(authenticated_router, authenticated_routes, {
     "/users/logout" => [delete(auth::logout)],
+    "/users" => [get(users::list), post(users::create)],
+    "/users/{user_id}" => [get(users::get), put(users::update), delete(users::delete)],
+    "/users/{user_id}/permissions" => [put(users::update_permissions)],
+    "/users/{user_id}/password" => [put(users::change_password)],
     "/streams" => [get(streams::list_streams), post(streams::create_stream)],
     "/streams/{stream_id}" => [
         get(streams::get_stream),

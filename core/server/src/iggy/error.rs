@@ -30,6 +30,8 @@ pub(crate) enum Class {
     BadRequest,
     /// No valid session or token (401).
     Unauthenticated,
+    /// Authenticated, but the user's permissions do not allow it (403).
+    Forbidden,
     /// The resource (or route) does not exist (404).
     NotFound,
     /// The route exists, the method does not (405).
@@ -125,6 +127,17 @@ impl ApiError {
             40,
             "unauthenticated",
             "Unauthenticated",
+            None,
+        )
+    }
+
+    /// Iggy's `unauthorized` (41): the user may not do this.
+    pub(crate) fn unauthorized() -> Self {
+        ApiError::new(
+            Class::Forbidden,
+            41,
+            "unauthorized",
+            "Unauthorized: the user's permissions do not allow this",
             None,
         )
     }

@@ -16,10 +16,12 @@
 //! - Every engine call of a request goes through `AppState::engine` (the
 //!   blocking pool, one engine lock), whichever transport it came by.
 
+pub(crate) mod access;
 pub mod clients;
 pub(crate) mod consumer;
 pub(crate) mod error;
 pub(crate) mod header_kinds;
+pub mod permissions;
 pub(crate) mod state;
 pub mod stats;
 pub(crate) mod topic_options;

@@ -21,7 +21,7 @@ use super::reply::ReplyFrame;
 use crate::engine::{FIRST_ID, MemberPoll};
 use crate::error::EngineError;
 use crate::iggy::AppState;
-use crate::iggy::error::ApiError;
+use crate::iggy::error::{ApiError, Class};
 use crate::iggy::stats::collect_stats;
 use crate::iggy::topic_options::{parse_compression, parse_topic_options, reject_options};
 use crate::iggy::units::{expiry_from_iggy, from_iggy_limit};
@@ -38,8 +38,8 @@ const INVALID_PASSWORD: u32 = 44;
 pub(crate) struct Session {
     /// The connection's id in `ServerInfo::tcp_clients` (Iggy's client id).
     pub(crate) client_id: u32,
-    /// `(session id, user id)` once logged in.
-    pub(crate) bound: Option<(u64, u32)>,
+    /// `(session id, (user id, user serial))` once logged in.
+    pub(crate) bound: Option<(u64, (u32, u64))>,
 }
 
 impl Session {
@@ -51,12 +51,12 @@ impl Session {
     }
 
     /// Binds (or, with `None`, ends) the login, and tells the client registry.
-    fn bind(&mut self, state: &AppState, bound: Option<(u64, u32)>) {
+    fn bind(&mut self, state: &AppState, bound: Option<(u64, (u32, u64))>) {
         self.bound = bound;
         state
             .info
             .tcp_clients
-            .set_user(self.client_id, bound.map(|(_, user)| user));
+            .set_user(self.client_id, bound.map(|(_, (user, _))| user));
     }
 }
 
@@ -138,13 +138,29 @@ pub(crate) async fn handle(
                 Some((id, _)) => !replicated || header.session == id,
             };
             if authorised || request.is_public() {
-                run(state, session, request).await
+                match permitted(state, session, &request).await {
+                    Ok(()) => run(state, session, request).await,
+                    Err(code) => Err(code),
+                }
             } else {
                 Err(UNAUTHENTICATED)
             }
         }
     };
     reply(header, outcome)
+}
+
+/// The permission check (`iggy::access`) of a logged-in user's request. A
+/// target that does not exist is left to the command, which answers it as
+/// Iggy does (an empty get, or not found), before any permission is looked at.
+async fn permitted(state: &AppState, session: &Session, request: &Request) -> Result<(), u32> {
+    let Some((_, user)) = session.bound else {
+        return Ok(());
+    };
+    match state.authorize(user, request.need()).await {
+        Err(e) if e.class == Class::NotFound => Ok(()),
+        other => other.map_err(api_code),
+    }
 }
 
 async fn engine<T, F>(state: &AppState, f: F) -> Result<T, u32>
@@ -258,7 +274,7 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             let id = super::next_session();
             session.bind(state, Some((id, user_id)));
             let mut out = Vec::new();
-            encode::login(&mut out, user_id, id);
+            encode::login(&mut out, user_id.0, id);
             Ok(out)
         }
         Request::Logout => {

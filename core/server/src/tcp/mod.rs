@@ -26,6 +26,7 @@
 //!   is abandoned after `tcp.idle_timeout`; the connection loop is the same
 //!   code over either stream (generic, so the plaintext path pays nothing).
 
+mod access;
 pub mod codec;
 pub mod encode;
 pub mod frame;

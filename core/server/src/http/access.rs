@@ -1,0 +1,118 @@
+//! What each authenticated HTTP route needs (`iggy::access::Need`), read
+//! from its method, its path template and its path parameters, so the
+//! check runs once, in `auth::require_token`, before any handler.
+//!
+//! Invariants:
+//! - Every authenticated route has an entry (`need`); a route without one
+//!   is refused, never let through (the test walks the route table).
+//! - sluice's own routes (`/status/*`, `/metrics`) need `read_servers`,
+//!   as Iggy's server information does.
+
+use std::collections::HashMap;
+
+use axum::http::Method;
+
+use super::extract::identifier;
+use crate::iggy::access::Need;
+use crate::iggy::error::{ApiError, ApiResult};
+
+const TOPIC: &str = "/streams/{stream_id}/topics/{topic_id}";
+
+/// The need of `method` on the route `template`, its targets taken from
+/// `params`.
+pub(crate) fn need(
+    method: &Method,
+    template: &str,
+    params: &HashMap<String, String>,
+) -> ApiResult<Need> {
+    let stream = || identifier("stream_id", param(params, "stream_id")?);
+    let topic = || {
+        Ok::<_, ApiError>((
+            stream()?,
+            identifier("topic_id", param(params, "topic_id")?)?,
+        ))
+    };
+    // A user named by number may read itself and change its own password;
+    // named by name, the check is the general one.
+    let user = || {
+        param(params, "user_id")
+            .ok()
+            .and_then(|raw| raw.parse::<u32>().ok())
+    };
+    let m = method.as_str();
+    let under_topic = template.strip_prefix(TOPIC);
+    Ok(match (m, template, under_topic) {
+        ("DELETE", "/users/logout", _) => Need::Authenticated,
+        ("GET", "/users", _) => Need::ReadUsers,
+        ("POST", "/users", _) => Need::ManageUsers,
+        ("GET", "/users/{user_id}", _) => user().map_or(Need::ReadUsers, Need::ReadUser),
+        ("PUT" | "DELETE", "/users/{user_id}", _) => Need::ManageUsers,
+        ("PUT", "/users/{user_id}/permissions", _) => Need::ManageUsers,
+        ("PUT", "/users/{user_id}/password", _) => {
+            user().map_or(Need::ManageUsers, Need::ChangePassword)
+        }
+        ("GET", "/streams", _) => Need::GetStreams,
+        ("POST", "/streams", _) => Need::CreateStream,
+        ("GET", "/streams/{stream_id}", _) => Need::GetStream(stream()?),
+        ("PUT" | "DELETE", "/streams/{stream_id}", _) => Need::ManageStream(stream()?),
+        ("DELETE", "/streams/{stream_id}/purge", _) => Need::ManageStream(stream()?),
+        ("GET", "/streams/{stream_id}/topics", _) => Need::GetTopics(stream()?),
+        ("POST", "/streams/{stream_id}/topics", _) => Need::CreateTopic(stream()?),
+        (_, _, Some(rest)) => {
+            let (s, t) = topic()?;
+            match (m, rest) {
+                ("GET", "") => Need::GetTopic(s, t),
+                ("PUT" | "DELETE", "") => Need::ManageTopic(s, t),
+                ("DELETE", "/purge") => Need::ManageTopic(s, t),
+                ("POST" | "DELETE", "/partitions") => Need::ManageTopic(s, t),
+                ("GET", "/messages") => Need::Poll(s, t),
+                ("POST", "/messages") => Need::Send(s, t),
+                (_, "/consumer-offsets" | "/consumer-offsets/{consumer_id}") => Need::Poll(s, t),
+                (_, "/consumer-groups" | "/consumer-groups/{group_id}") => Need::GetTopic(s, t),
+                _ => return Err(unmapped(m, template)),
+            }
+        }
+        ("GET", "/stats" | "/clients" | "/clients/{client_id}", _) => Need::ReadServers,
+        ("GET", "/status/purge" | "/status/obligations" | "/metrics", _) => Need::ReadServers,
+        ("GET", "/cluster/metadata", _) => Need::Authenticated,
+        _ => return Err(unmapped(m, template)),
+    })
+}
+
+fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> ApiResult<&'a str> {
+    params
+        .get(name)
+        .map(String::as_str)
+        .ok_or_else(|| ApiError::bad_request(name, format!("{name} is missing")))
+}
+
+/// A route with no entry here: refused (fails closed), and logged, since it
+/// is a programmer's error.
+fn unmapped(method: &str, template: &str) -> ApiError {
+    tracing::error!(method, template, "a route has no permission entry; refused");
+    ApiError::unauthorized()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_every_authenticated_route_then_it_has_a_need() {
+        for (method, template) in crate::http::authenticated_routes() {
+            // Every parameter a route names, with a plausible value.
+            let params: HashMap<String, String> = template
+                .split('/')
+                .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+                .map(|name| (name.to_string(), "1".to_string()))
+                .collect();
+            let method = Method::from_bytes(method.as_bytes()).unwrap();
+            assert!(
+                need(&method, &template, &params).is_ok(),
+                "{method} {template} has no permission entry"
+            );
+        }
+        let none = HashMap::new();
+        assert!(need(&Method::GET, "/nowhere", &none).is_err());
+    }
+}

@@ -1,0 +1,520 @@
+//! Users other than root, as Iggy has them (issue 29): a name, an argon2id
+//! password hash, a status and permissions, kept durably in one file
+//! (`users`, a framed `SLUS` record) replaced whole on every change.
+//!
+//! Invariants:
+//! - The file holds exactly one record and is replaced through
+//!   `persist::replace_file` (a fresh temporary file, synced, renamed over
+//!   the name, the directory synced): after any crash it holds the users
+//!   as they were before a change or after it, never a mix, so nobody loses
+//!   a permission they had or gains one they were never given
+//!   (`a_crash_at_any_point_of_a_save_leaves_the_old_or_the_new_users`).
+//! - A change is applied in memory only after its save returned `Ok`; a
+//!   failed save leaves memory as it was and the change unacknowledged (the
+//!   disk may hold either; the next successful save writes memory whole).
+//! - Ids are Iggy's: root is 0 (held by `auth`, never in this file), a new
+//!   user takes the lowest id no user holds, from 1. Names are unique, root's
+//!   included, and within Iggy's bounds (3 to 50 bytes; passwords 3 to 100).
+//! - No password and no hash is ever logged or shown by `Debug`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use sluice_storage::{DurableStorage, ErrorKind};
+
+use crate::auth::{
+    MAX_PASSWORD_LEN, MAX_USERNAME_LEN, MIN_PASSWORD_LEN, MIN_USERNAME_LEN, ROOT_USER_ID,
+};
+use crate::frame::{self, Magic};
+use crate::iggy::permissions::Permissions;
+use crate::layout::{USERS_FILE, USERS_TMP};
+
+const USERS_VERSION: u16 = 1;
+const MAX_USERS_FILE: usize = 16 << 20;
+
+/// Iggy's user status (wire codes 1 and 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum UserStatus {
+    #[default]
+    Active,
+    Inactive,
+}
+
+impl UserStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserStatus::Active => "active",
+            UserStatus::Inactive => "inactive",
+        }
+    }
+
+    pub fn code(self) -> u8 {
+        match self {
+            UserStatus::Active => 1,
+            UserStatus::Inactive => 2,
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "active" | "1" => Some(UserStatus::Active),
+            "inactive" | "2" => Some(UserStatus::Inactive),
+            _ => None,
+        }
+    }
+}
+
+/// One user.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub id: u32,
+    /// Unique among every user ever created (ids are reused, as Iggy's):
+    /// a session is bound to it, so a session of a deleted user never
+    /// acts as a later user that took the same id.
+    pub serial: u64,
+    pub username: String,
+    /// argon2id PHC string.
+    pub(crate) password_hash: String,
+    pub status: UserStatus,
+    /// Microseconds since the Unix epoch.
+    pub created_at: u64,
+    /// `None`: no permission at all (not even reading).
+    pub permissions: Option<Permissions>,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("id", &self.id)
+            .field("username", &self.username)
+            .field("status", &self.status)
+            .field("permissions", &self.permissions)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything the file holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct UsersRecord {
+    users: BTreeMap<u32, User>,
+    /// Above every `serial` ever given out (root's is 0).
+    next_serial: u64,
+}
+
+/// Why a users operation was refused or failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum UsersError {
+    #[error("user {0} does not exist")]
+    NotFound(String),
+    #[error("a user named {0:?} already exists")]
+    NameTaken(String),
+    #[error("username must be {MIN_USERNAME_LEN} to {MAX_USERNAME_LEN} bytes")]
+    InvalidUsername,
+    #[error("password must be {MIN_PASSWORD_LEN} to {MAX_PASSWORD_LEN} bytes")]
+    InvalidPassword,
+    #[error("the root user cannot be changed this way")]
+    Root,
+    #[error("the current password does not match")]
+    WrongPassword,
+    #[error("users file {}: {reason}", path.display())]
+    Storage { path: PathBuf, reason: String },
+}
+
+pub type UsersResult<T> = Result<T, UsersError>;
+
+fn check_username(name: &str) -> UsersResult<()> {
+    if (MIN_USERNAME_LEN..=MAX_USERNAME_LEN).contains(&name.len()) {
+        Ok(())
+    } else {
+        Err(UsersError::InvalidUsername)
+    }
+}
+
+fn check_password(password: &str) -> UsersResult<()> {
+    if (MIN_PASSWORD_LEN..=MAX_PASSWORD_LEN).contains(&password.len()) {
+        Ok(())
+    } else {
+        Err(UsersError::InvalidPassword)
+    }
+}
+
+/// A user to create.
+#[derive(Clone)]
+pub struct NewUser {
+    pub username: String,
+    pub password: String,
+    pub status: UserStatus,
+    pub permissions: Option<Permissions>,
+}
+
+/// The users, in memory and on disk.
+pub struct Users {
+    storage: Arc<dyn DurableStorage>,
+    dir: PathBuf,
+    /// Root's name, which no other user may take.
+    root_name: String,
+    record: Mutex<UsersRecord>,
+}
+
+impl std::fmt::Debug for Users {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Users")
+            .field("count", &self.lock().users.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Users {
+    /// Loads `<data_dir>/users`; a missing file is no users. An invalid one
+    /// is an error naming it (start-up fails: starting with no users would
+    /// lock out everyone who had an account).
+    pub fn load(
+        storage: Arc<dyn DurableStorage>,
+        data_dir: &Path,
+        root_name: &str,
+    ) -> UsersResult<Self> {
+        let path = data_dir.join(USERS_FILE);
+        let record = match storage.read_file(&path) {
+            Ok(bytes) => {
+                frame::decode::<UsersRecord>(Magic::USERS, USERS_VERSION, &bytes, MAX_USERS_FILE)
+                    .and_then(|(record, used)| {
+                        if used == bytes.len() {
+                            Ok(record)
+                        } else {
+                            Err(frame::FrameError::Decode(format!(
+                                "{} bytes after the record",
+                                bytes.len() - used
+                            )))
+                        }
+                    })
+                    .map_err(|e| UsersError::Storage {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?
+            }
+            Err(e) if e.kind == ErrorKind::NotFound => UsersRecord::default(),
+            Err(e) => {
+                return Err(UsersError::Storage {
+                    path,
+                    reason: e.to_string(),
+                });
+            }
+        };
+        Ok(Users {
+            storage,
+            dir: data_dir.to_path_buf(),
+            root_name: root_name.to_string(),
+            record: Mutex::new(record),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, UsersRecord> {
+        // Every change replaces the record whole after its save: a panic
+        // cannot leave it half-changed.
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Saves `next` durably, then makes it the users (see the invariants).
+    fn commit(&self, current: &mut UsersRecord, next: UsersRecord) -> UsersResult<()> {
+        let bytes =
+            frame::encode(Magic::USERS, USERS_VERSION, &next).map_err(|e| UsersError::Storage {
+                path: self.dir.join(USERS_FILE),
+                reason: e.to_string(),
+            })?;
+        crate::persist::replace_file(
+            self.storage.as_ref(),
+            &self.dir,
+            USERS_FILE,
+            USERS_TMP,
+            &bytes,
+        )
+        .map_err(|e| UsersError::Storage {
+            path: self.dir.join(USERS_FILE),
+            reason: e.to_string(),
+        })?;
+        *current = next;
+        Ok(())
+    }
+
+    /// Every user, by id.
+    pub fn list(&self) -> Vec<User> {
+        self.lock().users.values().cloned().collect()
+    }
+
+    pub fn get(&self, id: u32) -> Option<User> {
+        self.lock().users.get(&id).cloned()
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<User> {
+        self.lock()
+            .users
+            .values()
+            .find(|u| u.username == name)
+            .cloned()
+    }
+
+    fn name_free(&self, record: &UsersRecord, name: &str, except: Option<u32>) -> UsersResult<()> {
+        let taken = name == self.root_name
+            || record
+                .users
+                .values()
+                .any(|u| u.username == name && Some(u.id) != except);
+        if taken {
+            Err(UsersError::NameTaken(name.to_string()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Creates a user with the lowest free id from 1; `password_hash` is
+    /// `new.password` hashed by the caller (off the async runtime).
+    pub fn create(&self, new: &NewUser, password_hash: String, now: u64) -> UsersResult<User> {
+        check_username(&new.username)?;
+        check_password(&new.password)?;
+        let mut record = self.lock();
+        self.name_free(&record, &new.username, None)?;
+        let id = (1..=u32::MAX)
+            .find(|id| !record.users.contains_key(id))
+            .ok_or_else(|| UsersError::NameTaken(new.username.clone()))?;
+        let serial = record.next_serial.max(1);
+        let user = User {
+            id,
+            serial,
+            username: new.username.clone(),
+            password_hash,
+            status: new.status,
+            created_at: now,
+            permissions: new.permissions.clone(),
+        };
+        let mut next = record.clone();
+        next.users.insert(id, user.clone());
+        next.next_serial = serial + 1;
+        self.commit(&mut record, next)?;
+        Ok(user)
+    }
+
+    /// Changes a user with `change`, saved whole.
+    fn change(
+        &self,
+        id: u32,
+        change: impl FnOnce(&mut User) -> UsersResult<()>,
+    ) -> UsersResult<()> {
+        if id == ROOT_USER_ID {
+            return Err(UsersError::Root);
+        }
+        let mut record = self.lock();
+        let mut next = record.clone();
+        let user = next
+            .users
+            .get_mut(&id)
+            .ok_or_else(|| UsersError::NotFound(id.to_string()))?;
+        change(user)?;
+        let name = user.username.clone();
+        self.name_free(&next, &name, Some(id))?;
+        self.commit(&mut record, next)
+    }
+
+    /// Renames a user and/or sets its status.
+    pub fn update(
+        &self,
+        id: u32,
+        username: Option<&str>,
+        status: Option<UserStatus>,
+    ) -> UsersResult<()> {
+        if let Some(name) = username {
+            check_username(name)?;
+        }
+        self.change(id, |u| {
+            if let Some(name) = username {
+                u.username = name.to_string();
+            }
+            if let Some(status) = status {
+                u.status = status;
+            }
+            Ok(())
+        })
+    }
+
+    /// Replaces a user's permissions (`None` removes them all).
+    pub fn set_permissions(&self, id: u32, permissions: Option<Permissions>) -> UsersResult<()> {
+        self.change(id, |u| {
+            u.permissions = permissions;
+            Ok(())
+        })
+    }
+
+    /// Replaces a user's password hash (the caller checked the current
+    /// password against `get(id)`'s hash and hashed the new one).
+    pub fn set_password_hash(&self, id: u32, new_password: &str, hash: String) -> UsersResult<()> {
+        check_password(new_password)?;
+        self.change(id, |u| {
+            u.password_hash = hash;
+            Ok(())
+        })
+    }
+
+    /// Deletes a user.
+    pub fn delete(&self, id: u32) -> UsersResult<User> {
+        if id == ROOT_USER_ID {
+            return Err(UsersError::Root);
+        }
+        let mut record = self.lock();
+        let mut next = record.clone();
+        let user = next
+            .users
+            .remove(&id)
+            .ok_or_else(|| UsersError::NotFound(id.to_string()))?;
+        self.commit(&mut record, next)?;
+        Ok(user)
+    }
+
+    /// The hash to verify a login of `username` against, and who that is
+    /// (id and serial), if such an active user exists.
+    pub(crate) fn credentials(&self, username: &str) -> Option<(u32, u64, String)> {
+        self.lock()
+            .users
+            .values()
+            .find(|u| u.username == username && u.status == UserStatus::Active)
+            .map(|u| (u.id, u.serial, u.password_hash.clone()))
+    }
+
+    /// The user `id` if it is still the one created with `serial`.
+    pub fn incarnation(&self, id: u32, serial: u64) -> Option<User> {
+        self.get(id).filter(|u| u.serial == serial)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iggy::permissions::{GlobalPermissions, Rule};
+    use sluice_storage::{Crash, SimStorage};
+
+    fn users_on(sim: &SimStorage) -> Users {
+        let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+        Users::load(storage, Path::new("/"), "iggy").unwrap()
+    }
+
+    fn reader() -> Permissions {
+        Permissions {
+            global: GlobalPermissions {
+                read_streams: true,
+                ..GlobalPermissions::default()
+            },
+            streams: None,
+        }
+    }
+
+    fn new_user(name: &str) -> NewUser {
+        NewUser {
+            username: name.into(),
+            password: "secret".into(),
+            status: UserStatus::Active,
+            permissions: Some(reader()),
+        }
+    }
+
+    #[test]
+    fn given_users_when_created_changed_and_deleted_then_ids_names_and_permissions_are_iggys() {
+        let sim = SimStorage::with_seed(1);
+        let users = users_on(&sim);
+        // Ids from 1, the lowest free one.
+        let a = users.create(&new_user("alice"), "h1".into(), 10).unwrap();
+        let b = users.create(&new_user("bob"), "h2".into(), 11).unwrap();
+        assert_eq!((a.id, b.id), (1, 2));
+        users.delete(1).unwrap();
+        assert_eq!(
+            users
+                .create(&new_user("carol"), "h3".into(), 12)
+                .unwrap()
+                .id,
+            1
+        );
+        // Names are unique, root's included, and bounded.
+        assert_eq!(
+            users.create(&new_user("bob"), "x".into(), 0),
+            Err(UsersError::NameTaken("bob".into()))
+        );
+        assert_eq!(
+            users.create(&new_user("iggy"), "x".into(), 0),
+            Err(UsersError::NameTaken("iggy".into()))
+        );
+        assert_eq!(
+            users.create(&new_user("ab"), "x".into(), 0),
+            Err(UsersError::InvalidUsername)
+        );
+        assert_eq!(
+            users.update(2, Some("carol"), None),
+            Err(UsersError::NameTaken("carol".into()))
+        );
+        // Root is not in this file and is refused.
+        assert_eq!(users.delete(ROOT_USER_ID), Err(UsersError::Root));
+        assert_eq!(
+            users.set_permissions(ROOT_USER_ID, None),
+            Err(UsersError::Root)
+        );
+        // Everything survives a power loss (each change was synced).
+        users.set_permissions(2, None).unwrap();
+        users.update(2, None, Some(UserStatus::Inactive)).unwrap();
+        sim.crash(Crash::PowerLoss);
+        let again = users_on(&sim);
+        assert_eq!(again.list(), users.list());
+        assert_eq!(
+            again.get(2).map(|u| (u.status, u.permissions)),
+            Some((UserStatus::Inactive, None))
+        );
+        assert!(
+            again
+                .get(1)
+                .unwrap()
+                .permissions
+                .unwrap()
+                .allows(Rule::GetStreams)
+        );
+        // An inactive user has no credentials to log in with.
+        assert!(again.credentials("bob").is_none());
+        assert_eq!(again.credentials("carol").map(|c| c.0), Some(1));
+        // Ids are reused, serials never: alice (id 1) was serial 1, carol
+        // took id 1 with serial 3.
+        assert_eq!(again.get(1).map(|u| u.serial), Some(3));
+        assert!(again.incarnation(1, 1).is_none());
+    }
+
+    #[test]
+    fn a_crash_at_any_point_of_a_save_leaves_the_old_or_the_new_users() {
+        // Given users saved durably, then a change whose save is cut off
+        // after each of its storage calls in turn, and a power loss.
+        let mut k = 0u64;
+        loop {
+            let sim = SimStorage::with_seed(7);
+            let users = users_on(&sim);
+            users.create(&new_user("alice"), "h".into(), 1).unwrap();
+            let old = users.list();
+            sim.halt_after(Some(sim.op_count() + k));
+            let result = users.set_permissions(1, Some(Permissions::root()));
+            let mut new = old.clone();
+            new[0].permissions = Some(Permissions::root());
+            for crash in [Crash::Process, Crash::PowerLoss] {
+                sim.crash(crash);
+                // Then the users read back are the old ones or the new ones.
+                let seen = users_on(&sim).list();
+                assert!(
+                    seen == old || seen == new,
+                    "cut after call {k} ({crash:?}): {seen:?}"
+                );
+                if result.is_ok() {
+                    assert_eq!(seen, new, "an acknowledged change was lost (cut after {k})");
+                }
+            }
+            if result.is_ok() {
+                break;
+            }
+            // A failed save changed nothing in memory.
+            assert_eq!(users.list(), old);
+            k += 1;
+        }
+        assert!(k >= 5, "the save had only {k} storage calls to cut");
+    }
+}

@@ -1,0 +1,167 @@
+//! Users and permissions as Iggy has them (issue 29), through the
+//! unmodified SDK: root creates a user that may only read one stream; it
+//! can poll that stream and nothing else, over HTTP and over TCP; granting
+//! `send_messages` lets it send; deleting it ends what it could do. The
+//! users survive a restart.
+
+use std::collections::BTreeMap;
+
+use iggy::prelude::*;
+use sluice_server::server::RunningServer;
+use sluice_testkit::http::start_server;
+
+const OPEN: &str = "open";
+const CLOSED: &str = "closed";
+const TOPIC: &str = "t";
+
+async fn http_as(server: &RunningServer, user: &str, password: &str) -> HttpClient {
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    http.login_user(user, password).await.unwrap();
+    http
+}
+
+/// Read-only on stream `stream` (id), plus `send` if asked.
+fn reader_of(stream: u32, send: bool) -> Permissions {
+    Permissions {
+        global: GlobalPermissions::default(),
+        streams: Some(BTreeMap::from([(
+            stream as usize,
+            StreamPermissions {
+                read_stream: true,
+                send_messages: send,
+                ..StreamPermissions::default()
+            },
+        )])),
+    }
+}
+
+fn denied<T: std::fmt::Debug>(result: Result<T, IggyError>) -> bool {
+    matches!(result, Err(IggyError::Unauthorized)) || matches!(&result, Err(e) if e.as_code() == 41)
+}
+
+async fn poll(client: &dyn Client, stream: &str) -> Result<PolledMessages, IggyError> {
+    client
+        .poll_messages(
+            &Identifier::named(stream).unwrap(),
+            &Identifier::named(TOPIC).unwrap(),
+            Some(0),
+            &Consumer::new(Identifier::numeric(1).unwrap()),
+            &PollingStrategy::offset(0),
+            10,
+            false,
+        )
+        .await
+}
+
+async fn send(client: &dyn Client, stream: &str) -> Result<(), IggyError> {
+    let mut batch = vec![IggyMessage::builder().payload("x".into()).build().unwrap()];
+    client
+        .send_messages(
+            &Identifier::named(stream).unwrap(),
+            &Identifier::named(TOPIC).unwrap(),
+            &Partitioning::partition_id(0),
+            &mut batch,
+        )
+        .await
+        .map(|_| ())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_user_that_may_read_one_stream_then_it_polls_that_stream_and_nothing_else() {
+    // Given two streams with a message each, and a user that may read the first.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let root = http_as(&server, "iggy", "iggy").await;
+    let mut ids = Vec::new();
+    for name in [OPEN, CLOSED] {
+        ids.push(root.create_stream(name).await.unwrap().id);
+        root.create_topic(
+            &Identifier::named(name).unwrap(),
+            TOPIC,
+            &TopicCreateOptions::default(),
+        )
+        .await
+        .unwrap();
+        send(&root, name).await.unwrap();
+    }
+    let created = root
+        .create_user(
+            "reader",
+            "secret-1",
+            UserStatus::Active,
+            Some(reader_of(ids[0], false)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.id, 1);
+
+    // When it logs in, over HTTP and over TCP,
+    let http = http_as(&server, "reader", "secret-1").await;
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    tcp.login_user("reader", "secret-1").await.unwrap();
+    let clients: [&dyn Client; 2] = [&http, &tcp];
+    for client in clients {
+        // Then it reads its stream, and nothing else.
+        assert_eq!(poll(client, OPEN).await.unwrap().messages.len(), 1);
+        assert!(denied(poll(client, CLOSED).await));
+        assert!(denied(send(client, OPEN).await));
+        assert!(denied(client.create_stream("mine").await));
+        assert!(denied(
+            client
+                .delete_stream(&Identifier::named(OPEN).unwrap())
+                .await
+        ));
+    }
+    // (Users are read and managed over HTTP; the TCP users commands are
+    // not served yet.)
+    assert!(denied(http.get_users().await));
+    // And the refused requests changed nothing.
+    assert_eq!(root.get_streams().await.unwrap().len(), 2);
+
+    // When root grants it send_messages on its stream, it sends there.
+    root.update_permissions(
+        &Identifier::numeric(1).unwrap(),
+        Some(reader_of(ids[0], true)),
+    )
+    .await
+    .unwrap();
+    for client in clients {
+        send(client, OPEN).await.unwrap();
+        assert!(denied(send(client, CLOSED).await));
+    }
+
+    // And its user, permissions included, survives a restart.
+    drop((http, tcp));
+    server.shutdown().await.unwrap();
+    let server = start_server(dir.path()).await;
+    let root = http_as(&server, "iggy", "iggy").await;
+    let http = http_as(&server, "reader", "secret-1").await;
+    send(&http, OPEN).await.unwrap();
+    let details = root
+        .get_user(&Identifier::named("reader").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(details.permissions, Some(reader_of(ids[0], true)));
+
+    // When root deletes it, its session can do nothing, and it cannot log in.
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    tcp.login_user("reader", "secret-1").await.unwrap();
+    root.delete_user(&Identifier::numeric(1).unwrap())
+        .await
+        .unwrap();
+    assert!(poll(&http, OPEN).await.is_err());
+    assert!(denied(poll(&tcp, OPEN).await));
+    // Not even once a new user has taken its id.
+    root.create_user(
+        "writer",
+        "secret-2",
+        UserStatus::Active,
+        Some(reader_of(ids[0], true)),
+    )
+    .await
+    .unwrap();
+    assert!(denied(poll(&tcp, OPEN).await));
+    let again = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    assert!(again.login_user("reader", "secret-1").await.is_err());
+}
