@@ -6,6 +6,7 @@
 //!   until it says what it needs.
 
 use super::codec::Request;
+use crate::identifier::Identifier;
 use crate::iggy::access::Need;
 
 impl Request {
@@ -19,6 +20,18 @@ impl Request {
             | Request::SyncConsumerGroup(..)
             | Request::Unsupported(_) => Need::Authenticated,
             Request::GetStats | Request::GetClient(_) | Request::GetClients => Need::ReadServers,
+            // A user named by number may read itself and change its own password.
+            Request::GetUser(Identifier::Numeric(id)) => Need::ReadUser(*id),
+            Request::GetUser(_) | Request::GetUsers => Need::ReadUsers,
+            Request::ChangePassword {
+                user: Identifier::Numeric(id),
+                ..
+            } => Need::ChangePassword(*id),
+            Request::CreateUser { .. }
+            | Request::DeleteUser(_)
+            | Request::UpdateUser { .. }
+            | Request::UpdatePermissions { .. }
+            | Request::ChangePassword { .. } => Need::ManageUsers,
             Request::GetStreams => Need::GetStreams,
             Request::GetStream(s) => Need::GetStream(s.clone()),
             Request::CreateStream { .. } => Need::CreateStream,
