@@ -112,9 +112,8 @@ async fn given_a_user_that_may_read_one_stream_then_it_polls_that_stream_and_not
                 .await
         ));
     }
-    // (Users are read and managed over HTTP; the TCP users commands are
-    // not served yet.)
     assert!(denied(http.get_users().await));
+    assert!(denied(tcp.get_users().await));
     // And the refused requests changed nothing.
     assert_eq!(root.get_streams().await.unwrap().len(), 2);
 
@@ -164,4 +163,102 @@ async fn given_a_user_that_may_read_one_stream_then_it_polls_that_stream_and_not
     assert!(denied(poll(&tcp, OPEN).await));
     let again = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
     assert!(again.login_user("reader", "secret-1").await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_users_commands_over_tcp_then_they_agree_with_http() {
+    // Given root over TCP and over HTTP, and a stream.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let tcp = sluice_testkit::tcp::sdk_login(&server).await;
+    let http = http_as(&server, "iggy", "iggy").await;
+    let stream = tcp.create_stream(OPEN).await.unwrap().id;
+
+    // When root creates a user over TCP, with stream and topic grants,
+    let mut permissions = reader_of(stream, true);
+    if let Some(s) = permissions
+        .streams
+        .as_mut()
+        .and_then(|m| m.get_mut(&(stream as usize)))
+    {
+        s.topics = Some(BTreeMap::from([(
+            3,
+            TopicPermissions {
+                manage_topic: true,
+                ..TopicPermissions::default()
+            },
+        )]));
+    }
+    permissions.global.read_servers = true;
+    let created = tcp
+        .create_user(
+            "tcp-user",
+            "secret-3",
+            UserStatus::Active,
+            Some(permissions.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!((created.id, created.username.as_str()), (1, "tcp-user"));
+
+    // Then both transports read it back the same, permissions included.
+    let id = Identifier::numeric(1).unwrap();
+    let clients: [&dyn Client; 2] = [&tcp, &http];
+    for client in clients {
+        let details = client.get_user(&id).await.unwrap().unwrap();
+        assert_eq!(details.permissions.as_ref(), Some(&permissions));
+        let names: Vec<String> = client
+            .get_users()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|u| u.username)
+            .collect();
+        assert_eq!(names, ["iggy", "tcp-user"]);
+    }
+    assert!(
+        tcp.get_user(&Identifier::numeric(9).unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // And it changes its own password over TCP, renamed and deactivated by root.
+    let own = sluice_testkit::tcp::sdk_client(&server).await;
+    own.login_user("tcp-user", "secret-3").await.unwrap();
+    own.change_password(&id, "secret-3", "secret-4")
+        .await
+        .unwrap();
+    assert!(denied(own.update_permissions(&id, None).await));
+    let fresh = sluice_testkit::tcp::sdk_client(&server).await;
+    fresh.login_user("tcp-user", "secret-4").await.unwrap();
+    tcp.update_user(
+        &id,
+        Some("renamed"),
+        Some(UserStatus::Inactive),
+        &UserUpdateOptions::default(),
+    )
+    .await
+    .unwrap();
+    let details = http.get_user(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (details.username.as_str(), details.status),
+        ("renamed", UserStatus::Inactive)
+    );
+    let late = sluice_testkit::tcp::sdk_client(&server).await;
+    assert!(late.login_user("renamed", "secret-4").await.is_err());
+
+    // And root's permissions cannot be changed, nor root deleted; the user can be.
+    assert!(
+        tcp.update_permissions(&Identifier::numeric(0).unwrap(), None)
+            .await
+            .is_err()
+    );
+    assert!(
+        tcp.delete_user(&Identifier::numeric(0).unwrap())
+            .await
+            .is_err()
+    );
+    tcp.delete_user(&id).await.unwrap();
+    assert!(http.get_user(&id).await.unwrap().is_none());
 }

@@ -118,6 +118,8 @@ pub enum UsersError {
     Root,
     #[error("the current password does not match")]
     WrongPassword,
+    #[error("the users would no longer fit the users file's bound ({MAX_USERS_FILE} bytes)")]
+    TooLarge,
     #[error("users file {}: {reason}", path.display())]
     Storage { path: PathBuf, reason: String },
 }
@@ -223,6 +225,10 @@ impl Users {
                 path: self.dir.join(USERS_FILE),
                 reason: e.to_string(),
             })?;
+        // Never write what `load` would refuse: the server must start again.
+        if bytes.len() > MAX_USERS_FILE {
+            return Err(UsersError::TooLarge);
+        }
         crate::persist::replace_file(
             self.storage.as_ref(),
             &self.dir,

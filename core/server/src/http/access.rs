@@ -115,4 +115,105 @@ mod tests {
         let none = HashMap::new();
         assert!(need(&Method::GET, "/nowhere", &none).is_err());
     }
+
+    #[test]
+    fn given_each_route_then_it_needs_what_iggys_table_says() {
+        use crate::identifier::Identifier;
+        let (s, t) = (Identifier::Numeric(1), Identifier::Numeric(2));
+        let st = |p: &str| format!("{TOPIC}{p}");
+        let table: Vec<(Method, String, Need)> = vec![
+            (Method::GET, "/streams".into(), Need::GetStreams),
+            (Method::POST, "/streams".into(), Need::CreateStream),
+            (
+                Method::GET,
+                "/streams/{stream_id}".into(),
+                Need::GetStream(s.clone()),
+            ),
+            (
+                Method::PUT,
+                "/streams/{stream_id}".into(),
+                Need::ManageStream(s.clone()),
+            ),
+            (
+                Method::DELETE,
+                "/streams/{stream_id}/purge".into(),
+                Need::ManageStream(s.clone()),
+            ),
+            (
+                Method::GET,
+                "/streams/{stream_id}/topics".into(),
+                Need::GetTopics(s.clone()),
+            ),
+            (
+                Method::POST,
+                "/streams/{stream_id}/topics".into(),
+                Need::CreateTopic(s.clone()),
+            ),
+            (Method::GET, st(""), Need::GetTopic(s.clone(), t.clone())),
+            (
+                Method::DELETE,
+                st(""),
+                Need::ManageTopic(s.clone(), t.clone()),
+            ),
+            (
+                Method::DELETE,
+                st("/purge"),
+                Need::ManageTopic(s.clone(), t.clone()),
+            ),
+            (
+                Method::POST,
+                st("/partitions"),
+                Need::ManageTopic(s.clone(), t.clone()),
+            ),
+            (
+                Method::GET,
+                st("/messages"),
+                Need::Poll(s.clone(), t.clone()),
+            ),
+            (
+                Method::POST,
+                st("/messages"),
+                Need::Send(s.clone(), t.clone()),
+            ),
+            (
+                Method::PUT,
+                st("/consumer-offsets"),
+                Need::Poll(s.clone(), t.clone()),
+            ),
+            (
+                Method::POST,
+                st("/consumer-groups"),
+                Need::GetTopic(s.clone(), t.clone()),
+            ),
+            (Method::GET, "/stats".into(), Need::ReadServers),
+            (Method::GET, "/metrics".into(), Need::ReadServers),
+            (Method::GET, "/status/obligations".into(), Need::ReadServers),
+            (Method::GET, "/cluster/metadata".into(), Need::Authenticated),
+            (Method::GET, "/users".into(), Need::ReadUsers),
+            (Method::POST, "/users".into(), Need::ManageUsers),
+            (Method::GET, "/users/{user_id}".into(), Need::ReadUser(3)),
+            (
+                Method::PUT,
+                "/users/{user_id}/permissions".into(),
+                Need::ManageUsers,
+            ),
+            (
+                Method::PUT,
+                "/users/{user_id}/password".into(),
+                Need::ChangePassword(3),
+            ),
+        ];
+        let params: HashMap<String, String> =
+            [("stream_id", "1"), ("topic_id", "2"), ("user_id", "3")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        for (method, template, expected) in table {
+            assert_eq!(
+                need(&method, &template, &params).unwrap(),
+                expected,
+                "{method} {template}"
+            );
+        }
+    }
 }

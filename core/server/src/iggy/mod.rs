@@ -26,5 +26,6 @@ pub(crate) mod state;
 pub mod stats;
 pub(crate) mod topic_options;
 pub(crate) mod units;
+pub(crate) mod users;
 
 pub use state::{AppState, ServerInfo};

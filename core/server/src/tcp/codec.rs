@@ -24,9 +24,13 @@ use crate::engine::Partitioning;
 use crate::identifier::Identifier;
 pub use crate::iggy::consumer::ConsumerId;
 use crate::iggy::header_kinds::{self, STRING_KIND};
+use crate::iggy::permissions::{
+    GlobalPermissions, Permissions, StreamPermissions, TopicPermissions,
+};
 use crate::iggy::units::{expiry_from_text, max_topic_size_from_text};
 use crate::partition::PollingStrategy;
 use crate::partition::log::{HeaderKey, HeaderValue, Headers, NewMessage};
+use crate::users::UserStatus;
 
 /// Iggy's command codes (`iggy_binary_protocol::codes`).
 pub mod code {
@@ -39,13 +43,13 @@ pub mod code {
     pub(crate) const GET_ME: u32 = 20;
     pub(crate) const GET_CLIENT: u32 = 21;
     pub(crate) const GET_CLIENTS: u32 = 22;
-    pub(crate) const GET_USER: u32 = 31;
-    pub(crate) const GET_USERS: u32 = 32;
-    pub(crate) const CREATE_USER: u32 = 33;
-    pub(crate) const DELETE_USER: u32 = 34;
-    pub(crate) const UPDATE_USER: u32 = 35;
-    pub(crate) const UPDATE_PERMISSIONS: u32 = 36;
-    pub(crate) const CHANGE_PASSWORD: u32 = 37;
+    pub const GET_USER: u32 = 31;
+    pub const GET_USERS: u32 = 32;
+    pub const CREATE_USER: u32 = 33;
+    pub const DELETE_USER: u32 = 34;
+    pub const UPDATE_USER: u32 = 35;
+    pub const UPDATE_PERMISSIONS: u32 = 36;
+    pub const CHANGE_PASSWORD: u32 = 37;
     pub(crate) const LOGIN_USER: u32 = 38;
     pub(crate) const LOGOUT_USER: u32 = 39;
     pub const LOGIN_REGISTER: u32 = 40;
@@ -91,13 +95,6 @@ pub mod code {
         GET_SNAPSHOT_FILE,
         DESCRIBE_OPTIONS,
         ATTACH_CONSUMER_SESSION,
-        GET_USER,
-        GET_USERS,
-        CREATE_USER,
-        DELETE_USER,
-        UPDATE_USER,
-        UPDATE_PERMISSIONS,
-        CHANGE_PASSWORD,
         LOGIN_USER,
         GET_PERSONAL_ACCESS_TOKENS,
         CREATE_PERSONAL_ACCESS_TOKEN,
@@ -311,6 +308,29 @@ pub enum Request {
     JoinConsumerGroup(Identifier, Identifier, Identifier),
     LeaveConsumerGroup(Identifier, Identifier, Identifier),
     SyncConsumerGroup(Identifier, Identifier, Identifier),
+    GetUser(Identifier),
+    GetUsers,
+    CreateUser {
+        username: String,
+        password: String,
+        status: UserStatus,
+        permissions: Option<Permissions>,
+    },
+    DeleteUser(Identifier),
+    UpdateUser {
+        user: Identifier,
+        username: Option<String>,
+        status: Option<UserStatus>,
+    },
+    UpdatePermissions {
+        user: Identifier,
+        permissions: Option<Permissions>,
+    },
+    ChangePassword {
+        user: Identifier,
+        current: String,
+        new: String,
+    },
     /// A code Iggy defines that sluice does not serve.
     Unsupported(u32),
 }
@@ -341,6 +361,49 @@ pub fn decode(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
         code::LOGOUT_USER => Request::Logout,
         code::GET_STREAMS => Request::GetStreams,
         code::LOGIN_REGISTER => login_register(&mut r)?,
+        code::GET_USER => Request::GetUser(r.identifier()?),
+        code::GET_USERS => Request::GetUsers,
+        code::CREATE_USER => {
+            let username = r.name("username")?;
+            let password = r.short_str("password", 0)?;
+            let status = user_status(r.u8()?)?;
+            let permissions = framed_permissions(&mut r)?;
+            // The user's options block (empty in SDK 0.11) is not kept.
+            let _options = r.rest();
+            Request::CreateUser {
+                username,
+                password,
+                status,
+                permissions,
+            }
+        }
+        code::DELETE_USER => Request::DeleteUser(r.identifier()?),
+        code::UPDATE_USER => {
+            let user = r.identifier()?;
+            let username = match r.u8()? {
+                0 => None,
+                _ => Some(r.name("username")?),
+            };
+            let status = match r.u8()? {
+                0 => None,
+                _ => Some(user_status(r.u8()?)?),
+            };
+            let _options = r.rest();
+            Request::UpdateUser {
+                user,
+                username,
+                status,
+            }
+        }
+        code::UPDATE_PERMISSIONS => Request::UpdatePermissions {
+            user: r.identifier()?,
+            permissions: framed_permissions(&mut r)?,
+        },
+        code::CHANGE_PASSWORD => Request::ChangePassword {
+            user: r.identifier()?,
+            current: r.short_str("current password", 0)?,
+            new: r.short_str("new password", 0)?,
+        },
         code::GET_STREAM => Request::GetStream(r.identifier()?),
         code::DELETE_STREAM => Request::DeleteStream(r.identifier()?),
         code::PURGE_STREAM => Request::PurgeStream(r.identifier()?),
@@ -454,6 +517,87 @@ fn login_register(r: &mut Reader<'_>) -> WireResult<Request> {
     let context_len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
     let _context = r.bytes(context_len)?;
     Ok(Request::LoginRegister { username, password })
+}
+
+fn user_status(code: u8) -> WireResult<UserStatus> {
+    UserStatus::parse(&code.to_string())
+        .ok_or_else(|| WireError::invalid("user status", format!("unknown status {code}")))
+}
+
+fn flag(r: &mut Reader<'_>) -> WireResult<bool> {
+    Ok(r.u8()? != 0)
+}
+
+/// `has_permissions u8`, then a `u32` length and the block (Iggy's
+/// `Permissions` layout: 10 global flags, then the streams as a list each
+/// entry of which is announced by a non-zero byte).
+fn framed_permissions(r: &mut Reader<'_>) -> WireResult<Option<Permissions>> {
+    if r.u8()? == 0 {
+        return Ok(None);
+    }
+    let len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+    let mut block = Reader::new(r.bytes(len)?);
+    let p = permissions(&mut block)?;
+    block.finish()?;
+    Ok(Some(p))
+}
+
+fn permissions(r: &mut Reader<'_>) -> WireResult<Permissions> {
+    let mut g = [false; 10];
+    for f in &mut g {
+        *f = flag(r)?;
+    }
+    let global = GlobalPermissions {
+        manage_servers: g[0],
+        read_servers: g[1],
+        manage_users: g[2],
+        read_users: g[3],
+        manage_streams: g[4],
+        read_streams: g[5],
+        manage_topics: g[6],
+        read_topics: g[7],
+        poll_messages: g[8],
+        send_messages: g[9],
+    };
+    let mut streams = BTreeMap::new();
+    let mut more = flag(r)?;
+    while more {
+        let id = r.u32()?;
+        let mut f = [false; 6];
+        for x in &mut f {
+            *x = flag(r)?;
+        }
+        let mut topics = BTreeMap::new();
+        let mut more_topics = flag(r)?;
+        while more_topics {
+            let tid = r.u32()?;
+            let topic = TopicPermissions {
+                manage_topic: flag(r)?,
+                read_topic: flag(r)?,
+                poll_messages: flag(r)?,
+                send_messages: flag(r)?,
+            };
+            topics.insert(tid, topic);
+            more_topics = flag(r)?;
+        }
+        streams.insert(
+            id,
+            StreamPermissions {
+                manage_stream: f[0],
+                read_stream: f[1],
+                manage_topics: f[2],
+                read_topics: f[3],
+                poll_messages: f[4],
+                send_messages: f[5],
+                topics: (!topics.is_empty()).then_some(topics),
+            },
+        );
+        more = flag(r)?;
+    }
+    Ok(Permissions {
+        global,
+        streams: (!streams.is_empty()).then_some(streams),
+    })
 }
 
 fn consumer(r: &mut Reader<'_>) -> WireResult<ConsumerId> {
@@ -779,8 +923,13 @@ mod tests {
      {
         assert_eq!(decode(9999, &[]).map_err(|e| e.iggy_code()), Err(3));
         assert_eq!(
-            decode(code::CREATE_USER, &[1, 2, 3]),
-            Ok(Request::Unsupported(code::CREATE_USER))
+            decode(code::GET_PERSONAL_ACCESS_TOKENS, &[1, 2, 3]),
+            Ok(Request::Unsupported(code::GET_PERSONAL_ACCESS_TOKENS))
+        );
+        // A served code with a malformed body is invalid_format.
+        assert_eq!(
+            decode(code::CREATE_USER, &[1, 2, 3]).map_err(|e| e.iggy_code()),
+            Err(4)
         );
     }
 

@@ -400,3 +400,79 @@ pub fn stats(out: &mut Vec<u8>, s: &Stats) {
     out.put_u64(s.free_disk_space);
     out.put_u64(s.total_disk_space);
 }
+
+/// Iggy's `UserResponse`: id, creation time, status, name, an empty options
+/// block.
+pub(crate) fn user(out: &mut Vec<u8>, u: &crate::iggy::users::UserInfo) {
+    out.put_u32(u.id);
+    out.put_u64(u.created_at);
+    out.put_u8(u.status_code());
+    out.put_name(&u.username);
+    out.put_u32(0);
+}
+
+/// Iggy's `GetUserResponse`: the user, then its permissions framed as
+/// `1, u32 length, block`, or four zero bytes for none.
+pub(crate) fn user_details(out: &mut Vec<u8>, u: &crate::iggy::users::UserInfo) {
+    user(out, u);
+    match u.permissions.as_ref().and_then(Option::as_ref) {
+        None => out.extend_from_slice(&[0, 0, 0, 0]),
+        Some(p) => {
+            let mut block = Vec::new();
+            permissions(&mut block, p);
+            out.put_u8(1);
+            out.put_u32(count_u32(block.len()));
+            out.extend_from_slice(&block);
+        }
+    }
+}
+
+/// Iggy's `Permissions` block: ten global flags, then each stream (and
+/// each of its topics) announced by a 1 and the list ended by a 0.
+fn permissions(out: &mut Vec<u8>, p: &crate::iggy::permissions::Permissions) {
+    let g = &p.global;
+    for f in [
+        g.manage_servers,
+        g.read_servers,
+        g.manage_users,
+        g.read_users,
+        g.manage_streams,
+        g.read_streams,
+        g.manage_topics,
+        g.read_topics,
+        g.poll_messages,
+        g.send_messages,
+    ] {
+        out.put_u8(u8::from(f));
+    }
+    let streams: Vec<_> = p.streams.iter().flatten().collect();
+    out.put_u8(u8::from(!streams.is_empty()));
+    for (i, (id, s)) in streams.iter().enumerate() {
+        out.put_u32(**id);
+        for f in [
+            s.manage_stream,
+            s.read_stream,
+            s.manage_topics,
+            s.read_topics,
+            s.poll_messages,
+            s.send_messages,
+        ] {
+            out.put_u8(u8::from(f));
+        }
+        let topics: Vec<_> = s.topics.iter().flatten().collect();
+        out.put_u8(u8::from(!topics.is_empty()));
+        for (j, (tid, t)) in topics.iter().enumerate() {
+            out.put_u32(**tid);
+            for f in [
+                t.manage_topic,
+                t.read_topic,
+                t.poll_messages,
+                t.send_messages,
+            ] {
+                out.put_u8(u8::from(f));
+            }
+            out.put_u8(u8::from(j + 1 < topics.len()));
+        }
+        out.put_u8(u8::from(i + 1 < streams.len()));
+    }
+}

@@ -25,6 +25,7 @@ use crate::iggy::error::{ApiError, Class};
 use crate::iggy::stats::collect_stats;
 use crate::iggy::topic_options::{parse_compression, parse_topic_options, reject_options};
 use crate::iggy::units::{expiry_from_iggy, from_iggy_limit};
+use crate::iggy::users;
 use crate::metadata::{Compression, TopicOptions};
 
 /// Iggy's error codes used here.
@@ -227,6 +228,61 @@ const NO_ASSIGNED_PARTITION: u32 = u32::MAX - 1;
 async fn run(state: &AppState, session: &mut Session, request: Request) -> Result<Body, u32> {
     let bytes: Outcome = match request {
         Request::Ping => Ok(Vec::new()),
+        Request::GetUser(id) => {
+            let mut out = Vec::new();
+            if let Some(u) = users::get(state, &id) {
+                encode::user_details(&mut out, &u);
+            }
+            Ok(out)
+        }
+        Request::GetUsers => {
+            let mut out = Vec::new();
+            for u in users::list(state) {
+                encode::user(&mut out, &u);
+            }
+            Ok(out)
+        }
+        Request::CreateUser {
+            username,
+            password,
+            status,
+            permissions,
+        } => {
+            let body = users::CreateUser {
+                username,
+                password,
+                status: Some(status.as_str().to_string()),
+                permissions,
+            };
+            let u = users::create(state, body).await.map_err(api_code)?;
+            let mut out = Vec::new();
+            encode::user_details(&mut out, &u);
+            Ok(out)
+        }
+        Request::DeleteUser(id) => users::delete(state, &id)
+            .await
+            .map(|()| Vec::new())
+            .map_err(api_code),
+        Request::UpdateUser {
+            user,
+            username,
+            status,
+        } => users::update(state, &user, username, status)
+            .await
+            .map(|()| Vec::new())
+            .map_err(api_code),
+        Request::UpdatePermissions { user, permissions } => {
+            users::update_permissions(state, &user, permissions)
+                .await
+                .map(|()| Vec::new())
+                .map_err(api_code)
+        }
+        Request::ChangePassword { user, current, new } => {
+            users::change_password(state, &user, current, new)
+                .await
+                .map(|()| Vec::new())
+                .map_err(api_code)
+        }
         Request::Unsupported(code) => {
             tracing::debug!(code, "TCP command not served by sluice");
             Err(FEATURE_UNAVAILABLE)

@@ -1,0 +1,297 @@
+//! Iggy's users operations (issue 29), for both transports: list, get,
+//! create, update, delete, set permissions, change password. The
+//! permission each needs is checked before (`iggy::access`); the users
+//! themselves are `crate::users`, kept durably. HTTP answers the JSON
+//! shapes here; TCP encodes the same `UserInfo` in Iggy's binary layout.
+//!
+//! Invariants:
+//! - A password is hashed off the async runtime and never logged; the
+//!   answers carry no hash.
+//! - Deleting a user ends its HTTP sessions at once; an open TCP session of
+//!   it can do nothing gated any more (`Auth::permissions` follows the
+//!   user's serial, so not even as a later user given the same id).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::AppState;
+use super::error::{ApiError, ApiResult, Class};
+use super::permissions::{Permissions, ROOT_USER_ID};
+use crate::auth::{hash_password, verify_password};
+use crate::identifier::Identifier;
+use crate::users::{NewUser, User, UserStatus, UsersError};
+
+impl From<UsersError> for ApiError {
+    fn from(e: UsersError) -> Self {
+        let reason = e.to_string();
+        match e {
+            UsersError::NotFound(_) => {
+                ApiError::new(Class::NotFound, 20, "resource_not_found", reason, None)
+            }
+            UsersError::NameTaken(_) => ApiError::new(
+                Class::BadRequest,
+                46,
+                "user_already_exists",
+                reason,
+                Some("username"),
+            ),
+            UsersError::InvalidUsername => ApiError::new(
+                Class::BadRequest,
+                43,
+                "invalid_username",
+                reason,
+                Some("username"),
+            ),
+            UsersError::InvalidPassword => ApiError::new(
+                Class::BadRequest,
+                44,
+                "invalid_password",
+                reason,
+                Some("password"),
+            ),
+            UsersError::Root => {
+                ApiError::new(Class::BadRequest, 48, "cannot_delete_user", reason, None)
+            }
+            UsersError::WrongPassword => ApiError::invalid_credentials(),
+            UsersError::TooLarge => {
+                ApiError::new(Class::BadRequest, 55, "users_limit_reached", reason, None)
+            }
+            UsersError::Storage { .. } => ApiError::internal(reason),
+        }
+    }
+}
+
+/// Iggy's `UserInfo` (and, with permissions, `UserInfoDetails`).
+#[derive(Serialize)]
+pub(crate) struct UserInfo {
+    pub(crate) id: u32,
+    pub(crate) created_at: u64,
+    pub(crate) status: &'static str,
+    pub(crate) username: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) permissions: Option<Option<Permissions>>,
+    options: Value,
+}
+
+impl UserInfo {
+    /// Iggy's status code of the user.
+    pub(crate) fn status_code(&self) -> u8 {
+        UserStatus::parse(self.status).map_or(1, UserStatus::code)
+    }
+}
+
+fn info(u: &User, with_permissions: bool) -> UserInfo {
+    UserInfo {
+        id: u.id,
+        created_at: u.created_at,
+        status: u.status.as_str(),
+        username: u.username.clone(),
+        permissions: with_permissions.then(|| u.permissions.clone()),
+        options: Value::Object(Default::default()),
+    }
+}
+
+/// Root, as the users routes show it.
+fn root_info(state: &AppState, with_permissions: bool) -> UserInfo {
+    UserInfo {
+        id: ROOT_USER_ID,
+        created_at: 0,
+        status: UserStatus::Active.as_str(),
+        username: state.auth.root_name().to_string(),
+        permissions: with_permissions.then(|| Some(Permissions::root())),
+        options: Value::Object(Default::default()),
+    }
+}
+
+/// A user named by a path or wire identifier: its number, or a name.
+pub(crate) fn resolve(state: &AppState, id: &Identifier) -> ApiResult<u32> {
+    match id {
+        Identifier::Numeric(n) => Ok(*n),
+        Identifier::Name(name) if name == state.auth.root_name() => Ok(ROOT_USER_ID),
+        Identifier::Name(name) => state
+            .auth
+            .users
+            .by_name(name)
+            .map(|u| u.id)
+            .ok_or_else(|| UsersError::NotFound(name.clone()).into()),
+    }
+}
+
+fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+async fn hash(password: String) -> ApiResult<String> {
+    tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .map_err(|e| ApiError::internal(format!("password hashing failed: {e}")))?
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// Runs a users change off the async runtime (it syncs the users file).
+async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    what: &'static str,
+    f: impl FnOnce(&crate::users::Users) -> Result<T, UsersError> + Send + 'static,
+) -> ApiResult<T> {
+    let users = state.auth.users.clone();
+    Ok(tokio::task::spawn_blocking(move || f(&users))
+        .await
+        .map_err(|e| ApiError::internal(format!("{what} failed: {e}")))??)
+}
+
+/// A status named by Iggy's word or code.
+pub(crate) fn status(raw: Option<&str>) -> ApiResult<Option<UserStatus>> {
+    raw.map(|s| {
+        UserStatus::parse(s).ok_or_else(|| {
+            ApiError::new(
+                Class::BadRequest,
+                45,
+                "invalid_user_status",
+                format!("status must be active or inactive, got {s:?}"),
+                Some("status"),
+            )
+        })
+    })
+    .transpose()
+}
+
+fn check_password(password: &str) -> ApiResult<()> {
+    if (crate::auth::MIN_PASSWORD_LEN..=crate::auth::MAX_PASSWORD_LEN).contains(&password.len()) {
+        Ok(())
+    } else {
+        Err(UsersError::InvalidPassword.into())
+    }
+}
+
+/// Every user, root first.
+pub(crate) fn list(state: &AppState) -> Vec<UserInfo> {
+    let mut out = vec![root_info(state, false)];
+    out.extend(state.auth.users.list().iter().map(|u| info(u, false)));
+    out
+}
+
+/// One user with its permissions; `None` if there is no such user.
+pub(crate) fn get(state: &AppState, id: &Identifier) -> Option<UserInfo> {
+    let id = resolve(state, id).ok()?;
+    if id == ROOT_USER_ID {
+        return Some(root_info(state, true));
+    }
+    state.auth.users.get(id).map(|u| info(&u, true))
+}
+
+/// A user to create, as either transport carries it.
+#[derive(Deserialize)]
+pub(crate) struct CreateUser {
+    pub(crate) username: String,
+    pub(crate) password: String,
+    #[serde(default)]
+    pub(crate) status: Option<String>,
+    #[serde(default)]
+    pub(crate) permissions: Option<Permissions>,
+}
+
+pub(crate) async fn create(state: &AppState, body: CreateUser) -> ApiResult<UserInfo> {
+    let new = NewUser {
+        username: body.username,
+        status: status(body.status.as_deref())?.unwrap_or_default(),
+        permissions: body.permissions,
+        password: body.password,
+    };
+    // Bounds first, so nothing is hashed for a request that fails them.
+    check_password(&new.password)?;
+    let password_hash = hash(new.password.clone()).await?;
+    let user = blocking(state, "creating the user", move |u| {
+        u.create(&new, password_hash, now_micros())
+    })
+    .await?;
+    tracing::info!(user_id = user.id, "user created");
+    Ok(info(&user, true))
+}
+
+pub(crate) async fn update(
+    state: &AppState,
+    id: &Identifier,
+    username: Option<String>,
+    status: Option<UserStatus>,
+) -> ApiResult<()> {
+    let id = resolve(state, id)?;
+    blocking(state, "updating the user", move |u| {
+        u.update(id, username.as_deref(), status)
+    })
+    .await?;
+    tracing::info!(user_id = id, "user updated");
+    Ok(())
+}
+
+pub(crate) async fn delete(state: &AppState, id: &Identifier) -> ApiResult<()> {
+    let id = resolve(state, id)?;
+    blocking(state, "deleting the user", move |u| u.delete(id)).await?;
+    state.auth.revoke_user(id);
+    tracing::info!(user_id = id, "user deleted");
+    Ok(())
+}
+
+pub(crate) async fn update_permissions(
+    state: &AppState,
+    id: &Identifier,
+    permissions: Option<Permissions>,
+) -> ApiResult<()> {
+    let id = resolve(state, id)?;
+    if id == ROOT_USER_ID {
+        return Err(ApiError::new(
+            Class::BadRequest,
+            49,
+            "cannot_change_permissions",
+            "the root user's permissions cannot be changed",
+            None,
+        ));
+    }
+    blocking(state, "updating permissions", move |u| {
+        u.set_permissions(id, permissions)
+    })
+    .await?;
+    tracing::info!(user_id = id, "user permissions updated");
+    Ok(())
+}
+
+pub(crate) async fn change_password(
+    state: &AppState,
+    id: &Identifier,
+    current: String,
+    new_password: String,
+) -> ApiResult<()> {
+    let id = resolve(state, id)?;
+    if id == ROOT_USER_ID {
+        // Root's password comes from the server's configuration.
+        return Err(ApiError::new(
+            Class::BadRequest,
+            44,
+            "invalid_password",
+            "the root user's password is set by the server's configuration",
+            None,
+        ));
+    }
+    let user = state
+        .auth
+        .users
+        .get(id)
+        .ok_or_else(|| ApiError::from(UsersError::NotFound(id.to_string())))?;
+    let old_hash = user.password_hash.clone();
+    let matches = tokio::task::spawn_blocking(move || verify_password(&current, &old_hash))
+        .await
+        .map_err(|e| ApiError::internal(format!("password check failed: {e}")))?;
+    if !matches {
+        return Err(UsersError::WrongPassword.into());
+    }
+    check_password(&new_password)?;
+    let new_hash = hash(new_password.clone()).await?;
+    blocking(state, "changing the password", move |u| {
+        u.set_password_hash(id, &new_password, new_hash)
+    })
+    .await?;
+    tracing::info!(user_id = id, "user password changed");
+    Ok(())
+}
