@@ -262,3 +262,111 @@ async fn given_the_users_commands_over_tcp_then_they_agree_with_http() {
     tcp.delete_user(&id).await.unwrap();
     assert!(http.get_user(&id).await.unwrap().is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_personal_access_token_then_it_logs_in_with_its_users_permissions_until_deleted() {
+    // Given a user that may read one stream, with a token it created over HTTP.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let root = http_as(&server, "iggy", "iggy").await;
+    let open = root.create_stream(OPEN).await.unwrap().id;
+    root.create_topic(
+        &Identifier::named(OPEN).unwrap(),
+        TOPIC,
+        &TopicCreateOptions::default(),
+    )
+    .await
+    .unwrap();
+    send(&root, OPEN).await.unwrap();
+    root.create_user(
+        "svc",
+        "secret-5",
+        UserStatus::Active,
+        Some(reader_of(open, false)),
+    )
+    .await
+    .unwrap();
+    let svc = http_as(&server, "svc", "secret-5").await;
+    let raw = svc
+        .create_personal_access_token("service", PersonalAccessTokenExpiry::NeverExpire)
+        .await
+        .unwrap();
+    assert_eq!(raw.token.len(), 68);
+    // A name is unique per user, and within Iggy's bounds.
+    assert!(
+        svc.create_personal_access_token("service", PersonalAccessTokenExpiry::NeverExpire)
+            .await
+            .is_err()
+    );
+    assert!(
+        svc.create_personal_access_token("ab", PersonalAccessTokenExpiry::NeverExpire)
+            .await
+            .is_err()
+    );
+
+    // When it logs in with the token, over TCP and over HTTP,
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    let identity = tcp
+        .login_with_personal_access_token(&raw.token)
+        .await
+        .unwrap();
+    assert_eq!(identity.user_id, 1);
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    http.login_with_personal_access_token(&raw.token)
+        .await
+        .unwrap();
+    // Then it carries the user's permissions, and lists its tokens.
+    let clients: [&dyn Client; 2] = [&tcp, &http];
+    for client in clients {
+        assert_eq!(poll(client, OPEN).await.unwrap().messages.len(), 1);
+        assert!(denied(client.create_stream("mine").await));
+        let names: Vec<String> = client
+            .get_personal_access_tokens()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(names, ["service"]);
+    }
+    // Root's tokens are its own.
+    assert!(root.get_personal_access_tokens().await.unwrap().is_empty());
+
+    // And the token, kept only as a hash, survives a restart.
+    drop((tcp, http));
+    server.shutdown().await.unwrap();
+    assert!(
+        !std::fs::read(dir.path().join("users"))
+            .unwrap()
+            .windows(raw.token.len())
+            .any(|w| w == raw.token.as_bytes())
+    );
+    let server = start_server(dir.path()).await;
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    tcp.login_with_personal_access_token(&raw.token)
+        .await
+        .unwrap();
+
+    // When it is deleted, it no longer logs in; nor does a token of a deleted user.
+    tcp.delete_personal_access_token("service").await.unwrap();
+    let late = sluice_testkit::tcp::sdk_client(&server).await;
+    assert!(
+        late.login_with_personal_access_token(&raw.token)
+            .await
+            .is_err()
+    );
+    let other = tcp
+        .create_personal_access_token("other", PersonalAccessTokenExpiry::NeverExpire)
+        .await
+        .unwrap();
+    let root = http_as(&server, "iggy", "iggy").await;
+    root.delete_user(&Identifier::numeric(1).unwrap())
+        .await
+        .unwrap();
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    assert!(
+        http.login_with_personal_access_token(&other.token)
+            .await
+            .is_err()
+    );
+}

@@ -82,7 +82,33 @@ pub struct User {
     pub created_at: u64,
     /// `None`: no permission at all (not even reading).
     pub permissions: Option<Permissions>,
+    /// Personal access tokens, by name.
+    pub tokens: BTreeMap<String, AccessToken>,
 }
+
+/// A personal access token as kept: its name, the BLAKE3 hash (hex) of the
+/// token (the token itself is shown once, at creation, and never kept),
+/// and when it expires (microseconds; `None`: never).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessToken {
+    pub name: String,
+    pub(crate) hash: String,
+    pub expiry_at: Option<u64>,
+}
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessToken")
+            .field("name", &self.name)
+            .field("expiry_at", &self.expiry_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Iggy's bounds on personal access tokens.
+pub const MIN_TOKEN_NAME_LEN: usize = 3;
+pub const MAX_TOKEN_NAME_LEN: usize = 30;
+pub const MAX_TOKENS_PER_USER: usize = 100;
 
 impl std::fmt::Debug for User {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -101,6 +127,8 @@ struct UsersRecord {
     users: BTreeMap<u32, User>,
     /// Above every `serial` ever given out (root's is 0).
     next_serial: u64,
+    /// Root's personal access tokens (root itself is not in `users`).
+    root_tokens: BTreeMap<String, AccessToken>,
 }
 
 /// Why a users operation was refused or failed.
@@ -120,6 +148,12 @@ pub enum UsersError {
     WrongPassword,
     #[error("the users would no longer fit the users file's bound ({MAX_USERS_FILE} bytes)")]
     TooLarge,
+    #[error("a token name must be {MIN_TOKEN_NAME_LEN} to {MAX_TOKEN_NAME_LEN} bytes")]
+    InvalidTokenName,
+    #[error("a token named {0:?} already exists")]
+    TokenNameTaken(String),
+    #[error("a user holds at most {MAX_TOKENS_PER_USER} tokens")]
+    TooManyTokens,
     #[error("users file {}: {reason}", path.display())]
     Storage { path: PathBuf, reason: String },
 }
@@ -293,6 +327,7 @@ impl Users {
             status: new.status,
             created_at: now,
             permissions: new.permissions.clone(),
+            tokens: BTreeMap::new(),
         };
         let mut next = record.clone();
         next.users.insert(id, user.clone());
@@ -384,6 +419,80 @@ impl Users {
             .values()
             .find(|u| u.username == username && u.status == UserStatus::Active)
             .map(|u| (u.id, u.serial, u.password_hash.clone()))
+    }
+
+    /// The tokens of user `id` (root's for 0), mutably, in `record`.
+    fn tokens_of(
+        record: &mut UsersRecord,
+        id: u32,
+    ) -> UsersResult<&mut BTreeMap<String, AccessToken>> {
+        if id == ROOT_USER_ID {
+            return Ok(&mut record.root_tokens);
+        }
+        record
+            .users
+            .get_mut(&id)
+            .map(|u| &mut u.tokens)
+            .ok_or_else(|| UsersError::NotFound(id.to_string()))
+    }
+
+    /// Adds a token (its hash) to user `id`.
+    pub fn add_token(&self, id: u32, token: AccessToken) -> UsersResult<()> {
+        if !(MIN_TOKEN_NAME_LEN..=MAX_TOKEN_NAME_LEN).contains(&token.name.len()) {
+            return Err(UsersError::InvalidTokenName);
+        }
+        let mut record = self.lock();
+        let mut next = record.clone();
+        let tokens = Self::tokens_of(&mut next, id)?;
+        // Iggy checks the count before the name.
+        if tokens.len() >= MAX_TOKENS_PER_USER {
+            return Err(UsersError::TooManyTokens);
+        }
+        if tokens.contains_key(&token.name) {
+            return Err(UsersError::TokenNameTaken(token.name));
+        }
+        tokens.insert(token.name.clone(), token);
+        self.commit(&mut record, next)
+    }
+
+    /// The tokens of user `id`: name and expiry.
+    pub fn tokens(&self, id: u32) -> Vec<(String, Option<u64>)> {
+        let record = self.lock();
+        let tokens = if id == ROOT_USER_ID {
+            Some(&record.root_tokens)
+        } else {
+            record.users.get(&id).map(|u| &u.tokens)
+        };
+        tokens
+            .into_iter()
+            .flatten()
+            .map(|(n, t)| (n.clone(), t.expiry_at))
+            .collect()
+    }
+
+    /// Deletes user `id`'s token `name`.
+    pub fn delete_token(&self, id: u32, name: &str) -> UsersResult<()> {
+        let mut record = self.lock();
+        let mut next = record.clone();
+        if Self::tokens_of(&mut next, id)?.remove(name).is_none() {
+            return Err(UsersError::NotFound(name.to_string()));
+        }
+        self.commit(&mut record, next)
+    }
+
+    /// Who holds the token whose hash is `hash`, if it has not expired at
+    /// `now` and its holder is root or an active user: `(id, serial)`.
+    pub(crate) fn token_holder(&self, hash: &str, now: u64) -> Option<(u32, u64)> {
+        let live = |t: &AccessToken| t.hash == hash && t.expiry_at.is_none_or(|at| at > now);
+        let record = self.lock();
+        if record.root_tokens.values().any(live) {
+            return Some((ROOT_USER_ID, 0));
+        }
+        record
+            .users
+            .values()
+            .find(|u| u.status == UserStatus::Active && u.tokens.values().any(live))
+            .map(|u| (u.id, u.serial))
     }
 
     /// The user `id` if it is still the one created with `serial`.

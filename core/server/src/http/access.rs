@@ -43,6 +43,9 @@ pub(crate) fn need(
     let under_topic = template.strip_prefix(TOPIC);
     Ok(match (m, template, under_topic) {
         ("DELETE", "/users/logout", _) => Need::Authenticated,
+        // Personal access tokens: each caller's own.
+        ("GET" | "POST", "/personal-access-tokens", _) => Need::Authenticated,
+        ("DELETE", "/personal-access-tokens/{name}", _) => Need::Authenticated,
         ("GET", "/users", _) => Need::ReadUsers,
         ("POST", "/users", _) => Need::ManageUsers,
         ("GET", "/users/{user_id}", _) => user().map_or(Need::ReadUsers, Need::ReadUser),

@@ -32,6 +32,7 @@ pub(crate) mod offsets;
 pub mod status;
 pub(crate) mod streams;
 pub(crate) mod system;
+pub(crate) mod tokens;
 pub(crate) mod users;
 
 use std::any::Any;
@@ -122,6 +123,7 @@ route_table!(public_router, public_routes, {
     "/ping" => [get(ping)],
     "/users/login" => [post(auth::login)],
     "/users/refresh-token" => [post(auth::refresh_token)],
+    "/personal-access-tokens/login" => [post(tokens::login)],
 });
 
 // Every other route: `auth::require_token` runs before each handler.
@@ -131,6 +133,8 @@ route_table!(authenticated_router, authenticated_routes, {
     "/users/{user_id}" => [get(users::get), put(users::update), delete(users::delete)],
     "/users/{user_id}/permissions" => [put(users::update_permissions)],
     "/users/{user_id}/password" => [put(users::change_password)],
+    "/personal-access-tokens" => [get(tokens::list), post(tokens::create)],
+    "/personal-access-tokens/{name}" => [delete(tokens::delete)],
     "/streams" => [get(streams::list_streams), post(streams::create_stream)],
     "/streams/{stream_id}" => [
         get(streams::get_stream),

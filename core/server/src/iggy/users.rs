@@ -53,6 +53,27 @@ impl From<UsersError> for ApiError {
                 ApiError::new(Class::BadRequest, 48, "cannot_delete_user", reason, None)
             }
             UsersError::WrongPassword => ApiError::invalid_credentials(),
+            UsersError::InvalidTokenName => ApiError::new(
+                Class::BadRequest,
+                50,
+                "invalid_personal_access_token_name",
+                reason,
+                Some("name"),
+            ),
+            UsersError::TokenNameTaken(_) => ApiError::new(
+                Class::BadRequest,
+                51,
+                "personal_access_token_already_exists",
+                reason,
+                Some("name"),
+            ),
+            UsersError::TooManyTokens => ApiError::new(
+                Class::BadRequest,
+                52,
+                "personal_access_tokens_limit_reached",
+                reason,
+                None,
+            ),
             UsersError::TooLarge => {
                 ApiError::new(Class::BadRequest, 55, "users_limit_reached", reason, None)
             }
@@ -294,4 +315,73 @@ pub(crate) async fn change_password(
     .await?;
     tracing::info!(user_id = id, "user password changed");
     Ok(())
+}
+
+/// A personal access token's hash as kept: BLAKE3, in hex.
+fn token_hash(token: &str) -> String {
+    blake3::hash(token.as_bytes()).to_hex().to_string()
+}
+
+/// Creates a personal access token for `user` and answers it (shown once,
+/// never kept). `expiry` is Iggy's: microseconds from now, 0 (the server's
+/// default) or `u64::MAX` for never.
+pub(crate) async fn create_token(
+    state: &AppState,
+    user: u32,
+    name: String,
+    expiry: u64,
+) -> ApiResult<String> {
+    use base64::Engine as _;
+    use rand_core::RngCore as _;
+    let mut bytes = [0u8; 50];
+    rand_core::OsRng.fill_bytes(&mut bytes);
+    let token = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let now = now_micros();
+    let expiry_at = match expiry {
+        0 | u64::MAX => None,
+        micros => Some(now.saturating_add(micros)),
+    };
+    let stored = crate::users::AccessToken {
+        name,
+        hash: token_hash(&token),
+        expiry_at,
+    };
+    blocking(state, "creating the token", move |u| {
+        u.add_token(user, stored)
+    })
+    .await?;
+    tracing::info!(user_id = user, "personal access token created");
+    Ok(token)
+}
+
+/// The caller's tokens: name and expiry (microseconds, `None`: never).
+pub(crate) fn tokens(state: &AppState, user: u32) -> Vec<(String, Option<u64>)> {
+    state.auth.users.tokens(user)
+}
+
+pub(crate) async fn delete_token(state: &AppState, user: u32, name: String) -> ApiResult<()> {
+    blocking(state, "deleting the token", move |u| {
+        u.delete_token(user, &name)
+    })
+    .await?;
+    tracing::info!(user_id = user, "personal access token deleted");
+    Ok(())
+}
+
+/// Who a personal access token logs in as: `(id, serial)`; Iggy's
+/// `invalid_personal_access_token` (53) for an unknown or expired one.
+pub(crate) fn token_login(state: &AppState, token: &str) -> ApiResult<(u32, u64)> {
+    state
+        .auth
+        .users
+        .token_holder(&token_hash(token), now_micros())
+        .ok_or_else(|| {
+            ApiError::new(
+                Class::Unauthenticated,
+                53,
+                "invalid_personal_access_token",
+                "Invalid personal access token",
+                None,
+            )
+        })
 }

@@ -14,6 +14,11 @@ impl Request {
         match self {
             Request::Ping
             | Request::LoginRegister { .. }
+            | Request::LoginWithToken { .. }
+            // Personal access tokens: each caller's own.
+            | Request::GetTokens
+            | Request::CreateToken { .. }
+            | Request::DeleteToken { .. }
             | Request::Logout
             | Request::GetMe
             | Request::GetClusterMetadata

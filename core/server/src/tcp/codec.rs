@@ -53,9 +53,9 @@ pub mod code {
     pub(crate) const LOGIN_USER: u32 = 38;
     pub(crate) const LOGOUT_USER: u32 = 39;
     pub const LOGIN_REGISTER: u32 = 40;
-    pub(crate) const GET_PERSONAL_ACCESS_TOKENS: u32 = 41;
-    pub(crate) const CREATE_PERSONAL_ACCESS_TOKEN: u32 = 42;
-    pub(crate) const DELETE_PERSONAL_ACCESS_TOKEN: u32 = 43;
+    pub const GET_PERSONAL_ACCESS_TOKENS: u32 = 41;
+    pub const CREATE_PERSONAL_ACCESS_TOKEN: u32 = 42;
+    pub const DELETE_PERSONAL_ACCESS_TOKEN: u32 = 43;
     pub(crate) const LOGIN_WITH_PERSONAL_ACCESS_TOKEN: u32 = 44;
     pub(crate) const LOGIN_REGISTER_WITH_PAT: u32 = 45;
     pub const POLL_MESSAGES: u32 = 100;
@@ -96,11 +96,7 @@ pub mod code {
         DESCRIBE_OPTIONS,
         ATTACH_CONSUMER_SESSION,
         LOGIN_USER,
-        GET_PERSONAL_ACCESS_TOKENS,
-        CREATE_PERSONAL_ACCESS_TOKEN,
-        DELETE_PERSONAL_ACCESS_TOKEN,
         LOGIN_WITH_PERSONAL_ACCESS_TOKEN,
-        LOGIN_REGISTER_WITH_PAT,
         FLUSH_UNSAVED_BUFFER,
         GET_POLL_ROUTING,
         POLL_MESSAGES_ON_PRIMARY,
@@ -308,6 +304,20 @@ pub enum Request {
     JoinConsumerGroup(Identifier, Identifier, Identifier),
     LeaveConsumerGroup(Identifier, Identifier, Identifier),
     SyncConsumerGroup(Identifier, Identifier, Identifier),
+    /// A login with a personal access token (SDK 0.11's code 45, which
+    /// travels as operation Register like a password login: told apart by
+    /// its body's shape).
+    LoginWithToken {
+        token: String,
+    },
+    GetTokens,
+    CreateToken {
+        name: String,
+        expiry: u64,
+    },
+    DeleteToken {
+        name: String,
+    },
     GetUser(Identifier),
     GetUsers,
     CreateUser {
@@ -338,7 +348,10 @@ pub enum Request {
 impl Request {
     /// Requests served before a login.
     pub(crate) fn is_public(&self) -> bool {
-        matches!(self, Request::Ping | Request::LoginRegister { .. })
+        matches!(
+            self,
+            Request::Ping | Request::LoginRegister { .. } | Request::LoginWithToken { .. }
+        )
     }
 }
 
@@ -361,6 +374,15 @@ pub fn decode(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
         code::LOGOUT_USER => Request::Logout,
         code::GET_STREAMS => Request::GetStreams,
         code::LOGIN_REGISTER => login_register(&mut r)?,
+        code::LOGIN_REGISTER_WITH_PAT => token_login(&mut r)?,
+        code::GET_PERSONAL_ACCESS_TOKENS => Request::GetTokens,
+        code::CREATE_PERSONAL_ACCESS_TOKEN => Request::CreateToken {
+            name: r.short_str("token name", 0)?,
+            expiry: r.u64()?,
+        },
+        code::DELETE_PERSONAL_ACCESS_TOKEN => Request::DeleteToken {
+            name: r.short_str("token name", 0)?,
+        },
         code::GET_USER => Request::GetUser(r.identifier()?),
         code::GET_USERS => Request::GetUsers,
         code::CREATE_USER => {
@@ -512,11 +534,38 @@ fn login_register(r: &mut Reader<'_>) -> WireResult<Request> {
     let _protocol = r.u32()?;
     let _sdk_name = r.name("sdk name")?;
     let _sdk_version = r.name("sdk version")?;
-    let username = r.name("username")?;
-    let password = r.short_str("password", 0)?;
-    let context_len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
-    let _context = r.bytes(context_len)?;
-    Ok(Request::LoginRegister { username, password })
+    // A password login and a token login travel alike (operation Register,
+    // no code): the password shape first, then the token's, as Iggy's
+    // server tells them apart. Each must take the whole body.
+    let body = r.rest();
+    let password = |b: &[u8]| -> WireResult<Request> {
+        let mut p = Reader::new(b);
+        let username = p.name("username")?;
+        let password = p.short_str("password", 0)?;
+        let context_len = usize::try_from(p.u32()?).unwrap_or(usize::MAX);
+        let _context = p.bytes(context_len)?;
+        p.finish()?;
+        Ok(Request::LoginRegister { username, password })
+    };
+    password(body).or_else(|e| token_body(body).map_err(|_| e))
+}
+
+/// Code 45 when a client names it: the version prefix, then the token.
+fn token_login(r: &mut Reader<'_>) -> WireResult<Request> {
+    let _protocol = r.u32()?;
+    let _sdk_name = r.name("sdk name")?;
+    let _sdk_version = r.name("sdk version")?;
+    token_body(r.rest())
+}
+
+/// A token login's body after the version prefix: the token, a context.
+fn token_body(b: &[u8]) -> WireResult<Request> {
+    let mut t = Reader::new(b);
+    let token = t.short_str("token", 1)?;
+    let context_len = usize::try_from(t.u32()?).unwrap_or(usize::MAX);
+    let _context = t.bytes(context_len)?;
+    t.finish()?;
+    Ok(Request::LoginWithToken { token })
 }
 
 fn user_status(code: u8) -> WireResult<UserStatus> {
@@ -923,8 +972,8 @@ mod tests {
      {
         assert_eq!(decode(9999, &[]).map_err(|e| e.iggy_code()), Err(3));
         assert_eq!(
-            decode(code::GET_PERSONAL_ACCESS_TOKENS, &[1, 2, 3]),
-            Ok(Request::Unsupported(code::GET_PERSONAL_ACCESS_TOKENS))
+            decode(code::FLUSH_UNSAVED_BUFFER, &[1, 2, 3]),
+            Ok(Request::Unsupported(code::FLUSH_UNSAVED_BUFFER))
         );
         // A served code with a malformed body is invalid_format.
         assert_eq!(

@@ -476,3 +476,17 @@ fn permissions(out: &mut Vec<u8>, p: &crate::iggy::permissions::Permissions) {
         out.put_u8(u8::from(i + 1 < streams.len()));
     }
 }
+
+/// Iggy's personal access token list: per token its name and expiry
+/// (microseconds; 0 for never).
+pub(crate) fn tokens(out: &mut Vec<u8>, tokens: &[(String, Option<u64>)]) {
+    for (name, expiry_at) in tokens {
+        out.put_name(name);
+        out.put_u64(expiry_at.unwrap_or(0));
+    }
+}
+
+/// Iggy's raw token answer: its length (one byte) and the token.
+pub(crate) fn raw_token(out: &mut Vec<u8>, token: &str) {
+    out.put_name(token);
+}

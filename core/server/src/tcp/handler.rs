@@ -333,6 +333,38 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             encode::login(&mut out, user_id.0, id);
             Ok(out)
         }
+        Request::LoginWithToken { token } => {
+            session.bind(state, None);
+            leave_all_groups(state, session.client_id).await;
+            let who = users::token_login(state, &token).map_err(api_code)?;
+            let id = super::next_session();
+            session.bind(state, Some((id, who)));
+            let mut out = Vec::new();
+            encode::login(&mut out, who.0, id);
+            Ok(out)
+        }
+        Request::GetTokens => {
+            let user = session.bound.map(|(_, (u, _))| u).ok_or(UNAUTHENTICATED)?;
+            let mut out = Vec::new();
+            encode::tokens(&mut out, &users::tokens(state, user));
+            Ok(out)
+        }
+        Request::CreateToken { name, expiry } => {
+            let user = session.bound.map(|(_, (u, _))| u).ok_or(UNAUTHENTICATED)?;
+            let token = users::create_token(state, user, name, expiry)
+                .await
+                .map_err(api_code)?;
+            let mut out = Vec::new();
+            encode::raw_token(&mut out, &token);
+            Ok(out)
+        }
+        Request::DeleteToken { name } => {
+            let user = session.bound.map(|(_, (u, _))| u).ok_or(UNAUTHENTICATED)?;
+            users::delete_token(state, user, name)
+                .await
+                .map(|()| Vec::new())
+                .map_err(api_code)
+        }
         Request::Logout => {
             session.bind(state, None);
             leave_all_groups(state, session.client_id).await;
