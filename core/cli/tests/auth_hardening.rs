@@ -121,7 +121,7 @@ async fn fixture(client: &reqwest::Client, base: &str, token: &str) {
 }
 
 #[test]
-fn given_the_route_tables_then_only_ping_login_and_refresh_are_public() {
+fn given_the_route_tables_then_only_ping_the_logins_and_refresh_are_public() {
     let public: Vec<(&str, String)> = public_routes();
     assert_eq!(
         public,
@@ -129,6 +129,7 @@ fn given_the_route_tables_then_only_ping_login_and_refresh_are_public() {
             ("GET", "/ping".to_string()),
             ("POST", "/users/login".to_string()),
             ("POST", "/users/refresh-token".to_string()),
+            ("POST", "/personal-access-tokens/login".to_string()),
         ]
     );
     let private = authenticated_routes();
