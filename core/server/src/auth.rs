@@ -1,20 +1,25 @@
 //! Authentication shared by both transports: the root user, password
-//! verification with the failed-login throttle, and access tokens. The HTTP
-//! routes and middleware that use it are in `http::auth`; the TCP transport
-//! (`tcp`) authenticates each connection with `Auth::verify_login`.
+//! verification (root's, and the stored users' of `crate::users`) with the
+//! failed-login throttle, HTTP session tokens, and what a logged-in user may
+//! do (`Auth::permissions`). The HTTP routes and middleware that use it are
+//! in `http::auth`; the TCP transport (`tcp`) authenticates each connection
+//! with `Auth::verify_login` (or a personal access token, `iggy::users`).
 //!
 //! Invariants:
 //! - A plaintext password is never stored, logged or kept after start-up: the
 //!   root password lives only as an argon2id PHC hash (in memory, and for a
 //!   generated password also in `<data>/root.credentials`, written through
-//!   `DurableStorage` with an atomic replace).
+//!   `DurableStorage` with an atomic replace); other users' likewise, in
+//!   `<data>/users`.
+//! - A session (an HTTP token, a TCP login) is bound to the user's id and
+//!   serial: a deleted user's session never acts as a later user of its id.
 //! - A token is 256 random bits from the OS, valid until its expiry or its
 //!   logout, whichever comes first; expired tokens are pruned on every issue.
 //!   Tokens live in memory only, so a restart logs everyone out.
-//! - Every HTTP route except `/ping`, `/users/login` and `/users/refresh-token`
-//!   answers 401 without a valid token, before its handler runs; every TCP
-//!   command but ping and login answers `unauthenticated` (40) on a
-//!   connection that has not logged in.
+//! - Every HTTP route except `/ping`, `/users/login`, `/users/refresh-token`
+//!   and `/personal-access-tokens/login` answers 401 without a valid token,
+//!   before its handler runs; every TCP command but ping and the logins
+//!   answers `unauthenticated` (40) on a connection that has not logged in.
 //! - Logins are verified one at a time. A failed login holds that turn for a
 //!   delay that doubles with each consecutive failure (capped at 32x the
 //!   base), so guessing is slowed down however many connections are used; a
