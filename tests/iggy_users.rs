@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use iggy::prelude::*;
 use sluice_server::server::RunningServer;
-use sluice_testkit::http::start_server;
+use sluice_testkit::http::{start_server, start_server_with};
 
 const OPEN: &str = "open";
 const CLOSED: &str = "closed";
@@ -369,4 +369,141 @@ async fn given_a_personal_access_token_then_it_logs_in_with_its_users_permission
             .await
             .is_err()
     );
+}
+
+/// The status of `GET /streams/open` with `token` as the bearer.
+async fn status_with(address: std::net::SocketAddr, token: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("http://{address}/streams/{OPEN}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+fn unauthenticated<T: std::fmt::Debug>(result: Result<T, IggyError>) -> bool {
+    matches!(&result, Err(e) if e.as_code() == IggyError::Unauthenticated.as_code())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_http_logins_when_the_server_restarts_then_tokens_stay_valid_and_logouts_stay_out() {
+    // Given a user's SDK HTTP clients: one logged in, one that refreshed its
+    // token, one that logged out.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let address = server.local_addr;
+    let root = http_as(&server, "iggy", "iggy").await;
+    let open = root.create_stream(OPEN).await.unwrap().id;
+    root.create_user(
+        "web",
+        "secret-7",
+        UserStatus::Active,
+        Some(reader_of(open, false)),
+    )
+    .await
+    .unwrap();
+    let logged_in = http_as(&server, "web", "secret-7").await;
+    let refreshed = http_as(&server, "web", "secret-7").await;
+    refreshed.refresh_access_token().await.unwrap();
+    let left = HttpClient::new(&format!("http://{address}")).unwrap();
+    let identity = left.login_user("web", "secret-7").await.unwrap();
+    let left_token = identity.access_token.unwrap().token;
+    assert_eq!(status_with(address, &left_token).await, 200);
+    left.logout_user().await.unwrap();
+    assert_eq!(status_with(address, &left_token).await, 401);
+
+    // When the server restarts on the same address and data directory,
+    server.shutdown().await.unwrap();
+    let server = start_server_with(dir.path(), |c| c.http.address = address).await;
+
+    // Then the logged-out token is still refused,
+    assert_eq!(status_with(address, &left_token).await, 401);
+    // and the login and the refreshed token still act as the user, with
+    // its permissions: nobody had to log in again.
+    for client in [&logged_in, &refreshed] {
+        let stream = client
+            .get_stream(&Identifier::named(OPEN).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stream.id, open);
+        assert!(denied(client.create_stream("mine").await));
+    }
+
+    // And deleting the user ends its tokens (401, never a later user's
+    // grants), even once a new user took its id.
+    let root = http_as(&server, "iggy", "iggy").await;
+    root.delete_user(&Identifier::named("web").unwrap())
+        .await
+        .unwrap();
+    root.create_user(
+        "next",
+        "secret-8",
+        UserStatus::Active,
+        Some(reader_of(open, true)),
+    )
+    .await
+    .unwrap();
+    assert!(unauthenticated(logged_in.get_streams().await));
+    assert!(unauthenticated(refreshed.get_streams().await));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_root_renamed_and_its_password_changed_then_the_change_survives_a_restart() {
+    // Given a server started with the default root credentials.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    tcp.login_user("iggy", "iggy").await.unwrap();
+    let root = Identifier::numeric(0).unwrap();
+
+    // Root cannot lock itself out, nor take a user's name.
+    assert!(
+        tcp.update_user(
+            &root,
+            None,
+            Some(UserStatus::Inactive),
+            &UserUpdateOptions::default()
+        )
+        .await
+        .is_err()
+    );
+    tcp.create_user("taken", "secret-9", UserStatus::Active, None)
+        .await
+        .unwrap();
+    assert!(
+        tcp.update_user(&root, Some("taken"), None, &UserUpdateOptions::default())
+            .await
+            .is_err()
+    );
+
+    // When root is renamed and given a new password, as Iggy allows,
+    tcp.update_user(&root, Some("admin"), None, &UserUpdateOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        tcp.change_password(&root, "wrong", "new-secret")
+            .await
+            .is_err()
+    );
+    tcp.change_password(&root, "iggy", "new-secret")
+        .await
+        .unwrap();
+    let http = http_as(&server, "admin", "new-secret").await;
+    let me = http.get_user(&root).await.unwrap().unwrap();
+    assert_eq!((me.id, me.username.as_str()), (0, "admin"));
+
+    // Then, after a restart that configures the default credentials again,
+    // the changed ones are root's (the configuration only created it).
+    drop((tcp, http));
+    server.shutdown().await.unwrap();
+    let server = start_server(dir.path()).await;
+    let old = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    assert!(old.login_user("iggy", "iggy").await.is_err());
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    let identity = tcp.login_user("admin", "new-secret").await.unwrap();
+    assert_eq!(identity.user_id, 0);
+    assert_eq!(tcp.get_users().await.unwrap().len(), 2);
 }

@@ -1,45 +1,53 @@
-//! Authentication shared by both transports: the root user, password
-//! verification (root's, and the stored users' of `crate::users`) with the
-//! failed-login throttle, HTTP session tokens, and what a logged-in user may
-//! do (`Auth::permissions`). The HTTP routes and middleware that use it are
-//! in `http::auth`; the TCP transport (`tcp`) authenticates each connection
+//! Authentication shared by both transports: setting up the root user,
+//! password verification (root's and the stored users', both held by
+//! `crate::users`) with the failed-login throttle, HTTP login tokens (signed
+//! by `crate::sessions`), and what a logged-in user may do
+//! (`Auth::permissions`). The HTTP routes and middleware that use it are in
+//! `http::auth`; the TCP transport (`tcp`) authenticates each connection
 //! with `Auth::verify_login` (or a personal access token, `iggy::users`).
 //!
 //! Invariants:
 //! - A plaintext password is never stored, logged or kept after start-up: the
-//!   root password lives only as an argon2id PHC hash (in memory, and for a
-//!   generated password also in `<data>/root.credentials`, written through
-//!   `DurableStorage` with an atomic replace); other users' likewise, in
-//!   `<data>/users`.
+//!   root password lives only as an argon2id PHC hash (in memory, and, for a
+//!   generated password or one changed through the API, in
+//!   `<data>/root.credentials`, written through `DurableStorage` with an
+//!   atomic replace); other users' likewise, in `<data>/users`.
+//! - Root's credentials are the configured ones (or the stored generated
+//!   ones) until root is renamed or given a new password through the API;
+//!   from then on the stored ones, whatever the configuration says
+//!   (`setup_root`), as Iggy's server, where configuration only creates root.
 //! - A session (an HTTP token, a TCP login) is bound to the user's id and
-//!   serial: a deleted user's session never acts as a later user of its id.
-//! - A token is 256 random bits from the OS, valid until its expiry or its
-//!   logout, whichever comes first; expired tokens are pruned on every issue.
-//!   Tokens live in memory only, so a restart logs everyone out.
+//!   serial: a deleted user's session never acts as a later user of its id,
+//!   and an HTTP token of a deleted user is refused (401) on its next use.
+//! - An HTTP token is valid until its expiry or its logout, whichever comes
+//!   first, across restarts (`crate::sessions` keeps the key and the
+//!   logouts durably; ADR 0025).
 //! - Every HTTP route except `/ping`, `/users/login`, `/users/refresh-token`
 //!   and `/personal-access-tokens/login` answers 401 without a valid token,
 //!   before its handler runs; every TCP command but ping and the logins
 //!   answers `unauthenticated` (40) on a connection that has not logged in.
-//! - Logins are verified one at a time. A failed login holds that turn for a
-//!   delay that doubles with each consecutive failure (capped at 32x the
-//!   base), so guessing is slowed down however many connections are used; a
-//!   success resets it.
+//! - A failed login is answered only after it held the one penalty turn for
+//!   a delay that doubles with each consecutive failure (capped at 32x the
+//!   base), and every login waits for the turn to be free before its
+//!   password is checked: failures are answered one per delay however many
+//!   connections guess, while logins that succeed are checked side by side
+//!   (at most one per core at a time, so the argon2 memory is bounded); a
+//!   success resets the count.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand_core::{OsRng, RngCore};
 use serde::{Deserialize, Serialize};
 use sluice_storage::{DurableStorage, ErrorKind};
 
 use crate::iggy::error::{ApiError, ApiResult};
 use crate::iggy::permissions::Permissions;
+use crate::sessions::{Session, Sessions, unix_now};
 use crate::users::{UserStatus, Users};
 
 /// Iggy's root user id and default credentials (`--with-default-root-credentials`).
@@ -148,6 +156,22 @@ pub struct RootUser {
     pub(crate) username: String,
     /// argon2id PHC string.
     pub password_hash: String,
+    /// Root was renamed or given a new password through the API (Iggy's
+    /// update-user and change-password): from then on the stored record is
+    /// root's, whatever the configuration says, as on Iggy's server, where
+    /// the configured credentials only create root.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) changed_through_api: bool,
+}
+
+impl RootUser {
+    pub(crate) fn new(username: &str, password_hash: String) -> Self {
+        RootUser {
+            username: username.to_string(),
+            password_hash,
+            changed_through_api: false,
+        }
+    }
 }
 
 /// The hash is left out: a `?` anywhere (a state dump, a panic message)
@@ -157,6 +181,7 @@ impl std::fmt::Debug for RootUser {
         f.debug_struct("RootUser")
             .field("username", &self.username)
             .field("password_hash", &REDACTED)
+            .field("changed_through_api", &self.changed_through_api)
             .finish()
     }
 }
@@ -221,58 +246,60 @@ pub fn setup_root(
     data_dir: &Path,
     source: RootSource,
 ) -> Result<RootSetup, AuthError> {
-    match source {
-        RootSource::Explicit { username, password } => Ok(RootSetup {
-            user: RootUser {
-                password_hash: hash_password(&password)?,
-                username,
-            },
-            generated_password: None,
-        }),
-        RootSource::DefaultIggy => Ok(RootSetup {
-            user: RootUser {
-                username: DEFAULT_ROOT_USERNAME.to_string(),
-                password_hash: hash_password(DEFAULT_ROOT_PASSWORD)?,
-            },
-            generated_password: None,
-        }),
-        RootSource::StoredOrGenerated => {
-            let path = data_dir.join(CREDENTIALS_FILE);
-            let file_error = |reason: String| AuthError::File {
-                path: path.clone(),
-                reason,
-            };
-            match storage.read_file(&path) {
-                Ok(bytes) => {
-                    let user: RootUser = serde_json::from_slice(&bytes)
-                        .map_err(|e| file_error(format!("not a credentials record: {e}")))?;
-                    PasswordHash::new(&user.password_hash)
-                        .map_err(|e| file_error(format!("bad password hash: {e}")))?;
-                    Ok(RootSetup {
-                        user,
-                        generated_password: None,
-                    })
-                }
-                Err(e) if e.kind == ErrorKind::NotFound => {
-                    let password = generate_password();
-                    let user = RootUser {
-                        username: DEFAULT_ROOT_USERNAME.to_string(),
-                        password_hash: hash_password(&password)?,
-                    };
-                    store_credentials(storage, data_dir, &user).map_err(file_error)?;
-                    Ok(RootSetup {
-                        user,
-                        generated_password: Some(password),
-                    })
-                }
-                Err(e) => Err(file_error(e.to_string())),
-            }
+    let path = data_dir.join(CREDENTIALS_FILE);
+    let file_error = |reason: String| AuthError::File {
+        path: path.clone(),
+        reason,
+    };
+    let stored = match storage.read_file(&path) {
+        Ok(bytes) => {
+            let user: RootUser = serde_json::from_slice(&bytes)
+                .map_err(|e| file_error(format!("not a credentials record: {e}")))?;
+            PasswordHash::new(&user.password_hash)
+                .map_err(|e| file_error(format!("bad password hash: {e}")))?;
+            Some(user)
+        }
+        Err(e) if e.kind == ErrorKind::NotFound => None,
+        Err(e) => return Err(file_error(e.to_string())),
+    };
+    let kept = |user: RootUser| RootSetup {
+        user,
+        generated_password: None,
+    };
+    match (source, stored) {
+        // Changed through the API: the stored record wins, as on Iggy's
+        // server, where the configured credentials only create root.
+        (RootSource::Explicit { .. } | RootSource::DefaultIggy, Some(user))
+            if user.changed_through_api =>
+        {
+            tracing::info!(
+                path = %path.display(),
+                "root's credentials were changed through the API; the stored ones are used"
+            );
+            Ok(kept(user))
+        }
+        (RootSource::Explicit { username, password }, _) => {
+            Ok(kept(RootUser::new(&username, hash_password(&password)?)))
+        }
+        (RootSource::DefaultIggy, _) => Ok(kept(RootUser::new(
+            DEFAULT_ROOT_USERNAME,
+            hash_password(DEFAULT_ROOT_PASSWORD)?,
+        ))),
+        (RootSource::StoredOrGenerated, Some(user)) => Ok(kept(user)),
+        (RootSource::StoredOrGenerated, None) => {
+            let password = generate_password();
+            let user = RootUser::new(DEFAULT_ROOT_USERNAME, hash_password(&password)?);
+            store_credentials(storage, data_dir, &user).map_err(file_error)?;
+            Ok(RootSetup {
+                user,
+                generated_password: Some(password),
+            })
         }
     }
 }
 
 /// Stores the root user's credentials durably (`persist::replace_file`).
-fn store_credentials(
+pub(crate) fn store_credentials(
     storage: &dyn DurableStorage,
     data_dir: &Path,
     user: &RootUser,
@@ -288,44 +315,38 @@ fn store_credentials(
     .map_err(|e| e.to_string())
 }
 
-/// A live access token.
-#[derive(Debug, Clone, Copy)]
-struct Session {
-    user_id: u32,
-    serial: u64,
-    expires_at: Instant,
-}
-
-/// Who made an authenticated request (a request extension set by the middleware).
-#[derive(Clone)]
+/// Who made an authenticated request (a request extension set by the
+/// middleware): the checked token's session. Its `Debug` shows no token.
+#[derive(Debug, Clone)]
 pub(crate) struct Identity {
-    pub(crate) user_id: u32,
-    /// Which user of that id (`users::User::serial`; root's is 0).
-    pub(crate) serial: u64,
-    pub(crate) token: String,
+    pub(crate) session: Session,
 }
 
-impl std::fmt::Debug for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Identity")
-            .field("user_id", &self.user_id)
-            .field("serial", &self.serial)
-            .field("token", &REDACTED)
-            .finish()
+impl Identity {
+    pub(crate) fn user_id(&self) -> u32 {
+        self.session.user_id
+    }
+
+    /// Which user of that id (`users::User::serial`; root's is 0).
+    pub(crate) fn serial(&self) -> u64 {
+        self.session.serial
     }
 }
 
 /// Tokens and the login throttle. Its `Debug` shows how many sessions are
-/// live, never a token (`AppState` and `RunningServer` print it).
+/// live, never a token nor the key (`AppState` and `RunningServer` print it).
 pub(crate) struct Auth {
-    root: RootUser,
-    /// Every other user (`crate::users`), and their permissions.
+    /// Every user, root included (`crate::users`), and their permissions.
     pub(crate) users: Arc<Users>,
+    sessions: Sessions,
     token_expiry: Duration,
     failed_login_delay: Duration,
-    sessions: Mutex<HashMap<String, Session>>,
-    /// Consecutive failed logins; the lock is the one-login-at-a-time turn.
-    login_turn: tokio::sync::Mutex<u32>,
+    /// Consecutive failed logins.
+    failures: AtomicU32,
+    /// Held by a failed login for its delay; every login waits for it first.
+    penalty: tokio::sync::Mutex<()>,
+    /// Bounds the passwords checked at once (argon2 takes ~19 MiB each).
+    checking: tokio::sync::Semaphore,
 }
 
 /// Iggy's `IdentityInfo`.
@@ -354,83 +375,65 @@ impl std::fmt::Debug for TokenInfo {
 impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Auth")
-            .field("root", &self.root)
+            .field("users", &self.users)
             .field("token_expiry", &self.token_expiry)
             .field("failed_login_delay", &self.failed_login_delay)
-            .field("live_sessions", &self.sessions().len())
+            .field("sessions", &self.sessions)
             .finish_non_exhaustive()
     }
 }
 
 impl Auth {
     pub(crate) fn new(
-        root: RootUser,
         users: Arc<Users>,
+        sessions: Sessions,
         token_expiry: Duration,
         failed_login_delay: Duration,
     ) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Auth {
-            root,
             users,
+            sessions,
             token_expiry,
             failed_login_delay,
-            sessions: Mutex::new(HashMap::new()),
-            login_turn: tokio::sync::Mutex::new(0),
+            failures: AtomicU32::new(0),
+            penalty: tokio::sync::Mutex::new(()),
+            checking: tokio::sync::Semaphore::new(cores),
         }
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        // A panic while holding this lock cannot leave the map half-updated
-        // (every change is one insert or remove), so a poisoned lock is safe to use.
-        self.sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub(crate) fn issue(&self, (user_id, serial): (u32, u64)) -> IdentityInfo {
-        let mut bytes = [0u8; 32];
-        OsRng.fill_bytes(&mut bytes);
-        let token = URL_SAFE_NO_PAD.encode(bytes);
-        let now = Instant::now();
-        let expiry_unix_secs = SystemTime::now()
-            .checked_add(self.token_expiry)
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_secs());
-        let mut sessions = self.sessions();
-        sessions.retain(|_, s| s.expires_at > now);
-        sessions.insert(
-            token.clone(),
-            Session {
-                user_id,
-                serial,
-                expires_at: now + self.token_expiry,
-            },
-        );
-        IdentityInfo {
-            user_id,
-            access_token: TokenInfo {
-                token,
-                expiry: expiry_unix_secs,
-            },
-        }
-    }
-
-    pub(crate) fn validate(&self, token: &str) -> Option<Identity> {
-        let mut sessions = self.sessions();
-        let session = *sessions.get(token)?;
-        if session.expires_at <= Instant::now() {
-            sessions.remove(token);
-            return None;
-        }
-        Some(Identity {
-            user_id: session.user_id,
-            serial: session.serial,
-            token: token.to_string(),
+    /// Signs an HTTP login token for a verified user's incarnation.
+    pub(crate) fn issue(&self, who: (u32, u64)) -> ApiResult<IdentityInfo> {
+        let (token, expiry) = self
+            .sessions
+            .issue(who, self.token_expiry, unix_now())
+            .map_err(ApiError::internal)?;
+        Ok(IdentityInfo {
+            user_id: who.0,
+            access_token: TokenInfo { token, expiry },
         })
     }
 
-    pub(crate) fn revoke(&self, token: &str) {
-        self.sessions().remove(token);
+    /// The identity an HTTP token carries: signed here, not expired, not
+    /// logged out, and naming a user incarnation that still exists.
+    pub(crate) fn validate(&self, token: &str) -> Option<Identity> {
+        let session = self.sessions.check(token, unix_now())?;
+        let exists = if session.user_id == ROOT_USER_ID {
+            session.serial == 0
+        } else {
+            self.users
+                .incarnation(session.user_id, session.serial)
+                .is_some()
+        };
+        exists.then_some(Identity { session })
+    }
+
+    /// Logs the token of `identity` out, durably (blocking: call it off the
+    /// runtime's threads).
+    pub(crate) fn log_out(&self, identity: &Identity) -> ApiResult<()> {
+        self.sessions
+            .log_out(&identity.session, unix_now())
+            .map_err(|e| ApiError::internal(e.to_string()))
     }
 
     fn backoff(&self, failures: u32) -> Duration {
@@ -438,48 +441,56 @@ impl Auth {
         self.failed_login_delay.saturating_mul(1 << doublings)
     }
 
-    /// Verifies credentials (one login at a time) and issues a token.
+    /// Verifies credentials and issues a token.
     pub(crate) async fn login(
         &self,
         username: String,
         password: String,
     ) -> ApiResult<IdentityInfo> {
         let user_id = self.verify_login(username, password).await?;
-        Ok(self.issue(user_id))
+        self.issue(user_id)
     }
 
-    /// Verifies credentials (one login at a time, a failure slowed by the
-    /// throttle) and answers the user id; no token is issued. The TCP
-    /// transport's login: the connection itself is the session.
+    /// Verifies credentials (a failure slowed by the throttle) and answers
+    /// the user's id and serial; no token is issued. The TCP transport's
+    /// login: the connection itself is the session.
     pub(crate) async fn verify_login(
         &self,
         username: String,
         password: String,
     ) -> ApiResult<(u32, u64)> {
-        let mut failures = self.login_turn.lock().await;
+        // Wait out a failed login's delay in progress.
+        drop(self.penalty.lock().await);
         // Root, or an active user of that name; anyone else is checked
         // against root's hash, so an unknown name takes as long as a known
         // one and the answer never tells whether the user exists.
-        let (who, hash) = if username == self.root.username {
-            (Some((ROOT_USER_ID, 0)), self.root.password_hash.clone())
-        } else {
-            match self.users.credentials(&username) {
-                Some((id, serial, hash)) => (Some((id, serial)), hash),
-                None => (None, self.root.password_hash.clone()),
-            }
+        let (who, hash) = match self.users.credentials(&username) {
+            Some((id, serial, hash)) => (Some((id, serial)), hash),
+            None => (None, self.users.root_hash()),
         };
-        let password_ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-            .await
-            .map_err(|e| ApiError::internal(format!("login verification failed: {e}")))?;
+        let password_ok = {
+            let _slot = self
+                .checking
+                .acquire()
+                .await
+                .map_err(|e| ApiError::internal(format!("login verification failed: {e}")))?;
+            tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+                .await
+                .map_err(|e| ApiError::internal(format!("login verification failed: {e}")))?
+        };
         if let (Some((user_id, serial)), true) = (who, password_ok) {
-            *failures = 0;
+            self.failures.store(0, Ordering::Relaxed);
             tracing::info!(user_id, "login succeeded");
             return Ok((user_id, serial));
         }
-        *failures = failures.saturating_add(1);
-        let delay = self.backoff(*failures);
+        let _turn = self.penalty.lock().await;
+        let failures = self
+            .failures
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let delay = self.backoff(failures);
         tracing::warn!(
-            consecutive_failures = *failures,
+            consecutive_failures = failures,
             delay_ms = delay.as_millis() as u64,
             "login failed"
         );
@@ -501,18 +512,13 @@ impl Auth {
     }
 
     /// Root's username.
-    pub(crate) fn root_name(&self) -> &str {
-        &self.root.username
+    pub(crate) fn root_name(&self) -> String {
+        self.users.root_name()
     }
 
-    /// Ends every HTTP session of user `id` (it was deleted).
-    pub(crate) fn revoke_user(&self, id: u32) {
-        self.sessions().retain(|_, s| s.user_id != id);
-    }
-
-    /// Live HTTP sessions (for `/stats`).
+    /// HTTP tokens this process signed that are still live (for `/stats`).
     pub(crate) fn live_sessions(&self) -> usize {
-        self.sessions().len()
+        self.sessions.live(unix_now())
     }
 }
 
@@ -522,9 +528,15 @@ mod tests {
     use sluice_storage::SimStorage;
     use std::collections::BTreeMap;
 
-    fn no_users() -> Arc<Users> {
+    fn users_with_root(name: &str, password_hash: &str) -> Arc<Users> {
         let storage: Arc<dyn DurableStorage> = Arc::new(SimStorage::with_seed(1));
-        Arc::new(Users::load(storage, Path::new("/"), "root").unwrap())
+        let root = RootUser::new(name, password_hash.to_string());
+        Arc::new(Users::load(storage, Path::new("/"), root).unwrap())
+    }
+
+    fn sessions() -> Sessions {
+        let storage: Arc<dyn DurableStorage> = Arc::new(SimStorage::with_seed(2));
+        Sessions::open(storage, Path::new("/"), unix_now()).unwrap()
     }
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -585,40 +597,67 @@ mod tests {
     }
 
     #[test]
+    fn given_root_changed_through_the_api_when_starting_then_the_stored_credentials_win() {
+        let storage = SimStorage::default();
+        let dir = Path::new("/data");
+        storage.create_dir_all(dir).unwrap();
+        // Given a root from the configuration, stored only as it was
+        // created (not changed through the API): the configuration wins.
+        let configured = RootSource::Explicit {
+            username: "admin".into(),
+            password: "first-pw".into(),
+        };
+        let created = RootUser::new("admin", hash_password("first-pw").unwrap());
+        store_credentials(&storage, dir, &created).unwrap();
+        let again = setup_root(&storage, dir, RootSource::DefaultIggy).unwrap();
+        assert_eq!(again.user.username, DEFAULT_ROOT_USERNAME);
+        // When root is renamed and given a new password through the API,
+        let changed = RootUser {
+            changed_through_api: true,
+            ..RootUser::new("boss", hash_password("second-pw").unwrap())
+        };
+        store_credentials(&storage, dir, &changed).unwrap();
+        // then every source starts with the changed credentials.
+        for source in [
+            configured,
+            RootSource::DefaultIggy,
+            RootSource::StoredOrGenerated,
+        ] {
+            let setup = setup_root(&storage, dir, source).unwrap();
+            assert_eq!(setup.user, changed);
+            assert_eq!(setup.generated_password, None);
+        }
+    }
+
+    #[test]
     fn given_live_tokens_when_debug_printed_then_no_token_or_hash_shows() {
         let hash = hash_password("s3cret-pw").unwrap();
         let auth = Auth::new(
-            RootUser {
-                username: "root".into(),
-                password_hash: hash.clone(),
-            },
-            no_users(),
+            users_with_root("root", &hash),
+            sessions(),
             Duration::from_secs(60),
             Duration::from_millis(10),
         );
-        let issued = auth.issue((ROOT_USER_ID, 0));
+        let issued = auth.issue((ROOT_USER_ID, 0)).unwrap();
         let token = issued.access_token.token.clone();
         let identity = auth.validate(&token).unwrap();
         for printed in [
             format!("{auth:?}"),
             format!("{issued:?}"),
             format!("{identity:?}"),
-            format!("{:?}", auth.root),
+            format!("{:?}", auth.users),
         ] {
             assert!(!printed.contains(&token), "{printed}");
             assert!(!printed.contains(&hash), "{printed}");
         }
-        assert!(format!("{auth:?}").contains("live_sessions: 1"));
+        assert!(format!("{auth:?}").contains("issued: 1"), "{auth:?}");
     }
 
     #[test]
     fn given_repeated_failures_when_backing_off_then_the_delay_doubles_to_a_cap() {
         let auth = Auth::new(
-            RootUser {
-                username: "iggy".into(),
-                password_hash: String::new(),
-            },
-            no_users(),
+            users_with_root("iggy", ""),
+            sessions(),
             Duration::from_secs(60),
             Duration::from_millis(10),
         );

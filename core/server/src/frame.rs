@@ -37,6 +37,7 @@ impl Magic {
     /// A partition's retention low-water mark (ADR 0016).
     pub const LOW_WATER: Magic = Magic(*b"SLLW");
     pub const USERS: Magic = Magic(*b"SLUS");
+    pub const SESSIONS: Magic = Magic(*b"SLSE");
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -360,6 +361,24 @@ pub fn decode<T: DeserializeOwned>(
     let header = decode_header(magic, bytes, max_payload)?;
     let value = decode_payload(&header, expected_version, &bytes[HEADER_LEN..])?;
     Ok((value, header.frame_len()))
+}
+
+/// Decodes a file that holds exactly one record (the users, the sessions):
+/// anything after the record is corruption.
+pub fn decode_file<T: DeserializeOwned>(
+    magic: Magic,
+    expected_version: u16,
+    bytes: &[u8],
+    max_payload: usize,
+) -> Result<T, FrameError> {
+    let (value, used) = decode(magic, expected_version, bytes, max_payload)?;
+    if used != bytes.len() {
+        return Err(FrameError::Decode(format!(
+            "{} bytes after the record",
+            bytes.len() - used
+        )));
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! <data>/metadata.tmp                               a metadata save in progress
 //! <data>/root.credentials                           the root user's password hash
 //! <data>/root.credentials.tmp                       a credentials save in progress
+//! <data>/users                                      users, permissions, access tokens (hashed)
+//! <data>/sessions                                   HTTP login signing key, logged-out tokens
 //! <data>/data_dir.unconfirmed                       the data directory's own name not yet durable
 //! <data>/streams/<s>/topics/<t>/partitions/<p>/
 //!     segments/<generation:020>-<base_offset:020>.log   message batches
@@ -96,6 +98,10 @@ pub const LOW_WATER_FILE: &str = "retention.lwm";
 /// and the temporary name a save writes first.
 pub const USERS_FILE: &str = "users";
 pub(crate) const USERS_TMP: &str = "users.tmp";
+/// The HTTP login tokens' signing key and the logged-out tokens
+/// (`sessions.rs`), and the temporary name a save writes first.
+pub const SESSIONS_FILE: &str = "sessions";
+pub(crate) const SESSIONS_TMP: &str = "sessions.tmp";
 /// The metadata file and the temporary name a save writes first.
 pub(crate) const METADATA_FILE: &str = "metadata";
 pub(crate) const METADATA_TMP: &str = "metadata.tmp";

@@ -26,6 +26,7 @@ pub mod metadata;
 pub mod partition;
 pub(crate) mod persist;
 pub mod server;
+pub mod sessions;
 pub mod slots;
 pub mod tcp;
 pub mod teeth;

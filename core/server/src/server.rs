@@ -41,6 +41,7 @@ use crate::iggy::state::Limits;
 use crate::iggy::stats::Listeners;
 use crate::iggy::{AppState, ServerInfo};
 use crate::partition::reconciler::PassReport;
+use crate::sessions::{Sessions, SessionsError, unix_now};
 use crate::tcp::TcpLimits;
 use crate::tls::TlsError;
 use crate::users::{Users, UsersError};
@@ -55,6 +56,8 @@ pub enum ServerError {
     Tls(#[from] TlsError),
     #[error("users: {0}")]
     Users(#[from] UsersError),
+    #[error("HTTP logins: {0}")]
+    Sessions(#[from] SessionsError),
     #[error("cannot listen on {address}: {reason}")]
     Bind { address: SocketAddr, reason: String },
     #[error("HTTP server failed: {0}")]
@@ -215,15 +218,17 @@ pub async fn start(
     let data_dir = config.data_dir.clone();
     let root = options.root;
     let started = Instant::now();
-    let (engine, recovery, (root, users)) = tokio::task::spawn_blocking(move || {
-        let (engine, recovery) =
-            Engine::open(storage.clone(), Arc::new(SystemClock), engine_config)?;
-        let root = setup_root(storage.as_ref(), &data_dir, root)?;
-        let users = Users::load(storage.clone(), &data_dir, &root.user.username)?;
-        Ok::<_, ServerError>((engine, recovery, (root, users)))
-    })
-    .await
-    .map_err(|e| ServerError::Task(e.to_string()))??;
+    let (engine, recovery, (users, sessions, generated_password)) =
+        tokio::task::spawn_blocking(move || {
+            let (engine, recovery) =
+                Engine::open(storage.clone(), Arc::new(SystemClock), engine_config)?;
+            let root = setup_root(storage.as_ref(), &data_dir, root)?;
+            let users = Users::load(storage.clone(), &data_dir, root.user)?;
+            let sessions = Sessions::open(storage.clone(), &data_dir, unix_now())?;
+            Ok::<_, ServerError>((engine, recovery, (users, sessions, root.generated_password)))
+        })
+        .await
+        .map_err(|e| ServerError::Task(e.to_string()))??;
     tracing::info!(
         data_dir = %config.data_dir.display(),
         partitions = recovery.partitions,
@@ -247,8 +252,8 @@ pub async fn start(
     let state = AppState {
         engine: Arc::new(Mutex::new(engine)),
         auth: Arc::new(Auth::new(
-            root.user,
             Arc::new(users),
+            sessions,
             config.auth.token_expiry,
             config.auth.failed_login_delay,
         )),
@@ -328,7 +333,7 @@ pub async fn start(
         local_addr,
         https,
         tcp_addr,
-        generated_password: root.generated_password,
+        generated_password,
         recovery,
         state,
         stop,

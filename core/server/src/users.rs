@@ -1,6 +1,9 @@
-//! Users other than root, as Iggy has them (issue 29): a name, an argon2id
-//! password hash, a status and permissions, kept durably in one file
-//! (`users`, a framed `SLUS` record) replaced whole on every change.
+//! The users, as Iggy has them (issue 29): a name, an argon2id password
+//! hash, a status and permissions, kept durably in one file (`users`, a
+//! framed `SLUS` record) replaced whole on every change. Root is held here
+//! too, for logins and its name's uniqueness, but kept in its own file
+//! (`root.credentials`, `auth::store_credentials`): it is renamed or given a
+//! new password by `change_root`, saved before memory changes.
 //!
 //! Invariants:
 //! - The file holds exactly one record and is replaced through
@@ -25,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use sluice_storage::{DurableStorage, ErrorKind};
 
 use crate::auth::{
-    MAX_PASSWORD_LEN, MAX_USERNAME_LEN, MIN_PASSWORD_LEN, MIN_USERNAME_LEN, ROOT_USER_ID,
+    MAX_PASSWORD_LEN, MAX_USERNAME_LEN, MIN_PASSWORD_LEN, MIN_USERNAME_LEN, ROOT_USER_ID, RootUser,
 };
 use crate::frame::{self, Magic};
 use crate::iggy::permissions::Permissions;
@@ -154,7 +157,7 @@ pub enum UsersError {
     TokenNameTaken(String),
     #[error("a user holds at most {MAX_TOKENS_PER_USER} tokens")]
     TooManyTokens,
-    #[error("users file {}: {reason}", path.display())]
+    #[error("{}: {reason}", path.display())]
     Storage { path: PathBuf, reason: String },
 }
 
@@ -189,8 +192,10 @@ pub struct NewUser {
 pub struct Users {
     storage: Arc<dyn DurableStorage>,
     dir: PathBuf,
-    /// Root's name, which no other user may take.
-    root_name: String,
+    /// Root: its name (which no other user may take) and password hash,
+    /// kept in its own file (`auth::store_credentials`). Locked after
+    /// `record` when both are held.
+    root: Mutex<RootUser>,
     record: Mutex<UsersRecord>,
 }
 
@@ -209,27 +214,15 @@ impl Users {
     pub fn load(
         storage: Arc<dyn DurableStorage>,
         data_dir: &Path,
-        root_name: &str,
+        root: RootUser,
     ) -> UsersResult<Self> {
         let path = data_dir.join(USERS_FILE);
         let record = match storage.read_file(&path) {
-            Ok(bytes) => {
-                frame::decode::<UsersRecord>(Magic::USERS, USERS_VERSION, &bytes, MAX_USERS_FILE)
-                    .and_then(|(record, used)| {
-                        if used == bytes.len() {
-                            Ok(record)
-                        } else {
-                            Err(frame::FrameError::Decode(format!(
-                                "{} bytes after the record",
-                                bytes.len() - used
-                            )))
-                        }
-                    })
-                    .map_err(|e| UsersError::Storage {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })?
-            }
+            Ok(bytes) => frame::decode_file(Magic::USERS, USERS_VERSION, &bytes, MAX_USERS_FILE)
+                .map_err(|e| UsersError::Storage {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?,
             Err(e) if e.kind == ErrorKind::NotFound => UsersRecord::default(),
             Err(e) => {
                 return Err(UsersError::Storage {
@@ -241,7 +234,7 @@ impl Users {
         Ok(Users {
             storage,
             dir: data_dir.to_path_buf(),
-            root_name: root_name.to_string(),
+            root: Mutex::new(root),
             record: Mutex::new(record),
         })
     }
@@ -296,7 +289,7 @@ impl Users {
     }
 
     fn name_free(&self, record: &UsersRecord, name: &str, except: Option<u32>) -> UsersResult<()> {
-        let taken = name == self.root_name
+        let taken = name == self.root_name()
             || record
                 .users
                 .values()
@@ -411,9 +404,70 @@ impl Users {
         Ok(user)
     }
 
+    fn root(&self) -> MutexGuard<'_, RootUser> {
+        // Replaced whole after its save: a panic cannot leave it half-changed.
+        self.root.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Root's name.
+    pub fn root_name(&self) -> String {
+        self.root().username.clone()
+    }
+
+    /// Root's password hash: what a login of an unknown name is checked
+    /// against, so that it takes as long as a known one.
+    pub(crate) fn root_hash(&self) -> String {
+        self.root().password_hash.clone()
+    }
+
+    /// Renames root and/or gives it a new password hash (the caller checked
+    /// the current password and hashed the new one), saved to root's own
+    /// file before memory changes. Under the users lock, so no user takes
+    /// the new name meanwhile. From then on the file's credentials are
+    /// root's, whatever the configuration says (`auth::setup_root`).
+    pub(crate) fn change_root(
+        &self,
+        username: Option<&str>,
+        password_hash: Option<String>,
+    ) -> UsersResult<()> {
+        if let Some(name) = username {
+            check_username(name)?;
+        }
+        let record = self.lock();
+        if let Some(name) = username {
+            let taken = record.users.values().any(|u| u.username == name);
+            if taken {
+                return Err(UsersError::NameTaken(name.to_string()));
+            }
+        }
+        let mut root = self.root();
+        let mut next = root.clone();
+        if let Some(name) = username {
+            next.username = name.to_string();
+        }
+        if let Some(hash) = password_hash {
+            next.password_hash = hash;
+        }
+        next.changed_through_api = true;
+        crate::auth::store_credentials(self.storage.as_ref(), &self.dir, &next).map_err(
+            |reason| UsersError::Storage {
+                path: self.dir.join(crate::layout::CREDENTIALS_FILE),
+                reason,
+            },
+        )?;
+        *root = next;
+        Ok(())
+    }
+
     /// The hash to verify a login of `username` against, and who that is
-    /// (id and serial), if such an active user exists.
+    /// (id and serial), if such an active user, root included, exists.
     pub(crate) fn credentials(&self, username: &str) -> Option<(u32, u64, String)> {
+        {
+            let root = self.root();
+            if root.username == username {
+                return Some((ROOT_USER_ID, 0, root.password_hash.clone()));
+            }
+        }
         self.lock()
             .users
             .values()
@@ -509,7 +563,7 @@ mod tests {
 
     fn users_on(sim: &SimStorage) -> Users {
         let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
-        Users::load(storage, Path::new("/"), "iggy").unwrap()
+        Users::load(storage, Path::new("/"), RootUser::new("iggy", "h0".into())).unwrap()
     }
 
     fn reader() -> Permissions {

@@ -64,7 +64,7 @@ pub(crate) async fn login(
 }
 
 /// `POST /users/refresh-token`: a new token for a still-valid one (the old
-/// one stays valid until its own expiry, as Iggy's server does).
+/// one stays valid until its own expiry or logout, as Iggy's server does).
 pub(crate) async fn refresh_token(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<RefreshBody>,
@@ -73,16 +73,22 @@ pub(crate) async fn refresh_token(
         .auth
         .validate(&body.token)
         .ok_or_else(ApiError::unauthenticated)?;
-    Ok(Json(state.auth.issue((identity.user_id, identity.serial))))
+    Ok(Json(
+        state.auth.issue((identity.user_id(), identity.serial()))?,
+    ))
 }
 
-/// `DELETE /users/logout`: revokes the caller's token.
+/// `DELETE /users/logout`: the caller's token is refused from now on, after
+/// a restart too (answered once the logout is durable).
 pub(crate) async fn logout(
     State(state): State<AppState>,
     Extension(identity): Extension<Identity>,
-) -> StatusCode {
-    state.auth.revoke(&identity.token);
-    StatusCode::NO_CONTENT
+) -> ApiResult<StatusCode> {
+    let auth = state.auth.clone();
+    tokio::task::spawn_blocking(move || auth.log_out(&identity))
+        .await
+        .map_err(|e| ApiError::internal(format!("logging out: {e}")))??;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Middleware: a valid `Authorization: Bearer <token>` or 401.
@@ -101,7 +107,7 @@ pub(crate) async fn require_token(
         return ApiError::unauthenticated().into_response();
     };
     // The permission check (`iggy::access`): root passes without one.
-    if identity.user_id != ROOT_USER_ID {
+    if identity.user_id() != ROOT_USER_ID {
         let (mut parts, body) = req.into_parts();
         let template = parts
             .extensions
@@ -118,7 +124,7 @@ pub(crate) async fn require_token(
             Err(e) => return e.into_response(),
         };
         if let Err(e) = state
-            .authorize((identity.user_id, identity.serial), need)
+            .authorize((identity.user_id(), identity.serial()), need)
             .await
         {
             return e.into_response();

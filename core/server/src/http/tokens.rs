@@ -24,7 +24,7 @@ pub(crate) async fn list(
     Extension(caller): Extension<Identity>,
 ) -> Json<Vec<TokenInfo>> {
     Json(
-        users::tokens(&state, caller.user_id)
+        users::tokens(&state, caller.user_id())
             .into_iter()
             .map(|(name, expiry_at)| TokenInfo { name, expiry_at })
             .collect(),
@@ -48,7 +48,7 @@ pub(crate) async fn create(
     Extension(caller): Extension<Identity>,
     ApiJson(body): ApiJson<CreateToken>,
 ) -> ApiResult<Json<RawToken>> {
-    let token = users::create_token(&state, caller.user_id, body.name, body.expiry).await?;
+    let token = users::create_token(&state, caller.user_id(), body.name, body.expiry).await?;
     Ok(Json(RawToken { token }))
 }
 
@@ -57,7 +57,7 @@ pub(crate) async fn delete(
     Extension(caller): Extension<Identity>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    users::delete_token(&state, caller.user_id, name).await?;
+    users::delete_token(&state, caller.user_id(), name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -72,5 +72,5 @@ pub(crate) async fn login(
     ApiJson(body): ApiJson<TokenLogin>,
 ) -> ApiResult<Json<IdentityInfo>> {
     let who = users::token_login(&state, &body.token)?;
-    Ok(Json(state.auth.issue(who)))
+    Ok(Json(state.auth.issue(who)?))
 }

@@ -118,7 +118,7 @@ fn root_info(state: &AppState, with_permissions: bool) -> UserInfo {
         id: ROOT_USER_ID,
         created_at: 0,
         status: UserStatus::Active.as_str(),
-        username: state.auth.root_name().to_string(),
+        username: state.auth.root_name(),
         permissions: with_permissions.then(|| Some(Permissions::root())),
         options: Value::Object(Default::default()),
     }
@@ -128,7 +128,7 @@ fn root_info(state: &AppState, with_permissions: bool) -> UserInfo {
 pub(crate) fn resolve(state: &AppState, id: &Identifier) -> ApiResult<u32> {
     match id {
         Identifier::Numeric(n) => Ok(*n),
-        Identifier::Name(name) if name == state.auth.root_name() => Ok(ROOT_USER_ID),
+        Identifier::Name(name) if *name == state.auth.root_name() => Ok(ROOT_USER_ID),
         Identifier::Name(name) => state
             .auth
             .users
@@ -239,6 +239,27 @@ pub(crate) async fn update(
     status: Option<UserStatus>,
 ) -> ApiResult<()> {
     let id = resolve(state, id)?;
+    if id == ROOT_USER_ID {
+        // Root may be renamed, as on Iggy's server, but never locked out
+        // (Iggy's server would let root deactivate itself).
+        if status == Some(UserStatus::Inactive) {
+            return Err(ApiError::new(
+                Class::BadRequest,
+                45,
+                "invalid_user_status",
+                "the root user cannot be deactivated",
+                Some("status"),
+            ));
+        }
+        if username.is_some() {
+            blocking(state, "renaming root", move |u| {
+                u.change_root(username.as_deref(), None)
+            })
+            .await?;
+            tracing::info!(user_id = id, "root renamed");
+        }
+        return Ok(());
+    }
     blocking(state, "updating the user", move |u| {
         u.update(id, username.as_deref(), status)
     })
@@ -249,8 +270,10 @@ pub(crate) async fn update(
 
 pub(crate) async fn delete(state: &AppState, id: &Identifier) -> ApiResult<()> {
     let id = resolve(state, id)?;
+    // Its HTTP tokens and TCP sessions name this incarnation, which is gone:
+    // both are refused from their next request (`Auth::validate`,
+    // `Auth::permissions`).
     blocking(state, "deleting the user", move |u| u.delete(id)).await?;
-    state.auth.revoke_user(id);
     tracing::info!(user_id = id, "user deleted");
     Ok(())
 }
@@ -285,22 +308,16 @@ pub(crate) async fn change_password(
     new_password: String,
 ) -> ApiResult<()> {
     let id = resolve(state, id)?;
-    if id == ROOT_USER_ID {
-        // Root's password comes from the server's configuration.
-        return Err(ApiError::new(
-            Class::BadRequest,
-            44,
-            "invalid_password",
-            "the root user's password is set by the server's configuration",
-            None,
-        ));
-    }
-    let user = state
-        .auth
-        .users
-        .get(id)
-        .ok_or_else(|| ApiError::from(UsersError::NotFound(id.to_string())))?;
-    let old_hash = user.password_hash.clone();
+    let old_hash = if id == ROOT_USER_ID {
+        state.auth.users.root_hash()
+    } else {
+        state
+            .auth
+            .users
+            .get(id)
+            .ok_or_else(|| ApiError::from(UsersError::NotFound(id.to_string())))?
+            .password_hash
+    };
     let matches = tokio::task::spawn_blocking(move || verify_password(&current, &old_hash))
         .await
         .map_err(|e| ApiError::internal(format!("password check failed: {e}")))?;
@@ -310,7 +327,13 @@ pub(crate) async fn change_password(
     check_password(&new_password)?;
     let new_hash = hash(new_password.clone()).await?;
     blocking(state, "changing the password", move |u| {
-        u.set_password_hash(id, &new_password, new_hash)
+        if id == ROOT_USER_ID {
+            // Stored in root's own file; from then on it wins over the
+            // configured password (`auth::setup_root`), as on Iggy's server.
+            u.change_root(None, Some(new_hash))
+        } else {
+            u.set_password_hash(id, &new_password, new_hash)
+        }
     })
     .await?;
     tracing::info!(user_id = id, "user password changed");
