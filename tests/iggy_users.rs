@@ -370,3 +370,62 @@ async fn given_a_personal_access_token_then_it_logs_in_with_its_users_permission
             .is_err()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_user_without_permissions_then_it_reads_itself_and_changes_its_password_by_name() {
+    // Given a user with no permission at all, logged in over TCP and HTTP
+    // (the Iggy CLI names users by name: `iggy user get me-myself`).
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let root = http_as(&server, "iggy", "iggy").await;
+    root.create_user("me-myself", "secret-6", UserStatus::Active, None)
+        .await
+        .unwrap();
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    tcp.login_user("me-myself", "secret-6").await.unwrap();
+    let http = http_as(&server, "me-myself", "secret-6").await;
+    let me = Identifier::named("me-myself").unwrap();
+    let passwords = ["secret-6", "secret-7", "secret-8"];
+    let clients: [&dyn Client; 2] = [&tcp, &http];
+    for (client, change) in clients.into_iter().zip(passwords.windows(2)) {
+        // When it reads itself by name, then it gets itself.
+        let details = client.get_user(&me).await.unwrap().unwrap();
+        assert_eq!((details.id, details.permissions), (1, None));
+        // And a user that does not exist is not found, as for anyone, while
+        // another existing user (root) is refused.
+        assert!(
+            client
+                .get_user(&Identifier::named("nobody").unwrap())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            client
+                .get_user(&Identifier::numeric(9).unwrap())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(denied(
+            client.get_user(&Identifier::named("iggy").unwrap()).await
+        ));
+        // When it changes its own password by name, then it is changed.
+        client
+            .change_password(&me, change[0], change[1])
+            .await
+            .unwrap();
+        let nobody = client
+            .change_password(&Identifier::named("nobody").unwrap(), change[1], "x-1234")
+            .await;
+        assert!(nobody.is_err() && !denied(nobody));
+    }
+    let late = sluice_testkit::tcp::sdk_client(&server).await;
+    late.login_user("me-myself", "secret-8").await.unwrap();
+    // And it still cannot change root's password, nor read the users.
+    assert!(denied(
+        late.change_password(&Identifier::named("iggy").unwrap(), "iggy", "iggy-2")
+            .await
+    ));
+    assert!(denied(late.get_users().await));
+}
