@@ -429,3 +429,59 @@ async fn given_a_user_without_permissions_then_it_reads_itself_and_changes_its_p
     ));
     assert!(denied(late.get_users().await));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_inactive_users_token_then_its_login_is_refused_as_iggy_refuses_it() {
+    // Given a user's token, and the user deactivated by root.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let root = http_as(&server, "iggy", "iggy").await;
+    root.create_user("sleepy", "secret-9", UserStatus::Active, None)
+        .await
+        .unwrap();
+    let own = http_as(&server, "sleepy", "secret-9").await;
+    let raw = own
+        .create_personal_access_token("nap", PersonalAccessTokenExpiry::NeverExpire)
+        .await
+        .unwrap();
+    let id = Identifier::named("sleepy").unwrap();
+    root.update_user(
+        &id,
+        None,
+        Some(UserStatus::Inactive),
+        &UserUpdateOptions::default(),
+    )
+    .await
+    .unwrap();
+
+    // When it logs in with the token, then TCP answers what Iggy's eviction
+    // of an inactive user becomes in the SDK, unauthenticated, and HTTP
+    // Iggy's user_inactive (47, a 400), not an invalid token.
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    let refused = tcp.login_with_personal_access_token(&raw.token).await;
+    assert!(
+        matches!(refused, Err(IggyError::Unauthenticated)),
+        "{refused:?}"
+    );
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    let refused = http.login_with_personal_access_token(&raw.token).await;
+    assert!(
+        matches!(&refused, Err(IggyError::HttpResponseError(400, body)) if body.contains("\"id\":47")),
+        "{refused:?}"
+    );
+
+    // And once active again, the token logs in.
+    root.update_user(
+        &id,
+        None,
+        Some(UserStatus::Active),
+        &UserUpdateOptions::default(),
+    )
+    .await
+    .unwrap();
+    let again = sluice_testkit::tcp::sdk_client(&server).await;
+    again
+        .login_with_personal_access_token(&raw.token)
+        .await
+        .unwrap();
+}

@@ -481,18 +481,18 @@ impl Users {
     }
 
     /// Who holds the token whose hash is `hash`, if it has not expired at
-    /// `now` and its holder is root or an active user: `(id, serial)`.
-    pub(crate) fn token_holder(&self, hash: &str, now: u64) -> Option<(u32, u64)> {
+    /// `now`: `(id, serial)`, and the holder's status (root's is active).
+    pub(crate) fn token_holder(&self, hash: &str, now: u64) -> Option<((u32, u64), UserStatus)> {
         let live = |t: &AccessToken| t.hash == hash && t.expiry_at.is_none_or(|at| at > now);
         let record = self.lock();
         if record.root_tokens.values().any(live) {
-            return Some((ROOT_USER_ID, 0));
+            return Some(((ROOT_USER_ID, 0), UserStatus::Active));
         }
         record
             .users
             .values()
-            .find(|u| u.status == UserStatus::Active && u.tokens.values().any(live))
-            .map(|u| (u.id, u.serial))
+            .find(|u| u.tokens.values().any(live))
+            .map(|u| ((u.id, u.serial), u.status))
     }
 
     /// The user `id` if it is still the one created with `serial`.
