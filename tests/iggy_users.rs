@@ -2,7 +2,10 @@
 //! unmodified SDK: root creates a user that may only read one stream; it
 //! can poll that stream and nothing else, over HTTP and over TCP; granting
 //! `send_messages` lets it send; deleting it ends what it could do. The
-//! users survive a restart.
+//! users survive a restart. Personal access tokens log in as their user.
+//! And what the Iggy CLI 0.14.0 showed differing from Iggy's server: a user
+//! named by name reads itself and changes its own password; an inactive
+//! holder's token is refused as Iggy refuses it; expired tokens are removed.
 
 use std::collections::BTreeMap;
 
@@ -484,4 +487,53 @@ async fn given_an_inactive_users_token_then_its_login_is_refused_as_iggy_refuses
         .login_with_personal_access_token(&raw.token)
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_expired_token_then_the_cleaner_removes_it_as_iggys_does() {
+    // Given a server whose token cleaner runs often (Iggy's: every minute),
+    // and root's tokens that expire in a second and never.
+    let dir = tempfile::tempdir().unwrap();
+    let server = sluice_testkit::http::start_server_with(dir.path(), |c| {
+        c.auth.token_cleaner_period = std::time::Duration::from_millis(50);
+    })
+    .await;
+    let root = sluice_testkit::tcp::sdk_login(&server).await;
+    let second = PersonalAccessTokenExpiry::ExpireDuration(IggyDuration::from(
+        std::time::Duration::from_secs(1),
+    ));
+    let short = root
+        .create_personal_access_token("short", second)
+        .await
+        .unwrap();
+    root.create_personal_access_token("long", PersonalAccessTokenExpiry::NeverExpire)
+        .await
+        .unwrap();
+    let names = || async {
+        root.get_personal_access_tokens()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names().await, ["long", "short"]);
+
+    // When it has expired, then it no longer logs in, and the cleaner
+    // removes it; the other stays.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while names().await.len() > 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the expired token is still listed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(names().await, ["long"]);
+    let late = sluice_testkit::tcp::sdk_client(&server).await;
+    assert!(
+        late.login_with_personal_access_token(&short.token)
+            .await
+            .is_err()
+    );
 }

@@ -368,6 +368,16 @@ pub(crate) async fn delete_token(state: &AppState, user: u32, name: String) -> A
     Ok(())
 }
 
+/// Removes every expired personal access token (Iggy's token cleaner),
+/// off the async runtime (it saves the users file); answers how many.
+pub(crate) async fn remove_expired_tokens(state: &AppState) -> ApiResult<usize> {
+    let now = now_micros();
+    blocking(state, "removing expired tokens", move |u| {
+        u.remove_expired_tokens(now)
+    })
+    .await
+}
+
 /// Who a personal access token logs in as: `(id, serial)`. Iggy's
 /// `invalid_personal_access_token` (53) for an unknown or expired one, and
 /// `user_inactive` (47) when its holder is inactive, as Iggy's server
