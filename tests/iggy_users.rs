@@ -2,7 +2,10 @@
 //! unmodified SDK: root creates a user that may only read one stream; it
 //! can poll that stream and nothing else, over HTTP and over TCP; granting
 //! `send_messages` lets it send; deleting it ends what it could do. The
-//! users survive a restart.
+//! users survive a restart. Personal access tokens log in as their user.
+//! And what the Iggy CLI 0.14.0 showed differing from Iggy's server: a user
+//! named by name reads itself and changes its own password; an inactive
+//! holder's token is refused as Iggy refuses it; expired tokens are removed.
 
 use std::collections::BTreeMap;
 
@@ -506,4 +509,168 @@ async fn given_root_renamed_and_its_password_changed_then_the_change_survives_a_
     let identity = tcp.login_user("admin", "new-secret").await.unwrap();
     assert_eq!(identity.user_id, 0);
     assert_eq!(tcp.get_users().await.unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_user_without_permissions_then_it_reads_itself_and_changes_its_password_by_name() {
+    // Given a user with no permission at all, logged in over TCP and HTTP
+    // (the Iggy CLI names users by name: `iggy user get me-myself`).
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let root = http_as(&server, "iggy", "iggy").await;
+    root.create_user("me-myself", "secret-6", UserStatus::Active, None)
+        .await
+        .unwrap();
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    tcp.login_user("me-myself", "secret-6").await.unwrap();
+    let http = http_as(&server, "me-myself", "secret-6").await;
+    let me = Identifier::named("me-myself").unwrap();
+    let passwords = ["secret-6", "secret-7", "secret-8"];
+    let clients: [&dyn Client; 2] = [&tcp, &http];
+    for (client, change) in clients.into_iter().zip(passwords.windows(2)) {
+        // When it reads itself by name, then it gets itself.
+        let details = client.get_user(&me).await.unwrap().unwrap();
+        assert_eq!((details.id, details.permissions), (1, None));
+        // And a user that does not exist is not found, as for anyone, while
+        // another existing user (root) is refused.
+        assert!(
+            client
+                .get_user(&Identifier::named("nobody").unwrap())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            client
+                .get_user(&Identifier::numeric(9).unwrap())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(denied(
+            client.get_user(&Identifier::named("iggy").unwrap()).await
+        ));
+        // When it changes its own password by name, then it is changed.
+        client
+            .change_password(&me, change[0], change[1])
+            .await
+            .unwrap();
+        let nobody = client
+            .change_password(&Identifier::named("nobody").unwrap(), change[1], "x-1234")
+            .await;
+        assert!(nobody.is_err() && !denied(nobody));
+    }
+    let late = sluice_testkit::tcp::sdk_client(&server).await;
+    late.login_user("me-myself", "secret-8").await.unwrap();
+    // And it still cannot change root's password, nor read the users.
+    assert!(denied(
+        late.change_password(&Identifier::named("iggy").unwrap(), "iggy", "iggy-2")
+            .await
+    ));
+    assert!(denied(late.get_users().await));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_inactive_users_token_then_its_login_is_refused_as_iggy_refuses_it() {
+    // Given a user's token, and the user deactivated by root.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path()).await;
+    let root = http_as(&server, "iggy", "iggy").await;
+    root.create_user("sleepy", "secret-9", UserStatus::Active, None)
+        .await
+        .unwrap();
+    let own = http_as(&server, "sleepy", "secret-9").await;
+    let raw = own
+        .create_personal_access_token("nap", PersonalAccessTokenExpiry::NeverExpire)
+        .await
+        .unwrap();
+    let id = Identifier::named("sleepy").unwrap();
+    root.update_user(
+        &id,
+        None,
+        Some(UserStatus::Inactive),
+        &UserUpdateOptions::default(),
+    )
+    .await
+    .unwrap();
+
+    // When it logs in with the token, then TCP answers what Iggy's eviction
+    // of an inactive user becomes in the SDK, unauthenticated, and HTTP
+    // Iggy's user_inactive (47, a 400), not an invalid token.
+    let tcp = sluice_testkit::tcp::sdk_client(&server).await;
+    let refused = tcp.login_with_personal_access_token(&raw.token).await;
+    assert!(
+        matches!(refused, Err(IggyError::Unauthenticated)),
+        "{refused:?}"
+    );
+    let http = HttpClient::new(&format!("http://{}", server.local_addr)).unwrap();
+    let refused = http.login_with_personal_access_token(&raw.token).await;
+    assert!(
+        matches!(&refused, Err(IggyError::HttpResponseError(400, body)) if body.contains("\"id\":47")),
+        "{refused:?}"
+    );
+
+    // And once active again, the token logs in.
+    root.update_user(
+        &id,
+        None,
+        Some(UserStatus::Active),
+        &UserUpdateOptions::default(),
+    )
+    .await
+    .unwrap();
+    let again = sluice_testkit::tcp::sdk_client(&server).await;
+    again
+        .login_with_personal_access_token(&raw.token)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_expired_token_then_the_cleaner_removes_it_as_iggys_does() {
+    // Given a server whose token cleaner runs often (Iggy's: every minute),
+    // and root's tokens that expire in a second and never.
+    let dir = tempfile::tempdir().unwrap();
+    let server = sluice_testkit::http::start_server_with(dir.path(), |c| {
+        c.auth.token_cleaner_period = std::time::Duration::from_millis(50);
+    })
+    .await;
+    let root = sluice_testkit::tcp::sdk_login(&server).await;
+    let second = PersonalAccessTokenExpiry::ExpireDuration(IggyDuration::from(
+        std::time::Duration::from_secs(1),
+    ));
+    let short = root
+        .create_personal_access_token("short", second)
+        .await
+        .unwrap();
+    root.create_personal_access_token("long", PersonalAccessTokenExpiry::NeverExpire)
+        .await
+        .unwrap();
+    let names = || async {
+        root.get_personal_access_tokens()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names().await, ["long", "short"]);
+
+    // When it has expired, then it no longer logs in, and the cleaner
+    // removes it; the other stays.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while names().await.len() > 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the expired token is still listed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(names().await, ["long"]);
+    let late = sluice_testkit::tcp::sdk_client(&server).await;
+    assert!(
+        late.login_with_personal_access_token(&short.token)
+            .await
+            .is_err()
+    );
 }

@@ -37,6 +37,9 @@ const MAX_RECONCILER_CONCURRENCY: u64 = 256;
 const MAX_MESSAGE_EXPIRY_SECS: u64 = u64::MAX / 1_000_000 / 2;
 pub(crate) const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
 pub(crate) const DEFAULT_FAILED_LOGIN_DELAY_MS: u64 = 500;
+/// How often expired personal access tokens are removed: Iggy's
+/// `[personal_access_token.cleaner] interval`, 1 minute.
+pub(crate) const DEFAULT_TOKEN_CLEANER_PERIOD_SECS: u64 = 60;
 pub(crate) const DEFAULT_MAX_POLL_COUNT: u32 = 10_000;
 /// Embedded default TCP (Iggy binary protocol) listen address, Iggy's.
 #[cfg(test)]
@@ -145,6 +148,10 @@ pub struct AuthConfig {
     /// Base delay added to a failed login; it doubles with every consecutive
     /// failure (capped at 32x) and resets on success.
     pub failed_login_delay: Duration,
+    /// How often expired personal access tokens are removed (Iggy's token
+    /// cleaner, every minute); until then they are listed, as in Iggy. Not a
+    /// file or environment setting: tests shorten it.
+    pub token_cleaner_period: Duration,
 }
 
 impl Default for ServerConfig {
@@ -172,6 +179,7 @@ impl Default for ServerConfig {
             auth: AuthConfig {
                 token_expiry: Duration::from_secs(DEFAULT_TOKEN_EXPIRY_SECS),
                 failed_login_delay: Duration::from_millis(DEFAULT_FAILED_LOGIN_DELAY_MS),
+                token_cleaner_period: Duration::from_secs(DEFAULT_TOKEN_CLEANER_PERIOD_SECS),
             },
             // As Iggy ships: messages never expire unless a topic says so.
             retention: RetentionSettings {

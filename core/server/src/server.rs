@@ -12,6 +12,8 @@
 //!   the purged one included, wait for at most one step, never for a sync
 //!   of cleanup. A pass attempts at most `max_per_pass` obligations; one
 //!   that reached its bound is followed by the next one at once.
+//! - Expired personal access tokens are removed once per
+//!   `auth.token_cleaner_period` (a minute, Iggy's token cleaner).
 //! - Stopping: the listener stops accepting, in-flight requests finish (an
 //!   engine call that started always completes), the reconciler stops, and
 //!   the engine is dropped only after the last request released it.
@@ -22,7 +24,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sluice_storage::DurableStorage;
 use tokio::net::TcpListener;
@@ -125,6 +127,7 @@ pub struct RunningServer {
     serve: JoinHandle<Result<(), ServerError>>,
     tcp: Option<JoinHandle<()>>,
     reconciler: JoinHandle<()>,
+    token_cleaner: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for RunningServer {
@@ -168,6 +171,9 @@ impl RunningServer {
             tcp.await.map_err(|e| ServerError::Task(e.to_string()))?;
         }
         self.reconciler
+            .await
+            .map_err(|e| ServerError::Task(e.to_string()))?;
+        self.token_cleaner
             .await
             .map_err(|e| ServerError::Task(e.to_string()))?;
         // Buffered topics were acknowledged from the page cache; a graceful
@@ -274,6 +280,11 @@ pub async fn start(
         wake,
         stop_rx.clone(),
     ));
+    let token_cleaner = tokio::spawn(run_token_cleaner(
+        state.clone(),
+        config.auth.token_cleaner_period,
+        stop_rx.clone(),
+    ));
 
     let listener = TcpListener::bind(config.http.address)
         .await
@@ -340,6 +351,7 @@ pub async fn start(
         serve,
         tcp,
         reconciler,
+        token_cleaner,
     })
 }
 
@@ -403,6 +415,27 @@ async fn run_reconciler(
             }
             Err(e) => {
                 tracing::error!(error = %e.body.reason, "reconciler pass could not run");
+            }
+        }
+    }
+}
+
+/// Removes expired personal access tokens once per `period`, as Iggy's
+/// token cleaner does (until then an expired token is listed, and refused
+/// at login), until told to stop.
+async fn run_token_cleaner(state: AppState, period: Duration, mut stop: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => break,
+            _ = ticks.tick() => {}
+        }
+        match crate::iggy::users::remove_expired_tokens(&state).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "expired personal access tokens removed"),
+            Err(e) => {
+                tracing::error!(error = %e.body.reason, "removing expired personal access tokens failed");
             }
         }
     }

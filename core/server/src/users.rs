@@ -535,18 +535,42 @@ impl Users {
     }
 
     /// Who holds the token whose hash is `hash`, if it has not expired at
-    /// `now` and its holder is root or an active user: `(id, serial)`.
-    pub(crate) fn token_holder(&self, hash: &str, now: u64) -> Option<(u32, u64)> {
+    /// `now`: `(id, serial)`, and the holder's status (root's is active).
+    pub(crate) fn token_holder(&self, hash: &str, now: u64) -> Option<((u32, u64), UserStatus)> {
         let live = |t: &AccessToken| t.hash == hash && t.expiry_at.is_none_or(|at| at > now);
         let record = self.lock();
         if record.root_tokens.values().any(live) {
-            return Some((ROOT_USER_ID, 0));
+            return Some(((ROOT_USER_ID, 0), UserStatus::Active));
         }
         record
             .users
             .values()
-            .find(|u| u.status == UserStatus::Active && u.tokens.values().any(live))
-            .map(|u| (u.id, u.serial))
+            .find(|u| u.tokens.values().any(live))
+            .map(|u| ((u.id, u.serial), u.status))
+    }
+
+    /// Removes every token expired at `now`, root's and the users' (Iggy's
+    /// token cleaner), in one save; answers how many. Writes nothing when
+    /// none has expired.
+    pub fn remove_expired_tokens(&self, now: u64) -> UsersResult<usize> {
+        let expired = |t: &AccessToken| t.expiry_at.is_some_and(|at| at <= now);
+        let mut record = self.lock();
+        let count = record
+            .root_tokens
+            .values()
+            .chain(record.users.values().flat_map(|u| u.tokens.values()))
+            .filter(|t| expired(t))
+            .count();
+        if count == 0 {
+            return Ok(0);
+        }
+        let mut next = record.clone();
+        next.root_tokens.retain(|_, t| !expired(t));
+        for user in next.users.values_mut() {
+            user.tokens.retain(|_, t| !expired(t));
+        }
+        self.commit(&mut record, next)?;
+        Ok(count)
     }
 
     /// The user `id` if it is still the one created with `serial`.
@@ -649,6 +673,45 @@ mod tests {
         // took id 1 with serial 3.
         assert_eq!(again.get(1).map(|u| u.serial), Some(3));
         assert!(again.incarnation(1, 1).is_none());
+    }
+
+    fn token(name: &str, expiry_at: Option<u64>) -> AccessToken {
+        AccessToken {
+            name: name.into(),
+            hash: format!("hash-{name}"),
+            expiry_at,
+        }
+    }
+
+    #[test]
+    fn given_expired_tokens_when_cleaning_then_only_they_are_removed_and_saved() {
+        // Given root and a user with tokens that expire at 100, at 200, and never.
+        let sim = SimStorage::with_seed(3);
+        let users = users_on(&sim);
+        users.create(&new_user("alice"), "h".into(), 1).unwrap();
+        for id in [ROOT_USER_ID, 1] {
+            users.add_token(id, token("soon", Some(100))).unwrap();
+            users.add_token(id, token("later", Some(200))).unwrap();
+            users.add_token(id, token("never", None)).unwrap();
+        }
+        // When nothing has expired yet, nothing is removed (or written).
+        let ops = sim.op_count();
+        assert_eq!(users.remove_expired_tokens(99).unwrap(), 0);
+        assert_eq!(sim.op_count(), ops);
+        // When the first expiry has passed, those tokens go, of both holders,
+        assert_eq!(users.remove_expired_tokens(100).unwrap(), 2);
+        for id in [ROOT_USER_ID, 1] {
+            let names: Vec<String> = users.tokens(id).into_iter().map(|(n, _)| n).collect();
+            assert_eq!(names, ["later", "never"]);
+        }
+        // and the removal is durable.
+        sim.crash(Crash::PowerLoss);
+        let names: Vec<String> = users_on(&sim)
+            .tokens(1)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["later", "never"]);
     }
 
     #[test]

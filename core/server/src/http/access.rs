@@ -32,13 +32,9 @@ pub(crate) fn need(
             identifier("topic_id", param(params, "topic_id")?)?,
         ))
     };
-    // A user named by number may read itself and change its own password;
-    // named by name, the check is the general one.
-    let user = || {
-        param(params, "user_id")
-            .ok()
-            .and_then(|raw| raw.parse::<u32>().ok())
-    };
+    // A user, named by id or name, may read itself and change its own
+    // password (`AppState::authorize` resolves it).
+    let user = || identifier("user_id", param(params, "user_id")?);
     let m = method.as_str();
     let under_topic = template.strip_prefix(TOPIC);
     Ok(match (m, template, under_topic) {
@@ -48,12 +44,10 @@ pub(crate) fn need(
         ("DELETE", "/personal-access-tokens/{name}", _) => Need::Authenticated,
         ("GET", "/users", _) => Need::ReadUsers,
         ("POST", "/users", _) => Need::ManageUsers,
-        ("GET", "/users/{user_id}", _) => user().map_or(Need::ReadUsers, Need::ReadUser),
+        ("GET", "/users/{user_id}", _) => Need::ReadUser(user()?),
         ("PUT" | "DELETE", "/users/{user_id}", _) => Need::ManageUsers,
         ("PUT", "/users/{user_id}/permissions", _) => Need::ManageUsers,
-        ("PUT", "/users/{user_id}/password", _) => {
-            user().map_or(Need::ManageUsers, Need::ChangePassword)
-        }
+        ("PUT", "/users/{user_id}/password", _) => Need::ChangePassword(user()?),
         ("GET", "/streams", _) => Need::GetStreams,
         ("POST", "/streams", _) => Need::CreateStream,
         ("GET", "/streams/{stream_id}", _) => Need::GetStream(stream()?),
@@ -194,7 +188,11 @@ mod tests {
             (Method::GET, "/cluster/metadata".into(), Need::Authenticated),
             (Method::GET, "/users".into(), Need::ReadUsers),
             (Method::POST, "/users".into(), Need::ManageUsers),
-            (Method::GET, "/users/{user_id}".into(), Need::ReadUser(3)),
+            (
+                Method::GET,
+                "/users/{user_id}".into(),
+                Need::ReadUser(Identifier::Numeric(3)),
+            ),
             (
                 Method::PUT,
                 "/users/{user_id}/permissions".into(),
@@ -203,7 +201,7 @@ mod tests {
             (
                 Method::PUT,
                 "/users/{user_id}/password".into(),
-                Need::ChangePassword(3),
+                Need::ChangePassword(Identifier::Numeric(3)),
             ),
         ];
         let params: HashMap<String, String> =

@@ -18,6 +18,7 @@ use super::state::AppState;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::identifier::Identifier;
+use crate::users::UsersError;
 
 /// What a request needs, naming its targets as the request does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,10 +28,11 @@ pub(crate) enum Need {
     ReadServers,
     ReadUsers,
     ManageUsers,
-    /// Reading the user `id`: allowed for the user itself.
-    ReadUser(u32),
-    /// Changing the password of `id`: allowed for the user itself.
-    ChangePassword(u32),
+    /// Reading a user, named by id or name: allowed for the user itself.
+    ReadUser(Identifier),
+    /// Changing a user's password, named by id or name: allowed for the
+    /// user itself.
+    ChangePassword(Identifier),
     GetStreams,
     CreateStream,
     GetStream(Identifier),
@@ -50,13 +52,12 @@ impl Need {
     /// and `topic` (`None`: the user may do it whatever it holds).
     fn rule(
         &self,
-        user: u32,
         stream: impl Fn(&Identifier) -> Resolved<u32>,
         topic: impl Fn(&Identifier, &Identifier) -> Resolved<(u32, u32)>,
     ) -> Resolved<Option<Rule>> {
         Ok(Some(match self {
             Need::Authenticated => return Ok(None),
-            Need::ReadUser(id) | Need::ChangePassword(id) if *id == user => return Ok(None),
+            // The user itself was let through before (`AppState::authorize`).
             Need::ReadServers => Rule::ReadServers,
             Need::ReadUsers | Need::ReadUser(_) => Rule::ReadUsers,
             Need::ManageUsers | Need::ChangePassword(_) => Rule::ManageUsers,
@@ -102,9 +103,8 @@ impl Need {
 }
 
 /// Resolves a stream and a topic against the engine.
-fn on_engine(e: &Engine, need: &Need, user: u32) -> Resolved<Option<Rule>> {
+fn on_engine(e: &Engine, need: &Need) -> Resolved<Option<Rule>> {
     need.rule(
-        user,
         |s| e.resolve_stream(s),
         |s, t| e.resolve_topic(s, t).map(|k| (k.stream, k.topic)),
     )
@@ -112,22 +112,43 @@ fn on_engine(e: &Engine, need: &Need, user: u32) -> Resolved<Option<Rule>> {
 
 /// For a need without a target: a resolution asked for anyway is refused
 /// (fails closed), never taken as "allowed".
-fn without_engine(need: &Need, user: u32) -> Resolved<Option<Rule>> {
+fn without_engine(need: &Need) -> Resolved<Option<Rule>> {
     let refuse = || EngineError::Internal("a permission target was not resolved".into());
-    need.rule(user, |_| Err(refuse()), |_, _| Err(refuse()))
+    need.rule(|_| Err(refuse()), |_, _| Err(refuse()))
 }
 
 impl AppState {
+    /// The id of an existing user named by id or name (root's is 0); Iggy's
+    /// not found (20) otherwise.
+    fn user_target(&self, target: &Identifier) -> ApiResult<u32> {
+        let id = super::users::resolve(self, target)?;
+        if id == ROOT_USER_ID || self.auth.users.get(id).is_some() {
+            Ok(id)
+        } else {
+            Err(UsersError::NotFound(id.to_string()).into())
+        }
+    }
+
     /// Whether `user` may do what `need` says (see the module invariants).
     /// `user` is `(id, serial)`: which user, and which incarnation of it.
     pub(crate) async fn authorize(&self, (user, serial): (u32, u64), need: Need) -> ApiResult<()> {
         if user == ROOT_USER_ID || need == Need::Authenticated {
             return Ok(());
         }
+        // A user target is resolved first, by id or by name, as Iggy does:
+        // one that does not exist is "not found" whoever asks, and the user
+        // itself (this incarnation of it: not a deleted user's session)
+        // needs no permission.
+        if let Need::ReadUser(target) | Need::ChangePassword(target) = &need
+            && self.user_target(target)? == user
+            && self.auth.users.incarnation(user, serial).is_some()
+        {
+            return Ok(());
+        }
         let rule = if need.has_target() {
-            self.engine(move |e| Ok(on_engine(e, &need, user)?)).await?
+            self.engine(move |e| Ok(on_engine(e, &need)?)).await?
         } else {
-            without_engine(&need, user)?
+            without_engine(&need)?
         };
         let Some(rule) = rule else {
             return Ok(());

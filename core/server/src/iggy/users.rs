@@ -391,20 +391,44 @@ pub(crate) async fn delete_token(state: &AppState, user: u32, name: String) -> A
     Ok(())
 }
 
-/// Who a personal access token logs in as: `(id, serial)`; Iggy's
-/// `invalid_personal_access_token` (53) for an unknown or expired one.
+/// Removes every expired personal access token (Iggy's token cleaner),
+/// off the async runtime (it saves the users file); answers how many.
+pub(crate) async fn remove_expired_tokens(state: &AppState) -> ApiResult<usize> {
+    let now = now_micros();
+    blocking(state, "removing expired tokens", move |u| {
+        u.remove_expired_tokens(now)
+    })
+    .await
+}
+
+/// Who a personal access token logs in as: `(id, serial)`. Iggy's
+/// `invalid_personal_access_token` (53) for an unknown or expired one, and
+/// `user_inactive` (47) when its holder is inactive, as Iggy's server
+/// answers them (over TCP Iggy evicts the connection for the latter, which
+/// the SDK reports as `unauthenticated`: the TCP handler answers 40).
 pub(crate) fn token_login(state: &AppState, token: &str) -> ApiResult<(u32, u64)> {
-    state
+    match state
         .auth
         .users
         .token_holder(&token_hash(token), now_micros())
-        .ok_or_else(|| {
-            ApiError::new(
-                Class::Unauthenticated,
-                53,
-                "invalid_personal_access_token",
-                "Invalid personal access token",
-                None,
-            )
-        })
+    {
+        Some((who, UserStatus::Active)) => Ok(who),
+        Some((_, UserStatus::Inactive)) => Err(ApiError::new(
+            Class::BadRequest,
+            USER_INACTIVE,
+            "user_inactive",
+            "User is inactive",
+            None,
+        )),
+        None => Err(ApiError::new(
+            Class::Unauthenticated,
+            53,
+            "invalid_personal_access_token",
+            "Invalid personal access token",
+            None,
+        )),
+    }
 }
+
+/// Iggy's `user_inactive`.
+pub(crate) const USER_INACTIVE: u32 = 47;

@@ -6,7 +6,6 @@
 //!   until it says what it needs.
 
 use super::codec::Request;
-use crate::identifier::Identifier;
 use crate::iggy::access::Need;
 
 impl Request {
@@ -25,18 +24,14 @@ impl Request {
             | Request::SyncConsumerGroup(..)
             | Request::Unsupported(_) => Need::Authenticated,
             Request::GetStats | Request::GetClient(_) | Request::GetClients => Need::ReadServers,
-            // A user named by number may read itself and change its own password.
-            Request::GetUser(Identifier::Numeric(id)) => Need::ReadUser(*id),
-            Request::GetUser(_) | Request::GetUsers => Need::ReadUsers,
-            Request::ChangePassword {
-                user: Identifier::Numeric(id),
-                ..
-            } => Need::ChangePassword(*id),
+            // A user, named by id or name, may read itself and change its own password.
+            Request::GetUser(id) => Need::ReadUser(id.clone()),
+            Request::GetUsers => Need::ReadUsers,
+            Request::ChangePassword { user, .. } => Need::ChangePassword(user.clone()),
             Request::CreateUser { .. }
             | Request::DeleteUser(_)
             | Request::UpdateUser { .. }
-            | Request::UpdatePermissions { .. }
-            | Request::ChangePassword { .. } => Need::ManageUsers,
+            | Request::UpdatePermissions { .. } => Need::ManageUsers,
             Request::GetStreams => Need::GetStreams,
             Request::GetStream(s) => Need::GetStream(s.clone()),
             Request::CreateStream { .. } => Need::CreateStream,
@@ -81,6 +76,7 @@ mod tests {
     //! out by command code and held against `Request::need`: each command
     //! decoded from a minimal payload needs what Iggy's table says.
     use super::*;
+    use crate::identifier::Identifier;
     use crate::tcp::codec::{code, decode};
 
     const S: &str = "s";
@@ -164,7 +160,11 @@ mod tests {
                 Need::GetTopic(topic().0, topic().1),
             ),
             (code::GET_USERS, vec![], Need::ReadUsers),
-            (code::GET_USER, user.clone(), Need::ReadUser(7)),
+            (
+                code::GET_USER,
+                user.clone(),
+                Need::ReadUser(Identifier::Numeric(7)),
+            ),
             (code::DELETE_USER, user.clone(), Need::ManageUsers),
         ];
         for (c, payload, expected) in table {
@@ -244,7 +244,7 @@ mod tests {
                     current: "a".into(),
                     new: "b".into(),
                 },
-                Need::ChangePassword(3),
+                Need::ChangePassword(Identifier::Numeric(3)),
             ),
             (
                 Request::UpdatePermissions {

@@ -336,7 +336,12 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
         Request::LoginWithToken { token } => {
             session.bind(state, None);
             leave_all_groups(state, session.client_id).await;
-            let who = users::token_login(state, &token).map_err(api_code)?;
+            // An inactive holder: Iggy evicts the connection, which the SDK
+            // reports as `unauthenticated`; sluice answers that code.
+            let who = users::token_login(state, &token).map_err(|e| match e.code() {
+                users::USER_INACTIVE => UNAUTHENTICATED,
+                code => code,
+            })?;
             let id = super::next_session();
             session.bind(state, Some((id, who)));
             let mut out = Vec::new();
