@@ -375,10 +375,10 @@ impl std::fmt::Debug for TokenInfo {
 impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Auth")
-            .field("users", &self.users)
+            .field("user_store", &self.users)
             .field("token_expiry", &self.token_expiry)
             .field("failed_login_delay", &self.failed_login_delay)
-            .field("sessions", &self.sessions)
+            .field("http_logins", &self.sessions)
             .finish_non_exhaustive()
     }
 }
