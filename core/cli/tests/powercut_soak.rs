@@ -7,16 +7,19 @@
 //! buffered message before a full cut (ADR 0010), and topic purges are
 //! followed by the topic, or its last partitions, deleted and created again
 //! under the same ids while the purge's cleanup may still run (issue 27;
-//! every one of them here, so that each run has some). The oracle must find
-//! nothing wrong. That it does find the naive purge and no-op directory
-//! syncs is shown on the test-only `sluice-faulty` (core/faulty/tests).
+//! every one of them here, so that each run has some), and users are
+//! created, given permissions, deactivated, given passwords, deleted and
+//! given personal access tokens (issue 29). The oracle must find nothing
+//! wrong. That it does find the naive purge and no-op directory
+//! syncs, and a users file saved in place, is shown on the test-only
+//! `sluice-faulty` (core/faulty/tests).
 //!
 //! This test needs /dev/fuse and root; where FUSE is missing it fails and
 //! says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(unix)]
 
-use sluice_testkit::soak::{number_after, number_in, require_fuse, run};
+use sluice_testkit::soak::{assert_users_step_ran, number_after, number_in, require_fuse, run};
 
 #[test]
 fn given_a_power_cut_after_every_kill_when_soaking_on_the_fuse_mount_then_nothing_acknowledged_is_lost_or_resurrected()
@@ -67,6 +70,10 @@ fn given_a_power_cut_after_every_kill_when_soaking_on_the_fuse_mount_then_nothin
     // histories judged like any other.
     let recreated = "re-creations under the same ids: ";
     assert!(number_after(&s.stdout, recreated) > 0, "{}", s.stdout);
+    // Users were changed (issue 29), every kind of change acknowledged,
+    // and each recovered user judged whole, tokens included: the users step
+    // cannot silently not run.
+    assert_users_step_ran(&s.stdout);
     let adr = "recoveries that continue the log past a stored offset (ADR 0010): ";
     assert!(number_after(&s.stdout, adr) > 0, "{}", s.stdout);
     assert!(

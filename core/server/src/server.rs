@@ -70,9 +70,10 @@ pub enum ServerError {
 
 /// Selects the naive purge under `SLUICE_TEST_NAIVE_PURGE=1` in a build with
 /// the `naive-purge` feature (tests only: the power-cut soak's teeth). A
-/// build without the feature, or without sluice-storage's `test-faults`,
-/// refuses to start when asked for the fault, so a test can never believe a
-/// fault was on when it was not.
+/// build without the feature (or without `naive-users-save` for
+/// `SLUICE_TEST_NAIVE_USERS_SAVE=1`, which `users` reads itself, or without
+/// sluice-storage's `test-faults`) refuses to start when asked for the
+/// fault, so a test can never believe a fault was on when it was not.
 fn apply_test_faults(engine_config: &mut EngineConfig) -> Result<(), ServerError> {
     let wants = |key: &str| std::env::var_os(key).is_some_and(|v| v == "1");
     if wants(NAIVE_PURGE_ENV) {
@@ -88,6 +89,12 @@ fn apply_test_faults(engine_config: &mut EngineConfig) -> Result<(), ServerError
                 "{NAIVE_PURGE_ENV}=1 needs a build with the naive-purge feature"
             )));
         }
+    }
+    if wants(crate::users::NAIVE_USERS_SAVE_ENV) && !cfg!(feature = "naive-users-save") {
+        return Err(ServerError::Task(format!(
+            "{}=1 needs a build with the naive-users-save feature",
+            crate::users::NAIVE_USERS_SAVE_ENV
+        )));
     }
     if wants(sluice_storage::NOOP_DIR_SYNC_ENV) && !sluice_storage::test_faults_compiled() {
         return Err(ServerError::Task(format!(

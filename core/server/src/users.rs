@@ -14,7 +14,15 @@
 //!   (`a_crash_at_any_point_of_a_save_leaves_the_old_or_the_new_users`).
 //! - A change is applied in memory only after its save returned `Ok`; a
 //!   failed save leaves memory as it was and the change unacknowledged (the
-//!   disk may hold either; the next successful save writes memory whole).
+//!   disk may hold either; the next successful save writes memory whole). A
+//!   save refused for a full disk is `UsersError::NoSpace` (Iggy's layer
+//!   answers it `storage_full`, as the engine's): the file system refused
+//!   the temporary file's growth, so the users file was not touched.
+//! - Only a test build can save otherwise: `SaveMode::InPlaceUnsynced`
+//!   (the users file overwritten where it is, no sync) exists in unit tests
+//!   and, switched on by `SLUICE_TEST_NAIVE_USERS_SAVE=1`, in a build with
+//!   the `naive-users-save` feature (the test-only `sluice-faulty`, ADR
+//!   0014), so the tests can show they catch a save without the discipline.
 //! - Ids are Iggy's: root is 0 (held by `auth`, never in this file), a new
 //!   user takes the lowest id no user holds, from 1. Names are unique, root's
 //!   included, and within Iggy's bounds (3 to 50 bytes; passwords 3 to 100).
@@ -25,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
-use sluice_storage::{DurableStorage, ErrorKind};
+use sluice_storage::{DurableStorage, ErrorKind, StorageError};
 
 use crate::auth::{
     MAX_PASSWORD_LEN, MAX_USERNAME_LEN, MIN_PASSWORD_LEN, MIN_USERNAME_LEN, ROOT_USER_ID, RootUser,
@@ -159,9 +167,48 @@ pub enum UsersError {
     TooManyTokens,
     #[error("{}: {reason}", path.display())]
     Storage { path: PathBuf, reason: String },
+    /// The file system refused the save's growth (ENOSPC, EDQUOT, EFBIG).
+    #[error("users file {}: {reason}", path.display())]
+    NoSpace { path: PathBuf, reason: String },
 }
 
 pub type UsersResult<T> = Result<T, UsersError>;
+
+/// A storage failure of the users file at `path`, a full disk told apart.
+fn storage_error(path: PathBuf, e: &StorageError) -> UsersError {
+    let reason = e.to_string();
+    if e.kind == ErrorKind::NoSpace {
+        UsersError::NoSpace { path, reason }
+    } else {
+        UsersError::Storage { path, reason }
+    }
+}
+
+/// Environment variable that, in a build with the `naive-users-save`
+/// feature, saves the users in place, unsynced (see the invariants).
+pub const NAIVE_USERS_SAVE_ENV: &str = "SLUICE_TEST_NAIVE_USERS_SAVE";
+
+/// How a change reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SaveMode {
+    /// `persist::replace_file`: the one mode of a shipped build.
+    Replace,
+    /// Test only: the users file truncated and written where it is, with no
+    /// sync of it or of its directory.
+    #[cfg(any(test, feature = "naive-users-save"))]
+    InPlaceUnsynced,
+}
+
+impl SaveMode {
+    fn of_this_build() -> Self {
+        #[cfg(feature = "naive-users-save")]
+        if std::env::var_os(NAIVE_USERS_SAVE_ENV).is_some_and(|v| v == "1") {
+            tracing::warn!("test fault active: the users file saved in place, unsynced");
+            return SaveMode::InPlaceUnsynced;
+        }
+        SaveMode::Replace
+    }
+}
 
 fn check_username(name: &str) -> UsersResult<()> {
     if (MIN_USERNAME_LEN..=MAX_USERNAME_LEN).contains(&name.len()) {
@@ -197,6 +244,7 @@ pub struct Users {
     /// `record` when both are held.
     root: Mutex<RootUser>,
     record: Mutex<UsersRecord>,
+    save: SaveMode,
 }
 
 impl std::fmt::Debug for Users {
@@ -236,6 +284,7 @@ impl Users {
             dir: data_dir.to_path_buf(),
             root: Mutex::new(root),
             record: Mutex::new(record),
+            save: SaveMode::of_this_build(),
         })
     }
 
@@ -256,19 +305,31 @@ impl Users {
         if bytes.len() > MAX_USERS_FILE {
             return Err(UsersError::TooLarge);
         }
-        crate::persist::replace_file(
-            self.storage.as_ref(),
-            &self.dir,
-            USERS_FILE,
-            USERS_TMP,
-            &bytes,
-        )
-        .map_err(|e| UsersError::Storage {
-            path: self.dir.join(USERS_FILE),
-            reason: e.to_string(),
-        })?;
+        let saved = match self.save {
+            SaveMode::Replace => crate::persist::replace_file(
+                self.storage.as_ref(),
+                &self.dir,
+                USERS_FILE,
+                USERS_TMP,
+                &bytes,
+            ),
+            #[cfg(any(test, feature = "naive-users-save"))]
+            SaveMode::InPlaceUnsynced => self.write_in_place(&bytes),
+        };
+        saved.map_err(|e| storage_error(self.dir.join(USERS_FILE), &e))?;
         *current = next;
         Ok(())
+    }
+
+    /// Test only: what a save without the discipline does.
+    #[cfg(any(test, feature = "naive-users-save"))]
+    fn write_in_place(&self, bytes: &[u8]) -> Result<(), StorageError> {
+        let file = self.storage.open(
+            &self.dir.join(USERS_FILE),
+            sluice_storage::OpenMode::CreateOrOpen,
+        )?;
+        file.truncate(0)?;
+        file.write_at(0, bytes)
     }
 
     /// Every user, by id.
@@ -714,39 +775,162 @@ mod tests {
         assert_eq!(names, ["later", "never"]);
     }
 
-    #[test]
-    fn a_crash_at_any_point_of_a_save_leaves_the_old_or_the_new_users() {
-        // Given users saved durably, then a change whose save is cut off
-        // after each of its storage calls in turn, and a power loss.
+    /// A change of the users, for the crash-point tests.
+    type Change = fn(&Users) -> UsersResult<()>;
+
+    /// Every kind of change a request can make, by name.
+    const CHANGES: [(&str, Change); 9] = [
+        ("create", |u| {
+            u.create(&new_user("carol"), "h3".into(), 3).map(|_| ())
+        }),
+        ("rename", |u| u.update(1, Some("alicia"), None)),
+        ("deactivate", |u| {
+            u.update(1, None, Some(UserStatus::Inactive))
+        }),
+        ("set permissions", |u| {
+            u.set_permissions(1, Some(Permissions::root()))
+        }),
+        ("remove permissions", |u| u.set_permissions(1, None)),
+        ("change password", |u| {
+            u.set_password_hash(1, "new-pw", "h9".into())
+        }),
+        ("delete", |u| u.delete(1).map(|_| ())),
+        ("create token", |u| {
+            u.add_token(
+                1,
+                AccessToken {
+                    name: "tk2".into(),
+                    hash: "b2".into(),
+                    expiry_at: None,
+                },
+            )
+        }),
+        ("delete token", |u| u.delete_token(1, "tk1")),
+    ];
+
+    /// Users on a fresh `SimStorage`, saved durably: alice (id 1, holding
+    /// token `tk1`) and bob (id 2).
+    fn saved_users() -> (SimStorage, Users) {
+        let sim = SimStorage::with_seed(7);
+        let users = users_on(&sim);
+        users.create(&new_user("alice"), "h1".into(), 1).unwrap();
+        users.create(&new_user("bob"), "h2".into(), 2).unwrap();
+        let token = AccessToken {
+            name: "tk1".into(),
+            hash: "b1".into(),
+            expiry_at: None,
+        };
+        users.add_token(1, token).unwrap();
+        (sim, users)
+    }
+
+    /// Cuts `change`'s save, made in `mode`, after each of its storage calls
+    /// in turn, then crashes the process and cuts the power; the users read
+    /// back must be the old ones or the new ones (the new ones once the
+    /// change was acknowledged) and a failed save must change nothing in
+    /// memory. Returns how many calls the save had, or the first cut that
+    /// broke that.
+    fn cut_everywhere(mode: SaveMode, change: Change) -> Result<u64, String> {
+        let new = {
+            let (_, users) = saved_users();
+            change(&users).unwrap();
+            users.list()
+        };
         let mut k = 0u64;
         loop {
-            let sim = SimStorage::with_seed(7);
-            let users = users_on(&sim);
-            users.create(&new_user("alice"), "h".into(), 1).unwrap();
+            let (sim, mut users) = saved_users();
+            users.save = mode;
             let old = users.list();
             sim.halt_after(Some(sim.op_count() + k));
-            let result = users.set_permissions(1, Some(Permissions::root()));
-            let mut new = old.clone();
-            new[0].permissions = Some(Permissions::root());
+            let result = change(&users);
+            if result.is_err() && users.list() != old {
+                return Err(format!("cut after call {k}: a failed save changed memory"));
+            }
             for crash in [Crash::Process, Crash::PowerLoss] {
                 sim.crash(crash);
-                // Then the users read back are the old ones or the new ones.
-                let seen = users_on(&sim).list();
-                assert!(
-                    seen == old || seen == new,
-                    "cut after call {k} ({crash:?}): {seen:?}"
-                );
-                if result.is_ok() {
-                    assert_eq!(seen, new, "an acknowledged change was lost (cut after {k})");
+                let storage: Arc<dyn DurableStorage> = Arc::new(sim.clone());
+                let seen = match Users::load(
+                    storage,
+                    Path::new("/"),
+                    RootUser::new("iggy", "h0".into()),
+                ) {
+                    Ok(u) => u.list(),
+                    Err(e) => return Err(format!("cut after call {k} ({crash:?}): {e}")),
+                };
+                if seen != old && seen != new {
+                    return Err(format!("cut after call {k} ({crash:?}): a mix: {seen:?}"));
+                }
+                if result.is_ok() && seen != new {
+                    return Err(format!(
+                        "cut after call {k} ({crash:?}): an acknowledged change was lost"
+                    ));
                 }
             }
             if result.is_ok() {
-                break;
+                return Ok(k);
             }
-            // A failed save changed nothing in memory.
-            assert_eq!(users.list(), old);
             k += 1;
         }
-        assert!(k >= 5, "the save had only {k} storage calls to cut");
+    }
+
+    #[test]
+    fn a_crash_at_any_point_of_a_save_leaves_the_old_or_the_new_users() {
+        // Given users saved durably, then each kind of change whose save is
+        // cut off after each of its storage calls in turn, a process crash
+        // and a power loss,
+        for (what, change) in CHANGES {
+            // then the users read back are the old ones or the new ones,
+            // never a mix: nobody lost a permission, a token or a password
+            // they had, nor gained one they were never given.
+            let calls =
+                cut_everywhere(SaveMode::Replace, change).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(
+                calls >= 5,
+                "{what}: the save had only {calls} storage calls to cut"
+            );
+        }
+    }
+
+    /// Teeth of the test above: a save without the discipline (the file
+    /// overwritten in place, unsynced) is caught for every kind of change.
+    #[test]
+    fn given_users_saved_in_place_unsynced_then_the_crash_points_find_a_change_lost_or_torn() {
+        for (what, change) in CHANGES {
+            let found = cut_everywhere(SaveMode::InPlaceUnsynced, change);
+            assert!(found.is_err(), "{what}: an in-place save went unnoticed");
+        }
+    }
+
+    #[test]
+    fn given_a_full_disk_when_a_user_changes_then_no_space_is_answered_and_nothing_changed() {
+        // Given saved users and a disk with no byte left,
+        let (sim, users) = saved_users();
+        let old = users.list();
+        sim.set_capacity(Some(0));
+        // when a user is given permissions, or created,
+        let refused = users.set_permissions(1, Some(Permissions::root()));
+        let created = users.create(&new_user("carol"), "h3".into(), 3);
+        // then both are refused as a full disk (Iggy's layer answers
+        // `storage_full`, not an internal error),
+        assert!(
+            matches!(refused, Err(UsersError::NoSpace { .. })),
+            "{refused:?}"
+        );
+        assert!(
+            matches!(created, Err(UsersError::NoSpace { .. })),
+            "{created:?}"
+        );
+        // nothing changed in memory or on disk,
+        assert_eq!(users.list(), old);
+        sim.crash(Crash::PowerLoss);
+        assert_eq!(users_on(&sim).list(), old);
+        // and the same change succeeds once space returns.
+        sim.set_capacity(None);
+        let users = users_on(&sim);
+        users.set_permissions(1, Some(Permissions::root())).unwrap();
+        assert_eq!(
+            users.get(1).and_then(|u| u.permissions),
+            Some(Permissions::root())
+        );
     }
 }

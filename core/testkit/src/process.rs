@@ -23,7 +23,7 @@ use crate::http::Api;
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Variables no process under test inherits (a test may set them again).
-const SCRUBBED: [&str; 8] = [
+const SCRUBBED: [&str; 9] = [
     "SLUICE_ROOT_USERNAME",
     "SLUICE_ROOT_PASSWORD",
     "IGGY_ROOT_USERNAME",
@@ -32,6 +32,7 @@ const SCRUBBED: [&str; 8] = [
     "SLUICE_URL",
     sluice_server::server::NAIVE_PURGE_ENV,
     sluice_storage::NOOP_DIR_SYNC_ENV,
+    sluice_server::users::NAIVE_USERS_SAVE_ENV,
 ];
 
 /// `exe` with a clean environment (see the module's invariants) and

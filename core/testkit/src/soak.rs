@@ -64,6 +64,19 @@ pub fn run(exe: impl AsRef<OsStr>, args: &str) -> SoakRun {
     }
 }
 
+/// Asserts that the users step ran (issue 29): users changes acknowledged,
+/// users created and tokens created, and recovered users judged.
+pub fn assert_users_step_ran(out: &str) {
+    let users = "users operations acknowledged: ";
+    assert!(number_after(out, users) > 0, "{out}");
+    assert!(number_in(out, users, "users created ") > 0, "{out}");
+    assert!(number_in(out, users, "tokens created ") > 0, "{out}");
+    assert!(
+        number_in(out, users, "verified after restarts ") > 0,
+        "{out}"
+    );
+}
+
 /// The number at the start of the line that starts with `prefix`.
 pub fn number_after(text: &str, prefix: &str) -> u64 {
     number_in(text, prefix, "")

@@ -103,6 +103,8 @@ pub(super) struct Ctx {
     pub(super) enospc_off: AtomicU64,
     /// Send sequence of the harness's own messages (client 0).
     pub(super) harness_seq: AtomicU64,
+    /// Percent of operations that are a change of a user (`userstep`).
+    pub(super) users_percent: u64,
 }
 
 impl Ctx {

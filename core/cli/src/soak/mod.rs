@@ -10,7 +10,8 @@
 //!    every purge obligation reaches `applied` (quiet period), the committed
 //!    purge generation matches the purges acknowledged (at most one purge in
 //!    flight at a kill may or may not have landed), every partition's log,
-//!    every consumer and consumer-group offset, and `next` from each offset;
+//!    every consumer and consumer-group offset, and `next` from each offset,
+//!    and every user the clients own;
 //! 3. runs `--clients` concurrent HTTP clients that send messages, poll with
 //!    `next` (with and without `auto_commit`), scan from offset 0, store and
 //!    delete consumer offsets and consumer-group offsets
@@ -18,7 +19,13 @@
 //!    stream, and after a seeded share of topic purges delete the topic (or
 //!    its last partitions) and create it again under the same ids while the
 //!    purge's cleanup may still run (`recreate`, issue 27), checking every
-//!    poll answer as it arrives; with `--powercut`, a seeded fraction of
+//!    poll answer as it arrives; a seeded share of each client's operations
+//!    (`--users-percent`) changes one of the few users it owns (`userstep`,
+//!    issue 29): creates it, sets its permissions (seeded sets of global
+//!    flags and grants on the soak's stream and topics), activates or
+//!    deactivates it, changes its password, deletes it, or, logged in as
+//!    it, creates or deletes one of its personal access tokens; with
+//!    `--powercut`, a seeded fraction of
 //!    cycles has the file system refuse growth (ENOSPC) for a seeded stretch
 //!    of operations;
 //! 4. SIGKILLs the server at a seeded moment: after a seeded number of
@@ -71,14 +78,22 @@
 //!   acknowledged messages keep its send order;
 //! - `next` from the stored offset returns the log's whole rest after it
 //!   (the complete fresh history without one), skipping nothing;
+//! - every user the clients own is as its last acknowledged change left it,
+//!   or as its one change in flight at the kill would have, whole (`users`):
+//!   its existence, status and permissions as root reads them, which
+//!   password logs in, which tokens it lists and which secrets we know log
+//!   in as it; never a permission set nobody asked for, never a user or a
+//!   token whose deletion was acknowledged (no such token logs in again);
 //! - every obligation is `applied`, none stuck or degraded, after a quiet
 //!   period; no request answers a status the API does not promise.
 //!
 //! Determinism: the kill schedule and every client's sequence of operations
-//! are functions of `--seed` (a `SimRng` per cycle and per client, seeded by `SimRng::from_parts`). Thread
-//! and disk timing decide how the clients interleave, how many operations run
-//! before the kill and which request the kill cuts, so two runs with one seed
-//! agree on the schedule, not in every detail. A violation names the seed and
+//! are functions of `--seed` (a `SimRng` per cycle and per client, seeded by
+//! `SimRng::from_parts`; a client's users changes from a stream of their
+//! own). Thread and disk timing decide how the clients interleave, how many
+//! operations run before the kill and which request the kill cuts (and so
+//! which state of its users a client's next change starts from), so two
+//! runs with one seed agree on the schedule, not in every detail. A violation names the seed and
 //! the cycle and keeps the work directory with the server's log.
 
 use std::fmt::Write as _;
@@ -98,6 +113,8 @@ mod client;
 mod oracle;
 mod recreate;
 mod server;
+mod users;
+mod userstep;
 mod verify;
 mod workload;
 
@@ -171,6 +188,13 @@ pub struct SoakArgs {
     /// new incarnation.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=100))]
     recreate_percent: u64,
+    /// Percent of each client's operations that change one of its users
+    /// (issue 29): create it, set its permissions, activate or deactivate
+    /// it, change its password, delete it, or, logged in as it, create or
+    /// delete one of its personal access tokens. Drawn from the client's own
+    /// seeded stream, so the other operations are the same at any percent.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=100))]
+    users_percent: u64,
     /// Start the server with a test-only fault, to prove the soak catches it
     /// (only the test-only `sluice-faulty` binary has them compiled in, ADR
     /// 0014; the shipped `sluice` refuses).
@@ -184,6 +208,9 @@ enum TestFault {
     NaivePurge,
     /// Directory syncs that persist nothing (SLUICE_TEST_NOOP_DIR_SYNC=1).
     NoopDirSync,
+    /// The users file written in place, unsynced
+    /// (SLUICE_TEST_NAIVE_USERS_SAVE=1).
+    NaiveUsersSave,
 }
 
 impl TestFault {
@@ -191,6 +218,7 @@ impl TestFault {
         match self {
             TestFault::NaivePurge => "SLUICE_TEST_NAIVE_PURGE",
             TestFault::NoopDirSync => "SLUICE_TEST_NOOP_DIR_SYNC",
+            TestFault::NaiveUsersSave => "SLUICE_TEST_NAIVE_USERS_SAVE",
         }
     }
 }
@@ -327,6 +355,22 @@ impl Report {
             c.recreations_landed,
             c.refused_gone
         );
+        let _ = writeln!(
+            out,
+            "users operations acknowledged: {} (users created {}, permission sets {}, status changes {}, password changes {}, users deleted {}; tokens created {}, tokens deleted {}); user states verified after restarts {} ({} with a change in doubt, {} of which landed); token logins tried {}",
+            c.users_acknowledged(),
+            c.user_creates,
+            c.user_permissions,
+            c.user_statuses,
+            c.user_passwords,
+            c.user_deletes,
+            c.tokens_created,
+            c.tokens_deleted,
+            c.users_verified,
+            c.users_doubtful,
+            c.users_landed,
+            c.token_logins_tried
+        );
         if let Some((cuts, fs)) = &self.powercut {
             let _ = writeln!(
                 out,
@@ -394,14 +438,15 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {} --segment-size {} --recreate-percent {}{extra}",
+            "reproduce: sluice soak --seed {} --cycles {} --clients {} --partitions {} --max-ops {} --segment-size {} --recreate-percent {} --users-percent {}{extra}",
             args.seed,
             args.cycles,
             args.clients,
             args.partitions,
             args.max_ops,
             args.segment_size,
-            args.recreate_percent
+            args.recreate_percent,
+            args.users_percent
         );
         out
     }
@@ -513,6 +558,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
             enospc_on: AtomicU64::new(NEVER),
             enospc_off: AtomicU64::new(NEVER),
             harness_seq: AtomicU64::new(0),
+            users_percent: args.users_percent,
         });
         if cycle == 0
             && let Err(e) = create_resources(&ctx, args.clients).await
@@ -521,7 +567,7 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
             let _ = server.child.wait();
             return Err(e);
         }
-        if let Err(e) = verify(&ctx, args.clients).await {
+        if let Err(e) = verify(&ctx, args.clients, last).await {
             ctx.violation(format!("verification could not finish: {e}"));
             let _ = server.child.kill();
             let _ = server.child.wait();
@@ -547,7 +593,14 @@ async fn run(args: &SoakArgs, work: &Path) -> Result<Report, String> {
         let mut tasks = Vec::new();
         for client in 1..=args.clients {
             let rng = SimRng::from_parts(args.seed, &[cycle, u64::from(client)]);
-            tasks.push(tokio::spawn(client_loop(ctx.clone(), client, rng)));
+            let users_rng =
+                SimRng::from_parts(args.seed, &[cycle, u64::from(client), u64::MAX - 7]);
+            tasks.push(tokio::spawn(client_loop(
+                ctx.clone(),
+                client,
+                rng,
+                users_rng,
+            )));
         }
         let killer_ctx = ctx.clone();
         let child = server.child;

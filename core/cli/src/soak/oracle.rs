@@ -21,6 +21,8 @@
 //!   (`cut_may_skip`); a `buffered` log may also skip what a power cut took
 //!   from a sealed segment (ADR 0004 §3 step 4). Such a gap is allowed from
 //!   then on, never a repeated offset.
+//! - Users (issue 29) are kept per name in `users`, with their own two ticks
+//!   per change; their model and its check are the `users` module's.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -28,6 +30,7 @@ use sluice_sim::ack::{Generation, Lapse, OffsetHistory};
 
 use super::topics;
 use super::topics::{Durability, Scope};
+use super::users::{DeadTokens, UserKey, UserRec};
 
 /// `(generation, from, to)`: a recovery found a partition's log ending at
 /// `from` with an offset `to - 1` stored, so the log continues at `to`.
@@ -240,6 +243,24 @@ pub(super) struct Counts {
     /// Requests refused with a 404 because their topic, partition or group
     /// was gone while a re-creation of it ran (not acknowledged).
     pub(super) refused_gone: u64,
+    /// Users changes acknowledged (`userstep`): users created, given
+    /// permissions, activated or deactivated, given a password, deleted;
+    /// tokens created and deleted by their users.
+    pub(super) user_creates: u64,
+    pub(super) user_permissions: u64,
+    pub(super) user_statuses: u64,
+    pub(super) user_passwords: u64,
+    pub(super) user_deletes: u64,
+    pub(super) tokens_created: u64,
+    pub(super) tokens_deleted: u64,
+    /// User states verified after a restart; of them, those with a change in
+    /// doubt, and those where the change in doubt had landed.
+    pub(super) users_verified: u64,
+    pub(super) users_doubtful: u64,
+    pub(super) users_landed: u64,
+    /// Token logins a verification tried (with secrets of live tokens, which
+    /// must log in, and of deleted ones, which must not).
+    pub(super) token_logins_tried: u64,
 }
 
 impl Counts {
@@ -253,6 +274,18 @@ impl Counts {
             + self.recreated_topics
             + self.recreated_partitions
             + self.refused
+            + self.users_acknowledged()
+    }
+
+    /// Users changes acknowledged, of every kind.
+    pub(super) fn users_acknowledged(&self) -> u64 {
+        self.user_creates
+            + self.user_permissions
+            + self.user_statuses
+            + self.user_passwords
+            + self.user_deletes
+            + self.tokens_created
+            + self.tokens_deleted
     }
 }
 
@@ -302,6 +335,12 @@ pub(super) struct Oracle {
     /// The offset an ADR 0010 cycle stored before its cut: the next
     /// verification probes that the log continues past it.
     pub(super) continuation: Option<(OffKey, u64)>,
+    /// The users the clients own, by name (`users`, issue 29).
+    pub(super) users: BTreeMap<UserKey, UserRec>,
+    /// Secrets of tokens found deleted: never to log in again.
+    pub(super) dead_tokens: DeadTokens,
+    /// The soak stream's id, which permission sets grant on.
+    pub(super) stream_id: u32,
 }
 
 impl Oracle {
@@ -325,6 +364,9 @@ impl Oracle {
             jumps: BTreeMap::new(),
             floors: BTreeMap::new(),
             continuation: None,
+            users: BTreeMap::new(),
+            dead_tokens: DeadTokens::default(),
+            stream_id: 0,
         }
     }
 

@@ -44,6 +44,9 @@ pub(super) fn spawn_server(work: &Path, target: &Target, cycle: u64) -> Result<S
     command
         .arg("--with-default-root-credentials")
         .env("SLUICE_RECONCILER_PERIOD_MS", "50")
+        // A verification may try a password a change in doubt did not set:
+        // the failed-login throttle would only slow it down.
+        .env("SLUICE_AUTH_FAILED_LOGIN_DELAY_MS", "1")
         .env("RUST_LOG", "info")
         .stderr(Stdio::from(log));
     match launch::start(command, START_TIMEOUT) {

@@ -1,7 +1,8 @@
 //! A cycle's verification: with no client running, the catalog (what a
 //! re-creation left unfinished, which incarnation each partition is), the
 //! quiet period, each partition's generation, every partition's log, every
-//! offset and `next` from it, checked against the oracle.
+//! offset and `next` from it, and every user (`userstep`), checked against
+//! the oracle.
 //!
 //! Invariants:
 //! - Verification starts only after the server answers and the clients are
@@ -19,7 +20,7 @@ use sluice_sim::ack::{Generation, Served};
 
 use super::oracle::{Kind, NEVER, OffKey, Oracle, Tick, check_log, check_offset, show};
 use super::topics::Scope;
-use super::{QUIET_TIMEOUT, STREAM, continuation, recreate, topics};
+use super::{QUIET_TIMEOUT, STREAM, continuation, recreate, topics, userstep};
 
 pub(super) async fn create_resources(ctx: &Ctx, clients: u32) -> Result<(), String> {
     expect_ok(
@@ -30,6 +31,14 @@ pub(super) async fn create_resources(ctx: &Ctx, clients: u32) -> Result<(), Stri
         "create stream",
     )
     .await?;
+    let stream = match call(ctx.get(ctx.url(&format!("/streams/{STREAM}")))).await {
+        Reply::Answer { status: 200, body } => serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|v| v["id"].as_u64())
+            .and_then(|id| u32::try_from(id).ok()),
+        _ => None,
+    };
+    ctx.oracle().stream_id = stream.ok_or("the soak stream's id cannot be read")?;
     for topic in 0..topics::count() {
         let name = topics::spec(topic).name;
         let reply = call(create_topic(ctx, topic, false)).await;
@@ -236,7 +245,8 @@ pub(super) async fn read_offset(ctx: &Ctx, key: OffKey) -> Result<Option<u64>, S
 
 /// The verification after a (re)start, with no client running. Errors are
 /// reported as violations by the caller; a failed request here is one too.
-pub(super) async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
+/// `last`: the final verification, before the graceful stop.
+pub(super) async fn verify(ctx: &Ctx, clients: u32, last: bool) -> Result<(), String> {
     let t_v = ctx.tick();
     let _confirm = ctx.tick();
     let confirmed_at = t_v + 1;
@@ -285,6 +295,9 @@ pub(super) async fn verify(ctx: &Ctx, clients: u32) -> Result<(), String> {
         check_offset(&mut ctx.oracle(), ctx.cycle, key, observed, log, cut);
         check_next(ctx, key, observed, log).await?;
     }
+
+    // 4. Every user the clients own, its permissions and its tokens.
+    userstep::verify_users(ctx, clients, last).await?;
     let continuation = {
         let mut o = ctx.oracle();
         record_floors(&mut o, &logs, &highest, confirmed_at);

@@ -1,9 +1,10 @@
 //! The clients' workload: seeded operations (send, poll `next`, scan, store
-//! and delete offsets, purges) and how each answer is classified.
+//! and delete offsets, purges, and a seeded share of users changes,
+//! `userstep`) and how each answer is classified.
 //!
 //! Invariants:
 //! - Every operation that can change state (send, store, delete, purge,
-//!   poll with `auto_commit`) is recorded in the oracle before it is sent
+//!   poll with `auto_commit`, a users change) is recorded in the oracle before it is sent
 //!   and completed after its answer, so a kill can cut it at any point and
 //!   it stays in doubt; reads take their start tick before they are sent.
 //! - Each client's operations are a function of the seed; only their
@@ -23,7 +24,7 @@ use serde_json::{Value, json};
 use super::client::{Ctx, Reply, call, parse_polled, wire_payload};
 use super::oracle::{Counts, Kind, Msg, NEVER, OffKey, OffOp, PurgeRec, Tick, Val};
 use super::topics::{Durability, Scope};
-use super::{STREAM, recreate, topics};
+use super::{STREAM, recreate, topics, userstep};
 use sluice_storage::sim::SimRng;
 
 pub(super) enum Step {
@@ -65,7 +66,16 @@ impl Known {
     }
 }
 
-pub(super) async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: SimRng) {
+/// One client's operations until the kill (or its first in doubt): `rng`
+/// draws the messages and offsets ones, `users_rng` (its own stream, so the
+/// other operations are the same with or without users) which of them are
+/// replaced by a change of a user (`userstep`).
+pub(super) async fn client_loop(
+    ctx: Arc<Ctx>,
+    client: u32,
+    mut rng: SimRng,
+    mut users_rng: SimRng,
+) {
     let partitions = u64::from(ctx.partitions);
     let mut known = Known::new(ctx.partitions);
     let mut sent = 0u64;
@@ -74,6 +84,12 @@ pub(super) async fn client_loop(ctx: Arc<Ctx>, client: u32, mut rng: SimRng) {
             return;
         }
         ctx.started_ops.fetch_add(1, Ordering::SeqCst);
+        if users_rng.below(100) < ctx.users_percent {
+            match userstep::step(&ctx, client, &mut users_rng).await {
+                Step::Continue => continue,
+                Step::Stop => return,
+            }
+        }
         let topic = u32::try_from(rng.below(u64::from(topics::count()))).unwrap_or(0);
         let partition = u32::try_from(rng.below(partitions)).unwrap_or(0);
         let kind = if rng.below(2) == 0 {

@@ -77,6 +77,12 @@ impl From<UsersError> for ApiError {
             UsersError::TooLarge => {
                 ApiError::new(Class::BadRequest, 55, "users_limit_reached", reason, None)
             }
+            // As the engine's: nothing was acknowledged, and the same
+            // request succeeds once space returns.
+            UsersError::NoSpace { .. } => {
+                tracing::error!(error = %e, "users change failed: no space left on the data directory's device");
+                ApiError::new(Class::StorageFull, 1, "storage_full", reason, None)
+            }
             UsersError::Storage { .. } => ApiError::internal(reason),
         }
     }
@@ -432,3 +438,24 @@ pub(crate) fn token_login(state: &AppState, token: &str) -> ApiResult<(u32, u64)
 
 /// Iggy's `user_inactive`.
 pub(crate) const USER_INACTIVE: u32 = 47;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_a_users_save_refused_for_a_full_disk_when_answered_then_it_is_storage_full() {
+        let full = UsersError::NoSpace {
+            path: "/data/users".into(),
+            reason: "no space left on device".into(),
+        };
+        let e = ApiError::from(full);
+        assert_eq!(e.class, Class::StorageFull);
+        assert_eq!(e.body.code, "storage_full");
+        let io = UsersError::Storage {
+            path: "/data/users".into(),
+            reason: "input/output error".into(),
+        };
+        assert_eq!(ApiError::from(io).class, Class::Internal);
+    }
+}
