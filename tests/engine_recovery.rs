@@ -294,7 +294,7 @@ fn messages_round_trip(backend: Backend) {
         id: 42,
         origin_timestamp: Some(1_600_000_000_000_042),
         headers: Some(headers()),
-        payload: payload(3),
+        payload: payload(3).into(),
     };
     let sent = engine
         .send(&stream(), &topic(), &Partitioning::Balanced, vec![special])

@@ -90,7 +90,7 @@ impl Engine {
                 },
                 checksum: crc32c::crc32c(&m.payload),
                 headers: m.headers,
-                payload: bytes::Bytes::from(m.payload),
+                payload: m.payload,
             })
             .collect();
         self.ensure_metadata_durable()?;

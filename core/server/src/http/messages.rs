@@ -229,7 +229,7 @@ fn parse_batch(body: &SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
             // Iggy's HTTP send carries no origin timestamp: the append time.
             origin_timestamp: None,
             headers: parse_headers(i, m.user_headers.as_ref())?,
-            payload,
+            payload: payload.into(),
         });
     }
     Ok((partitioning, out))

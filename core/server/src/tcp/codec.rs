@@ -16,6 +16,8 @@
 use std::collections::BTreeMap;
 use std::hash::Hasher as _;
 
+use bytes::Bytes;
+
 use twox_hash::XxHash3_64;
 
 use super::frame::{RequestHeader, op};
@@ -363,6 +365,12 @@ const MAX_HEADER_FIELD: usize = 255;
 
 /// Decodes the payload of command `code`.
 pub fn decode(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
+    decode_shared(code, &Bytes::copy_from_slice(payload))
+}
+
+/// As `decode`, from the buffer the request was read into: a send's
+/// payloads are views of it, not copies.
+pub fn decode_shared(code: u32, payload: &Bytes) -> Result<Request, DecodeError> {
     let mut r = Reader::new(payload);
     let request = match code {
         code::PING => Request::Ping,
@@ -464,7 +472,7 @@ pub fn decode(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
             topic: r.identifier()?,
             count: r.u32()?,
         },
-        code::SEND_MESSAGES => send_messages(&mut r)?,
+        code::SEND_MESSAGES => send_messages(&mut r, payload)?,
         code::POLL_MESSAGES => Request::PollMessages {
             consumer: consumer(&mut r)?,
             stream: r.identifier()?,
@@ -837,7 +845,8 @@ fn user_headers(block: &[u8], index: usize) -> WireResult<Option<Headers>> {
     Ok(Some(headers))
 }
 
-fn send_messages(r: &mut Reader<'_>) -> WireResult<Request> {
+/// `whole` is the buffer `r` reads: the payloads are views of it.
+fn send_messages(r: &mut Reader<'_>, whole: &Bytes) -> WireResult<Request> {
     let metadata_len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
     let start = r.position();
     let stream = r.identifier()?;
@@ -920,7 +929,7 @@ fn send_messages(r: &mut Reader<'_>) -> WireResult<Request> {
             id,
             origin_timestamp: Some(origin_timestamp.saturating_add(u64::from(timestamp_delta))),
             headers: user_headers(headers, index)?,
-            payload: payload.to_vec(),
+            payload: whole.slice_ref(payload),
         });
     }
     frames.finish()?;

@@ -123,31 +123,32 @@ pub(crate) async fn handle(
     state: &AppState,
     session: &mut Session,
     header: &RequestHeader,
-    body: &[u8],
+    body: &bytes::Bytes,
 ) -> ReplyFrame {
-    let outcome = match codec::command_code(header).and_then(|code| codec::decode(code, body)) {
-        Err(e) => {
-            tracing::debug!(error = %e, "refused a TCP request");
-            Err(e.iggy_code())
-        }
-        Ok(request) => {
-            let replicated =
-                header.operation != op::NON_REPLICATED && header.operation != op::REGISTER;
-            let authorised = match session.bound {
-                None => request.is_public(),
-                // Replicated operations carry the session the login handed out.
-                Some((id, _)) => !replicated || header.session == id,
-            };
-            if authorised || request.is_public() {
-                match permitted(state, session, &request).await {
-                    Ok(()) => run(state, session, request).await,
-                    Err(code) => Err(code),
-                }
-            } else {
-                Err(UNAUTHENTICATED)
+    let outcome =
+        match codec::command_code(header).and_then(|code| codec::decode_shared(code, body)) {
+            Err(e) => {
+                tracing::debug!(error = %e, "refused a TCP request");
+                Err(e.iggy_code())
             }
-        }
-    };
+            Ok(request) => {
+                let replicated =
+                    header.operation != op::NON_REPLICATED && header.operation != op::REGISTER;
+                let authorised = match session.bound {
+                    None => request.is_public(),
+                    // Replicated operations carry the session the login handed out.
+                    Some((id, _)) => !replicated || header.session == id,
+                };
+                if authorised || request.is_public() {
+                    match permitted(state, session, &request).await {
+                        Ok(()) => run(state, session, request).await,
+                        Err(code) => Err(code),
+                    }
+                } else {
+                    Err(UNAUTHENTICATED)
+                }
+            }
+        };
     reply(header, outcome)
 }
 

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
@@ -186,22 +187,43 @@ async fn read_exact_or_idle<S: AsyncRead + Unpin>(
     }
 }
 
-/// Reads exactly `len` body bytes. The buffer grows with what arrives, so a
-/// header announcing a large body costs memory only once the bytes come.
+/// The first step a body buffer grows by (then by what it holds).
+const BODY_GROWTH: usize = 64 << 10;
+
+/// Reads exactly `len` body bytes into `buf` (empty on entry) and answers
+/// them as one shared buffer: a send's payloads are views of it, written to
+/// the log from there (no copy per message). The buffer grows with what
+/// arrives, so a header announcing a large body costs memory only once the
+/// bytes come; once every view of a body is dropped, the next body reuses
+/// its allocation (`BytesMut::reserve` reclaims it). `None` at EOF.
 async fn read_body<S: AsyncRead + Unpin>(
     socket: &mut S,
-    body: &mut Vec<u8>,
+    buf: &mut BytesMut,
     len: usize,
     idle: Duration,
     stop: &mut watch::Receiver<bool>,
-) -> Result<bool, ConnectionEnd> {
-    let limit = u64::try_from(len).unwrap_or(u64::MAX);
-    let mut reader = socket.take(limit);
+) -> Result<Option<Bytes>, ConnectionEnd> {
+    debug_assert!(buf.is_empty(), "a body buffer starts empty");
+    let fill = async {
+        while buf.len() < len {
+            let remaining = len - buf.len();
+            if buf.capacity() == buf.len() {
+                buf.reserve(remaining.min(buf.len().max(BODY_GROWTH)));
+            }
+            let room = (buf.capacity() - buf.len()).min(remaining);
+            let mut limited = (&mut *socket).take(room as u64);
+            if limited.read_buf(buf).await? == 0 {
+                return Ok(false);
+            }
+        }
+        Ok::<bool, std::io::Error>(true)
+    };
     tokio::select! {
         _ = stopped(stop) => Err(ConnectionEnd::Stopping),
-        read = tokio::time::timeout(idle, reader.read_to_end(body)) => match read {
+        read = tokio::time::timeout(idle, fill) => match read {
             Err(_) => Err(ConnectionEnd::Idle),
-            Ok(Ok(n)) => Ok(n == len),
+            Ok(Ok(true)) => Ok(Some(buf.split_to(len).freeze())),
+            Ok(Ok(false)) => Ok(None),
             Ok(Err(e)) => Err(e.into()),
         },
     }
@@ -217,25 +239,24 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<(), ConnectionEnd> {
     let mut session = handler::Session::new(client_id);
     let mut header_buf = [0u8; HEADER_SIZE];
-    let mut body = Vec::new();
+    let mut buf = BytesMut::new();
     loop {
         if !read_exact_or_idle(&mut socket, &mut header_buf, limits.idle_timeout, &mut stop).await?
         {
             return Ok(());
         }
         let header = RequestHeader::parse(&header_buf, limits.max_frame_bytes)?;
-        body.clear();
-        if !read_body(
+        let Some(body) = read_body(
             &mut socket,
-            &mut body,
+            &mut buf,
             header.body_len(),
             limits.idle_timeout,
             &mut stop,
         )
         .await?
-        {
+        else {
             return Ok(());
-        }
+        };
         let reply = handler::handle(state, &mut session, &header, &body).await;
         write_all_vectored(&mut socket, &mut reply.slices()).await?;
         // A no-op on a plain socket; TLS may still hold the reply's last
@@ -266,4 +287,54 @@ pub(crate) async fn bind(address: SocketAddr) -> std::io::Result<(TcpListener, S
     let listener = TcpListener::bind(address).await?;
     let local = listener.local_addr()?;
     Ok((listener, local))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn given_bodies_in_a_row_when_read_then_each_is_whole_and_the_buffer_is_reused() {
+        // Given two 1 MiB bodies and a short one on one stream,
+        let (a, b, c) = (pattern(1 << 20, 1), pattern(1 << 20, 2), pattern(300, 3));
+        let mut stream = std::io::Cursor::new([a.clone(), b.clone(), c.clone()].concat());
+        let (_tx, mut stop) = watch::channel(false);
+        let idle = Duration::from_secs(5);
+        let mut buf = BytesMut::new();
+        // when each is read in turn, the first view dropped before the next,
+        let first = read_body(&mut stream, &mut buf, a.len(), idle, &mut stop)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(first[..], a[..]);
+        let at = first.as_ptr();
+        drop(first);
+        let second = read_body(&mut stream, &mut buf, b.len(), idle, &mut stop)
+            .await
+            .unwrap()
+            .unwrap();
+        // then each body is exactly its bytes, and the second reused the
+        // first one's allocation (no copy, no new buffer per request),
+        assert_eq!(second[..], b[..]);
+        assert_eq!(second.as_ptr(), at);
+        // while a view still held keeps its bytes when the next body arrives.
+        let third = read_body(&mut stream, &mut buf, c.len(), idle, &mut stop)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((&second[..], &third[..]), (&b[..], &c[..]));
+        // A body cut short by EOF is no body.
+        assert!(
+            read_body(&mut stream, &mut buf, 10, idle, &mut stop)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
 }

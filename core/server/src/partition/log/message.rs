@@ -108,11 +108,13 @@ pub struct NewMessage {
     /// The producer's timestamp (microseconds), when the transport carries one.
     pub origin_timestamp: Option<u64>,
     pub headers: Option<Headers>,
-    pub payload: Vec<u8>,
+    /// A view of the request it came in (TCP), or its own buffer: the log
+    /// writes it from there, so a payload is not copied on its way in.
+    pub payload: Bytes,
 }
 
 impl NewMessage {
-    pub fn new(payload: impl Into<Vec<u8>>) -> Self {
+    pub fn new(payload: impl Into<Bytes>) -> Self {
         NewMessage {
             id: 0,
             origin_timestamp: None,
