@@ -446,14 +446,14 @@ mod tests {
     #[test]
     fn given_a_users_save_refused_for_a_full_disk_when_answered_then_it_is_storage_full() {
         let full = UsersError::NoSpace {
-            path: "/data/users".into(),
+            path: std::path::Path::new("/data").join(crate::layout::USERS_FILE),
             reason: "no space left on device".into(),
         };
         let e = ApiError::from(full);
         assert_eq!(e.class, Class::StorageFull);
         assert_eq!(e.body.code, "storage_full");
         let io = UsersError::Storage {
-            path: "/data/users".into(),
+            path: std::path::Path::new("/data").join(crate::layout::USERS_FILE),
             reason: "input/output error".into(),
         };
         assert_eq!(ApiError::from(io).class, Class::Internal);
