@@ -357,12 +357,13 @@ fn session_of(reply: &Reply) -> Option<(u64, String)> {
 }
 
 /// A login (of a password or a token) from a live server: the session's
-/// user id and token, or `None` when the server refused the credentials.
+/// user id and token, or `None` when the server refused the credentials
+/// (`refused` says which answers are that refusal).
 async fn try_login(
     ctx: &Ctx,
     url: &str,
     body: Value,
-    refused: u16,
+    refused: fn(u16, &str) -> bool,
     what: &str,
 ) -> Result<Option<(u64, String)>, String> {
     let reply = call(ctx.http.post(ctx.url(url)).json(&body)).await;
@@ -370,7 +371,7 @@ async fn try_login(
         Reply::Answer { status: 200, .. } => session_of(&reply)
             .map(Some)
             .ok_or_else(|| format!("{what}: no session in {}", reply.describe())),
-        Reply::Answer { status, .. } if *status == refused => Ok(None),
+        Reply::Answer { status, body } if refused(*status, body) => Ok(None),
         other => Err(format!("{what}: {}", other.describe())),
     }
 }
@@ -380,7 +381,9 @@ async fn token_login(ctx: &Ctx, secret: &str) -> Result<Option<(u64, String)>, S
         ctx,
         "/personal-access-tokens/login",
         json!({ "token": secret }),
-        401,
+        // An unknown, deleted or expired token (401), or the token of an
+        // inactive user, which Iggy answers `user_inactive` (47, a 400).
+        |status, body| status == 401 || (status == 400 && body.contains("\"id\":47")),
         "token login",
     )
     .await
@@ -395,7 +398,7 @@ async fn password_login(
         ctx,
         "/users/login",
         json!({ "username": name, "password": password }),
-        400,
+        |status, _| status == 400,
         &format!("login as {name}"),
     )
     .await
