@@ -418,14 +418,9 @@ impl Auth {
     /// logged out, and naming a user incarnation that still exists.
     pub(crate) fn validate(&self, token: &str) -> Option<Identity> {
         let session = self.sessions.check(token, unix_now())?;
-        let exists = if session.user_id == ROOT_USER_ID {
-            session.serial == 0
-        } else {
-            self.users
-                .incarnation(session.user_id, session.serial)
-                .is_some()
-        };
-        exists.then_some(Identity { session })
+        self.users
+            .is_incarnation(session.user_id, session.serial)
+            .then_some(Identity { session })
     }
 
     /// Logs the token of `identity` out, durably (blocking: call it off the
@@ -651,6 +646,45 @@ mod tests {
             assert!(!printed.contains(&hash), "{printed}");
         }
         assert!(format!("{auth:?}").contains("issued: 1"), "{auth:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn given_guesses_from_many_connections_then_failures_are_answered_one_delay_at_a_time() {
+        // Given a base delay of 50 ms, and four wrong passwords sent at once
+        // (as from four connections),
+        let hash = hash_password("right-pw").unwrap();
+        let auth = Arc::new(Auth::new(
+            users_with_root("root", &hash),
+            sessions(),
+            Duration::from_secs(60),
+            Duration::from_millis(50),
+        ));
+        let started = std::time::Instant::now();
+        let guesses: Vec<_> = (0..4)
+            .map(|_| {
+                let auth = auth.clone();
+                tokio::spawn(async move { auth.verify_login("root".into(), "wrong".into()).await })
+            })
+            .collect();
+        for guess in guesses {
+            assert!(guess.await.unwrap().is_err());
+        }
+        // then they were answered one after another, each after its doubled
+        // delay (50 + 100 + 200 + 400 ms): checking passwords side by side
+        // did not let guesses share a delay.
+        assert!(
+            started.elapsed() >= Duration::from_millis(750),
+            "four failures answered in {:?}",
+            started.elapsed()
+        );
+        // And a success resets the count.
+        assert_eq!(
+            auth.verify_login("root".into(), "right-pw".into())
+                .await
+                .unwrap(),
+            (ROOT_USER_ID, 0)
+        );
+        assert_eq!(auth.failures.load(Ordering::Relaxed), 0);
     }
 
     #[test]

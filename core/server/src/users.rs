@@ -638,6 +638,18 @@ impl Users {
     pub fn incarnation(&self, id: u32, serial: u64) -> Option<User> {
         self.get(id).filter(|u| u.serial == serial)
     }
+
+    /// Whether user `id` is still incarnation `serial` (root's is 0): what
+    /// every HTTP request checks, without copying the user.
+    pub(crate) fn is_incarnation(&self, id: u32, serial: u64) -> bool {
+        if id == ROOT_USER_ID {
+            return serial == 0;
+        }
+        self.lock()
+            .users
+            .get(&id)
+            .is_some_and(|u| u.serial == serial)
+    }
 }
 
 #[cfg(test)]
