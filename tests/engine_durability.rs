@@ -1397,3 +1397,122 @@ fn an_acknowledged_delete_removes_a_value_a_failed_store_may_have_left() {
         }
     }
 }
+
+// ---- which calls may run on a connection's worker -----------------------------
+
+/// The syncs (file or directory) the simulator saw since operation `from`.
+fn syncs_since(sim: &SimStorage, from: u64) -> Vec<String> {
+    sim.trace()
+        .iter()
+        .skip(from as usize)
+        .filter(|e| matches!(e.kind, OpKind::SyncFile | OpKind::SyncDir))
+        .map(|e| e.to_string())
+        .collect()
+}
+
+/// Asks the engine whether a call waits on no sync, runs it, and checks the
+/// answer against the syncs the call really made; returns whether it synced.
+fn check_no_sync_answer(
+    sim: &SimStorage,
+    engine: &mut Engine,
+    what: &str,
+    writes: DataWrite,
+    call: impl FnOnce(&mut Engine),
+) -> bool {
+    let quick = engine.waits_on_no_sync(&stream(), &topic(), writes);
+    let from = sim.op_count();
+    call(engine);
+    let syncs = syncs_since(sim, from);
+    assert!(
+        !quick || syncs.is_empty(),
+        "{what}: the engine said it waits on no sync, and it synced: {syncs:?}"
+    );
+    !syncs.is_empty()
+}
+
+#[test]
+fn a_call_the_engine_says_waits_on_no_sync_never_syncs_under_any_policy() {
+    use Durability::{Buffered, Persisted};
+    for (messages, offsets) in [
+        (Buffered, Buffered),
+        (Buffered, Persisted),
+        (Persisted, Buffered),
+        (Persisted, Persisted),
+    ] {
+        // Given: a topic under these policies whose segments roll every few sends.
+        let opts = TopicOptions {
+            segment_size: 150,
+            ..options(messages, offsets)
+        };
+        let (sim, mut engine) = sim_with(opts);
+        with_group(&mut engine);
+        let label = format!("messages {messages:?}, offsets {offsets:?}");
+        let mut synced = BTreeMap::new();
+
+        // When: sends (across rolls), polls with and without a commit, and
+        // offset stores (a new file, then overwrites) run one by one.
+        for round in 0..6u64 {
+            let s = check_no_sync_answer(&sim, &mut engine, &label, DataWrite::Messages, |e| {
+                send(e, round * 4, 4);
+            });
+            *synced.entry("send").or_insert(false) |= s;
+            let s = check_no_sync_answer(&sim, &mut engine, &label, DataWrite::Nothing, |e| {
+                poll(e, Consumer::consumer(1), PollingStrategy::Offset(0), 3);
+            });
+            *synced.entry("poll").or_insert(false) |= s;
+            let s = check_no_sync_answer(&sim, &mut engine, &label, DataWrite::Offsets, |e| {
+                e.poll(
+                    &stream(),
+                    &topic(),
+                    PARTITION,
+                    Consumer::consumer(2),
+                    PollingStrategy::Next,
+                    2,
+                    true,
+                )
+                .unwrap();
+            });
+            *synced.entry("commit").or_insert(false) |= s;
+            let s = check_no_sync_answer(&sim, &mut engine, &label, DataWrite::Offsets, |e| {
+                store_offset(e, Consumer::group(GROUP), round).unwrap();
+            });
+            *synced.entry("store").or_insert(false) |= s;
+        }
+
+        // Then: what the engine sent to the blocking pool is what syncs (the
+        // answer is not just "no" everywhere).
+        assert!(!synced["poll"], "{label}: a poll without a commit synced");
+        assert_eq!(synced["send"], messages == Persisted, "{label}");
+        assert_eq!(synced["commit"], offsets == Persisted, "{label}");
+        assert_eq!(synced["store"], offsets == Persisted, "{label}");
+    }
+}
+
+#[test]
+fn while_the_metadata_is_in_doubt_no_call_is_said_to_wait_on_no_sync() {
+    // Given: a buffered topic, whose sends wait on no sync.
+    let (sim, mut engine) = sim_with(buffered());
+    assert!(engine.waits_on_no_sync(&stream(), &topic(), DataWrite::Messages));
+    // When: a metadata change and its restore both fail their directory sync.
+    sim.fail_when(
+        OpMatcher::kind(OpKind::SyncDir),
+        Fault::io(FaultMode::Before),
+        0,
+        2,
+    );
+    engine.create_stream(None, "second").unwrap_err();
+    // Then: the next send saves the metadata first, so it may sync.
+    for writes in [DataWrite::Nothing, DataWrite::Messages, DataWrite::Offsets] {
+        assert!(
+            !engine.waits_on_no_sync(&stream(), &topic(), writes),
+            "{writes:?}"
+        );
+    }
+    let from = sim.op_count();
+    send(&mut engine, 0, 1);
+    assert!(
+        !syncs_since(&sim, from).is_empty(),
+        "the send made the metadata durable"
+    );
+    assert!(engine.waits_on_no_sync(&stream(), &topic(), DataWrite::Messages));
+}

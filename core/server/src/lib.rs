@@ -34,7 +34,7 @@ pub mod tls;
 pub mod users;
 
 pub use engine::{
-    CleanupRun, DeletePhase, Engine, EngineConfig, MemberPoll, Partitioning, PurgeMode,
+    CleanupRun, DataWrite, DeletePhase, Engine, EngineConfig, MemberPoll, Partitioning, PurgeMode,
     ReconcilerWaker, RecoveryReport, Sent,
 };
 pub use error::{EngineError, Result};

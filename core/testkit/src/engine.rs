@@ -20,8 +20,8 @@ pub use sluice_server::metadata::{Durability, Metadata, PartitionKey, TopicOptio
 pub use sluice_server::partition::log::{HeaderKey, HeaderValue, Headers, Message, NewMessage};
 pub use sluice_server::partition::{Consumer, PollingStrategy};
 pub use sluice_server::{
-    DeletePhase, Engine, EngineError, Identifier, ObligationKey, Partitioning, PurgeMode,
-    RecoveryReport, ResourceKey, Sent,
+    DataWrite, DeletePhase, Engine, EngineError, Identifier, ObligationKey, Partitioning,
+    PurgeMode, RecoveryReport, ResourceKey, Sent,
 };
 pub use sluice_storage::sim::NodeView;
 pub use sluice_storage::{

@@ -35,7 +35,54 @@ pub struct Sent {
     pub(crate) durability: Durability,
 }
 
+/// What a data-path call may write, for [`Engine::waits_on_no_sync`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataWrite {
+    /// Nothing: a poll that commits no offset.
+    Nothing,
+    /// A batch of messages: a send.
+    Messages,
+    /// A consumer offset: an offset store, or a poll that commits.
+    Offsets,
+}
+
+impl DataWrite {
+    /// What a poll writes: an offset when it commits.
+    pub fn polling(auto_commit: bool) -> Self {
+        if auto_commit {
+            DataWrite::Offsets
+        } else {
+            DataWrite::Nothing
+        }
+    }
+}
+
 impl Engine {
+    /// Whether a data-path call on this topic that writes `writes` waits on
+    /// no sync: the metadata is not in doubt (a send would save it first)
+    /// and what it writes is `buffered` for the topic, so the call at most
+    /// writes into the page cache and reads. An unknown topic
+    /// answers true: its error is found in memory. The transports run such
+    /// a call on the connection's own worker (`AppState::engine_quick`).
+    pub fn waits_on_no_sync(
+        &self,
+        stream: &Identifier,
+        topic: &Identifier,
+        writes: DataWrite,
+    ) -> bool {
+        if self.metadata_in_doubt.is_some() {
+            return false;
+        }
+        let Ok(t) = self.topic(stream, topic) else {
+            return true;
+        };
+        match writes {
+            DataWrite::Nothing => true,
+            DataWrite::Messages => !t.options.durability.is_persisted(),
+            DataWrite::Offsets => !t.options.consumer_offset_durability.is_persisted(),
+        }
+    }
+
     fn pick_partition(
         &mut self,
         topic: TopicKey,

@@ -62,7 +62,7 @@ pub use crate::partition::reconciler::CleanupRun;
 pub use deletion::DeletePhase;
 pub(crate) use keys::TopicKey;
 pub use membership::MemberPoll;
-pub use messages::{Partitioning, Sent};
+pub use messages::{DataWrite, Partitioning, Sent};
 pub use recovery::RecoveryReport;
 
 /// Ids assigned by the server start here, as in Iggy 0.11: the first stream,

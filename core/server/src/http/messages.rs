@@ -30,7 +30,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
 use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
-use crate::engine::{FIRST_ID, Partitioning};
+use crate::engine::{DataWrite, Engine as Sluice, FIRST_ID, Partitioning};
 use crate::iggy::AppState;
 use crate::iggy::consumer::ConsumerId;
 use crate::iggy::error::{ApiError, ApiResult, Class};
@@ -257,8 +257,9 @@ pub(crate) async fn send(
     let t = identifier("topic_id", &topic_id)?;
     let (partitioning, messages) = parse_batch(&body)?;
     drop(body);
+    let quick = |e: &_, (s, t): &_| Sluice::waits_on_no_sync(e, s, t, DataWrite::Messages);
     let (sent, sid, tid) = state
-        .engine(move |e| {
+        .engine_quick((s, t), quick, move |e, (s, t)| {
             let sent = e.send(&s, &t, &partitioning, messages)?;
             Ok((sent, sent.topic.stream, sent.topic.topic))
         })
@@ -412,8 +413,10 @@ pub(crate) async fn poll(
         .limits
         .poll_count(query.u32("count")?.unwrap_or(DEFAULT_POLL_COUNT));
     let auto_commit = query.bool("auto_commit")?.unwrap_or(false);
+    let writes = DataWrite::polling(auto_commit);
+    let quick = move |e: &_, (s, t): &_| Sluice::waits_on_no_sync(e, s, t, writes);
     let polled = state
-        .engine(move |e| {
+        .engine_quick((s, t), quick, move |e, (s, t)| {
             let consumer = consumer.resolve(e, &s, &t)?;
             Ok(e.poll(
                 &s,

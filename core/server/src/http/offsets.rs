@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
 use super::messages::parse_consumer;
 use super::model::{self, ConsumerGroup, ConsumerGroupDetails};
-use crate::engine::FIRST_ID;
+use crate::engine::{DataWrite, Engine, FIRST_ID};
 use crate::iggy::AppState;
 use crate::iggy::error::{ApiError, ApiResult};
 
@@ -97,8 +97,9 @@ pub(crate) async fn store_offset(
     let consumer = parse_consumer(raw_id.as_deref(), kind)?;
     let partition = body.partition_id.unwrap_or(FIRST_ID);
     let offset = body.offset;
+    let quick = |e: &_, (s, t): &_| Engine::waits_on_no_sync(e, s, t, DataWrite::Offsets);
     state
-        .engine(move |e| {
+        .engine_quick((s, t), quick, move |e, (s, t)| {
             let c = consumer.resolve(e, &s, &t)?;
             Ok(e.store_offset(&s, &t, partition, c, offset)?)
         })

@@ -4,10 +4,19 @@
 //!
 //! Invariants:
 //! - The engine is single-threaded and its storage synchronous (ADR 0001,
-//!   ADR 0002): it sits behind one `std::sync::Mutex`, and every engine call
-//!   runs on tokio's blocking pool (`AppState::engine`), never on an async
-//!   worker. A call that started runs to completion even if the client goes
-//!   away, so no request is ever half-applied by a cancelled future.
+//!   ADR 0002): it sits behind one `std::sync::Mutex`, and no async worker
+//!   ever waits for that lock or for a sync. An engine call runs on tokio's
+//!   blocking pool (`AppState::engine`), except a data-path call that the
+//!   engine says waits on no sync (`Engine::waits_on_no_sync`: a `buffered`
+//!   send, a poll, a `buffered` offset store) while the lock is free at once
+//!   (`try_lock`): that one runs on the connection's own worker
+//!   (`AppState::engine_quick`), which saves two thread hand-offs per request
+//!   (docs/performance.md, "Issue 30"). Such a call writes into the page
+//!   cache and reads, as the blocking pool would have done for it.
+//! - A call that started runs to completion even if the client goes away, so
+//!   no request is ever half-applied by a cancelled future: on the blocking
+//!   pool because the task is not cancelled, on the worker because the call
+//!   has no await point.
 //! - If an engine call ever panics, the mutex is poisoned and every later
 //!   engine request is refused with an internal error until restart: memory
 //!   may no longer match the durable state, and recovery is the only trusted
@@ -95,5 +104,111 @@ impl AppState {
             tracing::error!(error = %e, "engine task failed");
             ApiError::internal("the engine task failed")
         })?
+    }
+
+    /// Runs `f(engine, args)` on the calling worker if the lock is free at
+    /// once and `waits_on_no_sync(engine, &args)` holds (the call waits on no
+    /// sync); otherwise as [`AppState::engine`], which reports a poisoned
+    /// lock. `args` is what both need (the identifiers the check resolves).
+    pub(crate) async fn engine_quick<A, T, Q, F>(
+        &self,
+        args: A,
+        waits_on_no_sync: Q,
+        f: F,
+    ) -> ApiResult<T>
+    where
+        A: Send + 'static,
+        T: Send + 'static,
+        Q: FnOnce(&Engine, &A) -> bool,
+        F: FnOnce(&mut Engine, A) -> ApiResult<T> + Send + 'static,
+    {
+        match run_if_free(&self.engine, args, waits_on_no_sync, f) {
+            Quick::Ran(out) => out,
+            Quick::Deferred(args, f) => self.engine(move |e| f(e, args)).await,
+        }
+    }
+}
+
+/// What [`run_if_free`] did.
+enum Quick<T, A, F> {
+    /// `f` ran on this thread and answered this.
+    Ran(T),
+    /// The lock was taken (or poisoned), or the call may sync: `f` and its
+    /// arguments, not run.
+    Deferred(A, F),
+}
+
+/// Runs `f(guarded, args)` on this thread, under the lock, only if the lock
+/// is free at once and `quick(guarded, &args)` holds; never waits for the
+/// lock.
+fn run_if_free<E, A, T, Q, F>(lock: &Mutex<E>, args: A, quick: Q, f: F) -> Quick<T, A, F>
+where
+    Q: FnOnce(&E, &A) -> bool,
+    F: FnOnce(&mut E, A) -> T,
+{
+    let Ok(mut guard) = lock.try_lock() else {
+        return Quick::Deferred(args, f);
+    };
+    if quick(&guard, &args) {
+        Quick::Ran(f(&mut guard, args))
+    } else {
+        Quick::Deferred(args, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quick_call_runs_here_when_the_lock_is_free() {
+        // given a free lock and a call that waits on no sync
+        let lock = Mutex::new(1u32);
+        // when it is offered
+        let out = run_if_free(
+            &lock,
+            1,
+            |_, _| true,
+            |v: &mut u32, by| {
+                *v += by;
+                *v
+            },
+        );
+        // then it ran here, under the lock
+        assert!(matches!(out, Quick::Ran(2)));
+        assert_eq!(*lock.lock().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_call_that_may_sync_is_handed_back_unrun() {
+        let lock = Mutex::new(1u32);
+        let out = run_if_free(&lock, 1, |_, _| false, |v: &mut u32, by| *v += by);
+        assert!(matches!(out, Quick::Deferred(1, _)));
+        assert_eq!(*lock.lock().unwrap(), 1, "the call must not have run");
+    }
+
+    #[test]
+    fn a_taken_lock_is_never_waited_for() {
+        // given the lock held elsewhere
+        let lock = Mutex::new(1u32);
+        let held = lock.lock().unwrap();
+        // when a quick call is offered, then it comes back unrun at once
+        let out = run_if_free(&lock, 1, |_, _| true, |v: &mut u32, by| *v += by);
+        assert!(matches!(out, Quick::Deferred(1, _)));
+        drop(held);
+        assert_eq!(*lock.lock().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_poisoned_lock_is_left_to_the_blocking_path_to_report() {
+        let lock = std::sync::Arc::new(Mutex::new(1u32));
+        let l2 = lock.clone();
+        let _ = std::thread::spawn(move || {
+            let _g = l2.lock().unwrap();
+            panic!("poison it");
+        })
+        .join();
+        let out = run_if_free(&lock, 1, |_, _| true, |v: &mut u32, by| *v += by);
+        assert!(matches!(out, Quick::Deferred(1, _)));
     }
 }

@@ -18,8 +18,9 @@ use super::codec::{self, ConsumerId, Request, WireTopicOptions};
 use super::encode;
 use super::frame::{self, HEADER_SIZE, RequestHeader, op};
 use super::reply::ReplyFrame;
-use crate::engine::{FIRST_ID, MemberPoll};
+use crate::engine::{DataWrite, FIRST_ID, MemberPoll};
 use crate::error::EngineError;
+use crate::identifier::Identifier;
 use crate::iggy::AppState;
 use crate::iggy::error::{ApiError, Class};
 use crate::iggy::stats::collect_stats;
@@ -171,6 +172,27 @@ where
     F: FnOnce(&mut crate::engine::Engine) -> Result<T, ApiError> + Send + 'static,
 {
     state.engine(f).await.map_err(api_code)
+}
+
+/// A data-path engine call on `(stream, topic)` that writes `writes`: on the
+/// connection's worker when it waits on no sync and the lock is free
+/// (`AppState::engine_quick`), on the blocking pool otherwise.
+async fn engine_quick<T, F>(
+    state: &AppState,
+    at: (Identifier, Identifier),
+    writes: DataWrite,
+    f: F,
+) -> Result<T, u32>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut crate::engine::Engine, (Identifier, Identifier)) -> Result<T, ApiError>
+        + Send
+        + 'static,
+{
+    state
+        .engine_quick(at, move |e, (s, t)| e.waits_on_no_sync(s, t, writes), f)
+        .await
+        .map_err(api_code)
 }
 
 /// A get: not found is an empty answer.
@@ -555,13 +577,24 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             partitioning,
             messages,
         } => {
-            engine(state, move |e| {
-                let sent = e.send(&stream, &topic, &partitioning, messages)?;
-                let (sid, tid) = (sent.topic.stream, sent.topic.topic);
-                let mut out = Vec::with_capacity(24);
-                encode::send_confirmation(&mut out, sid, tid, sent.partition_id, sent.base_offset);
-                Ok(out)
-            })
+            engine_quick(
+                state,
+                (stream, topic),
+                DataWrite::Messages,
+                move |e, (stream, topic)| {
+                    let sent = e.send(&stream, &topic, &partitioning, messages)?;
+                    let (sid, tid) = (sent.topic.stream, sent.topic.topic);
+                    let mut out = Vec::with_capacity(24);
+                    encode::send_confirmation(
+                        &mut out,
+                        sid,
+                        tid,
+                        sent.partition_id,
+                        sent.base_offset,
+                    );
+                    Ok(out)
+                },
+            )
             .await
         }
         Request::PollMessages {
@@ -580,19 +613,21 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
                 // A group poll is a member's: of a partition it may poll,
                 // or of its next one when the poll names none.
                 let client = session.client_id;
-                let polled = engine(state, move |e| {
-                    Ok(e.poll_as_member(
-                        client,
-                        &stream,
-                        &topic,
-                        &group,
-                        partition,
-                        strategy,
-                        u64::from(count),
-                        auto_commit,
-                    )?)
-                })
-                .await?;
+                let writes = DataWrite::polling(auto_commit);
+                let polled =
+                    engine_quick(state, (stream, topic), writes, move |e, (stream, topic)| {
+                        Ok(e.poll_as_member(
+                            client,
+                            &stream,
+                            &topic,
+                            &group,
+                            partition,
+                            strategy,
+                            u64::from(count),
+                            auto_commit,
+                        )?)
+                    })
+                    .await?;
                 return Ok(match polled {
                     MemberPoll::Served(polled) => Body::Polled(encode::polled(polled, HEADER_SIZE)),
                     MemberPoll::NotOwned => empty_poll(RESYNC_PARTITION),
@@ -600,7 +635,8 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
                 });
             }
             let partition = partition.unwrap_or(FIRST_ID);
-            let polled = engine(state, move |e| {
+            let writes = DataWrite::polling(auto_commit);
+            let polled = engine_quick(state, (stream, topic), writes, move |e, (stream, topic)| {
                 let c = consumer.resolve(e, &stream, &topic)?;
                 Ok(e.poll(
                     &stream,
@@ -652,14 +688,19 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
         } => {
             let partition = partition.unwrap_or(FIRST_ID);
             let client = session.client_id;
-            engine(state, move |e| {
-                let c = member_or_consumer(e, client, &consumer, &stream, &topic, partition)?;
-                e.store_offset(&stream, &topic, partition, c, offset)?;
-                if let ConsumerId::Group(g) = &consumer {
-                    e.after_member_commit(&stream, &topic, g);
-                }
-                Ok(())
-            })
+            engine_quick(
+                state,
+                (stream, topic),
+                DataWrite::Offsets,
+                move |e, (stream, topic)| {
+                    let c = member_or_consumer(e, client, &consumer, &stream, &topic, partition)?;
+                    e.store_offset(&stream, &topic, partition, c, offset)?;
+                    if let ConsumerId::Group(g) = &consumer {
+                        e.after_member_commit(&stream, &topic, g);
+                    }
+                    Ok(())
+                },
+            )
             .await
             .map(|()| Vec::new())
         }
