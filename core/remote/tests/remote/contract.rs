@@ -1,0 +1,115 @@
+//! One contract, every backend; the probe tells the truth on each.
+
+use bytes::Bytes;
+use sluice_remote::contract;
+use sluice_remote::{
+    ConditionalCreate, RemoteStore, SimRemote, SimRemoteConfig, probe_conditional_create,
+    probe_conditional_create_with_nonce,
+};
+
+use crate::support::{S3Server, key, local};
+
+#[test]
+fn sim_remote_keeps_the_contract() {
+    let sim = SimRemote::default();
+    contract::check(&sim, &key("inst/contract")).unwrap();
+    assert!(sim.objects().is_empty());
+}
+
+#[test]
+fn local_object_store_keeps_the_contract() {
+    let (remote, _dir) = local();
+    contract::check(&remote, &key("inst/contract")).unwrap();
+}
+
+#[test]
+fn s3s_fs_over_object_store_aws_keeps_the_contract() {
+    let server = S3Server::start();
+    let remote = server.remote();
+    contract::check(&remote, &key("inst/contract")).unwrap();
+}
+
+#[test]
+fn a_double_that_overwrites_breaks_the_contract_at_the_second_create() {
+    // Given a store that ignores create-only puts,
+    let sim = SimRemote::new(SimRemoteConfig {
+        ignores_conditional_writes: true,
+    });
+    // when the contract runs, then it names the check that caught it.
+    let err = contract::check(&sim, &key("inst/contract")).unwrap_err();
+    assert_eq!(err.check, "second create refused");
+}
+
+#[test]
+fn the_probe_passes_where_create_only_is_honoured_and_cleans_up() {
+    let prefix = key("inst");
+    let sim = SimRemote::default();
+    let report = probe_conditional_create_with_nonce(&sim, &prefix, 7).unwrap();
+    assert_eq!(report.verdict, ConditionalCreate::Honoured);
+    assert!(report.cleaned_up);
+    assert_eq!(report.key.as_str(), "inst/_probe/create-0000000000000007");
+    assert!(sim.objects().is_empty());
+
+    let (remote, _dir) = local();
+    let report = probe_conditional_create(&remote, &prefix).unwrap();
+    assert_eq!(report.verdict, ConditionalCreate::Honoured);
+    assert!(report.cleaned_up);
+    assert!(remote.list(&prefix).unwrap().is_empty());
+}
+
+#[test]
+fn the_probe_reports_a_store_that_ignores_conditional_writes() {
+    // Given a double configured as garage behaves,
+    let sim = SimRemote::new(SimRemoteConfig {
+        ignores_conditional_writes: true,
+    });
+    // when probed, then the verdict is Ignored and the probe object is gone.
+    let report = probe_conditional_create_with_nonce(&sim, &key("inst"), 1).unwrap();
+    assert_eq!(report.verdict, ConditionalCreate::Ignored);
+    assert!(report.cleaned_up);
+    assert!(sim.objects().is_empty());
+}
+
+#[test]
+fn the_probe_refuses_a_key_that_was_not_fresh_and_gives_no_verdict() {
+    let sim = SimRemote::default();
+    let k = key("inst/_probe/create-0000000000000003");
+    sim.put_new(&k, Bytes::from_static(b"left by someone"))
+        .unwrap();
+    let err = probe_conditional_create_with_nonce(&sim, &key("inst"), 3).unwrap_err();
+    assert!(
+        matches!(err, sluice_remote::ProbeError::KeyNotFresh(_)),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_probe_on_s3s_fs_reports_what_s3s_fs_really_does() {
+    // Given s3s-fs served in-process and reached through object_store's S3 client,
+    let server = S3Server::start();
+    let remote = server.remote();
+    let k = key("truth/first");
+    // when a create-only put is repeated by hand (what the probe does),
+    remote.put_new(&k, Bytes::from_static(b"one")).unwrap();
+    let second = remote.put_new(&k, Bytes::from_static(b"two"));
+    let really_refused = matches!(&second, Err(e) if e.kind == sluice_remote::RemoteErrorKind::AlreadyExists)
+        && remote.get_range(&k, 0..3).unwrap().as_ref() == b"one";
+    remote.delete(&k).unwrap();
+    // then the probe's verdict is exactly what the server did: s3s-fs 0.14.1 checks
+    // `If-None-Match: *` before writing and answers 412, which object_store reports as
+    // AlreadyExists.
+    let report = probe_conditional_create(&remote, &key("inst")).unwrap();
+    let expected = if really_refused {
+        ConditionalCreate::Honoured
+    } else {
+        ConditionalCreate::Ignored
+    };
+    assert_eq!(report.verdict, expected);
+    assert_eq!(
+        report.verdict,
+        ConditionalCreate::Honoured,
+        "s3s-fs 0.14.1 honours If-None-Match: *"
+    );
+    assert!(report.cleaned_up);
+    assert!(remote.list(&key("inst")).unwrap().is_empty());
+}
