@@ -98,6 +98,9 @@ pub struct S3Settings {
     pub virtual_hosted_style: bool,
     /// Per-request timeout; `None` keeps `object_store`'s default (30 s).
     pub request_timeout: Option<Duration>,
+    /// How often the client retries a connection error, a 5xx or (for reads and deletes) a
+    /// timeout; `None` keeps `object_store`'s default (10, within 3 minutes).
+    pub max_retries: Option<usize>,
 }
 
 impl fmt::Debug for S3Settings {
@@ -110,6 +113,7 @@ impl fmt::Debug for S3Settings {
             .field("allow_http", &self.allow_http)
             .field("virtual_hosted_style", &self.virtual_hosted_style)
             .field("request_timeout", &self.request_timeout)
+            .field("max_retries", &self.max_retries)
             .finish_non_exhaustive()
     }
 }
@@ -198,6 +202,9 @@ impl ObjectStoreRemote {
             Some(e) => format!("s3:{e}/{}", settings.bucket),
             None => format!("s3://{}", settings.bucket),
         };
+        // reqwest is built without a TLS provider of its own (Cargo.toml): make ring the
+        // process default unless something (the server's TLS) already chose one.
+        let _already = rustls::crypto::ring::default_provider().install_default();
         let mut client = ClientOptions::new().with_allow_http(settings.allow_http);
         if let Some(t) = settings.request_timeout {
             client = client.with_timeout(t);
@@ -211,6 +218,12 @@ impl ObjectStoreRemote {
             .with_client_options(client);
         if let Some(e) = &settings.endpoint {
             builder = builder.with_endpoint(e);
+        }
+        if let Some(n) = settings.max_retries {
+            builder = builder.with_retry(object_store::RetryConfig {
+                max_retries: n,
+                ..object_store::RetryConfig::default()
+            });
         }
         let store = builder.build().map_err(|e| RemoteBuildError {
             store: describe.clone(),

@@ -113,3 +113,106 @@ fn the_probe_on_s3s_fs_reports_what_s3s_fs_really_does() {
     assert!(report.cleaned_up);
     assert!(remote.list(&key("inst")).unwrap().is_empty());
 }
+
+#[test]
+fn a_store_that_never_answers_is_unavailable_with_the_outcome_unknown() {
+    // Given a listener that accepts connections and never answers,
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let remote = crate::support::s3_remote_at(addr);
+    // when a put times out, then the error says which call, and that it may have applied.
+    let err = remote
+        .put_new(&key("a/b"), Bytes::from_static(b"x"))
+        .unwrap_err();
+    assert_eq!(
+        err.kind,
+        sluice_remote::RemoteErrorKind::Unavailable,
+        "{err}"
+    );
+    assert_eq!(err.op, sluice_remote::RemoteOp::Put);
+    assert_eq!(err.key, "a/b");
+    assert!(err.may_have_applied());
+    drop(listener);
+}
+
+#[test]
+fn a_store_that_refuses_connections_is_unavailable() {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let remote = crate::support::s3_remote_at(addr);
+    let err = remote.delete(&key("a/b")).unwrap_err();
+    assert_eq!(
+        err.kind,
+        sluice_remote::RemoteErrorKind::Unavailable,
+        "{err}"
+    );
+    let err = remote.list(&key("a")).unwrap_err();
+    assert_eq!(
+        err.kind,
+        sluice_remote::RemoteErrorKind::Unavailable,
+        "{err}"
+    );
+    assert!(!err.may_have_applied(), "a listing changes nothing");
+}
+
+#[test]
+fn s3s_fs_refuses_the_second_create_with_412_reported_as_already_exists() {
+    let server = S3Server::start();
+    let remote = server.remote();
+    let k = key("detail/obj");
+    remote.put_new(&k, Bytes::from_static(b"one")).unwrap();
+    let err = remote.put_new(&k, Bytes::from_static(b"two")).unwrap_err();
+    assert_eq!(err.kind, sluice_remote::RemoteErrorKind::AlreadyExists);
+    assert!(err.detail.contains("412"), "{err}");
+    // Wrong credentials are Other (outcome unknown, never "not found").
+    let bad = sluice_remote::ObjectStoreRemote::s3(
+        &sluice_remote::S3Settings {
+            bucket: crate::support::BUCKET.into(),
+            region: "us-east-1".into(),
+            endpoint: Some(server.endpoint()),
+            access_key_id: "AKIAWRONG".into(),
+            secret_access_key: "wrong".into(),
+            allow_http: true,
+            max_retries: Some(0),
+            ..sluice_remote::S3Settings::default()
+        },
+        sluice_remote::RuntimeHandle::owned().unwrap(),
+    )
+    .unwrap();
+    let err = bad.head(&k).unwrap_err();
+    assert_eq!(err.kind, sluice_remote::RemoteErrorKind::Other, "{err}");
+}
+
+#[test]
+fn an_https_endpoint_builds_its_tls_client_on_ring_and_fails_as_unavailable() {
+    // Given an https endpoint nobody listens on (reqwest is built without a TLS provider of
+    // its own; the constructor installs ring as the process default),
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let remote = sluice_remote::ObjectStoreRemote::s3(
+        &sluice_remote::S3Settings {
+            bucket: crate::support::BUCKET.into(),
+            region: "us-east-1".into(),
+            endpoint: Some(format!("https://{addr}")),
+            access_key_id: "AKIA".into(),
+            secret_access_key: "secret".into(),
+            max_retries: Some(0),
+            ..sluice_remote::S3Settings::default()
+        },
+        sluice_remote::RuntimeHandle::owned().unwrap(),
+    )
+    .unwrap();
+    // when called, then the client was built (no panic for a missing provider) and the
+    // refused connection is Unavailable.
+    let err = remote.head(&key("a/b")).unwrap_err();
+    assert_eq!(
+        err.kind,
+        sluice_remote::RemoteErrorKind::Unavailable,
+        "{err}"
+    );
+    assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+}

@@ -8,6 +8,9 @@
 //!   `ObjectStoreRemote` and requires identical answers and contents;
 //! - `local`: what is specific to the real backend (the async-worker rule, foreign files).
 
+// Fixtures and proptest bodies unwrap outside `#[test]` functions, as `tests/main.rs` does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod contract;
 mod differential;
 mod local;

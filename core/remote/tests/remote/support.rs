@@ -77,6 +77,10 @@ impl S3Server {
         }
     }
 
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// `ObjectStoreRemote` pointed at it: path style, plain http, the server's credentials,
     /// blocking on the server's runtime (from the test's own thread, never a worker).
     pub fn remote(&self) -> ObjectStoreRemote {
@@ -89,6 +93,7 @@ impl S3Server {
             allow_http: true,
             virtual_hosted_style: false,
             request_timeout: Some(Duration::from_secs(10)),
+            max_retries: None,
         };
         ObjectStoreRemote::s3(
             &settings,
@@ -96,4 +101,20 @@ impl S3Server {
         )
         .unwrap()
     }
+}
+
+/// A remote pointed at `addr` with no retries and a short timeout (for the error tests).
+pub fn s3_remote_at(addr: SocketAddr) -> ObjectStoreRemote {
+    let settings = S3Settings {
+        bucket: BUCKET.into(),
+        region: "us-east-1".into(),
+        endpoint: Some(format!("http://{addr}")),
+        access_key_id: ACCESS_KEY.into(),
+        secret_access_key: SECRET_KEY.into(),
+        allow_http: true,
+        virtual_hosted_style: false,
+        request_timeout: Some(Duration::from_millis(300)),
+        max_retries: Some(0),
+    };
+    ObjectStoreRemote::s3(&settings, RuntimeHandle::owned().unwrap()).unwrap()
 }
