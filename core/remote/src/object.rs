@@ -336,7 +336,10 @@ fn classify_source(op: RemoteOp, source: &(dyn std::error::Error + 'static)) -> 
         cur = e.source();
     }
     // The retry error's status is not exported; its message carries it.
-    if op == RemoteOp::Get && (text.contains("Wanted range starting at") || text.contains("416")) {
+    // (Keys hold no space or colon, so a key in the message cannot fake these.)
+    if op == RemoteOp::Get
+        && (text.contains("Wanted range starting at") || text.contains("status code: 416"))
+    {
         return RemoteErrorKind::InvalidRequest;
     }
     let server_side = ["status code: 5", "status code: 429", "status code: 408"];

@@ -166,6 +166,10 @@ fn s3s_fs_refuses_the_second_create_with_412_reported_as_already_exists() {
     let err = remote.put_new(&k, Bytes::from_static(b"two")).unwrap_err();
     assert_eq!(err.kind, sluice_remote::RemoteErrorKind::AlreadyExists);
     assert!(err.detail.contains("412"), "{err}");
+    // A range starting at the end is 416 on the wire, InvalidRequest here.
+    let err = remote.get_range(&k, 3..4).unwrap_err();
+    assert_eq!(err.kind, sluice_remote::RemoteErrorKind::InvalidRequest);
+    assert!(err.detail.contains("status code: 416"), "{err}");
     // Wrong credentials are Other (outcome unknown, never "not found").
     let bad = sluice_remote::ObjectStoreRemote::s3(
         &sluice_remote::S3Settings {
@@ -183,6 +187,7 @@ fn s3s_fs_refuses_the_second_create_with_412_reported_as_already_exists() {
     .unwrap();
     let err = bad.head(&k).unwrap_err();
     assert_eq!(err.kind, sluice_remote::RemoteErrorKind::Other, "{err}");
+    assert!(err.detail.contains("403"), "{err}");
 }
 
 #[test]
