@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use sluice_remote::{ObjectStoreRemote, RemoteKey, RuntimeHandle, S3Settings};
+use sluice_storage::DurableStorage;
 use tempfile::TempDir;
 
 pub fn key(s: &str) -> RemoteKey {
@@ -41,9 +42,12 @@ impl S3Server {
 
         let dir = tempfile::tempdir().unwrap();
         // A bucket of s3s-fs is a directory under its root.
-        std::fs::create_dir_all(dir.path().join(BUCKET)).unwrap();
-        let fs = s3s_fs::FileSystem::new(dir.path()).unwrap();
-        let mut builder = S3ServiceBuilder::new(fs);
+        // Through DiskStorage: only core/storage touches std::fs (tests/tidy.rs rule 2).
+        sluice_storage::DiskStorage::new()
+            .create_dir_all(&dir.path().join(BUCKET))
+            .unwrap();
+        let store = s3s_fs::FileSystem::new(dir.path()).unwrap();
+        let mut builder = S3ServiceBuilder::new(store);
         builder.set_auth(SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
         let service = builder.build();
 
