@@ -221,3 +221,29 @@ fn an_https_endpoint_builds_its_tls_client_on_ring_and_fails_as_unavailable() {
     );
     assert!(rustls::crypto::CryptoProvider::get_default().is_some());
 }
+
+#[test]
+fn the_probe_gives_no_verdict_when_the_second_create_is_unanswered() {
+    // Given a store whose second create times out (the probe cannot know what it did),
+    let sim = SimRemote::default();
+    sim.fail_at(1, sluice_remote::RemoteFault::Late { delay: 1 });
+    // when probed, then it is an error, not a verdict; the late put lands before the next
+    // call and is refused there (the first object exists), and the clean-up removes that.
+    let err = probe_conditional_create_with_nonce(&sim, &key("inst"), 9).unwrap_err();
+    assert!(
+        matches!(err, sluice_remote::ProbeError::Remote(ref e) if e.kind == sluice_remote::RemoteErrorKind::Unavailable),
+        "{err}"
+    );
+    assert!(sim.objects().is_empty());
+}
+
+#[test]
+fn the_probe_reports_a_clean_up_that_failed() {
+    let sim = SimRemote::default();
+    // Calls: put, put, get, delete.
+    sim.fail_at(3, sluice_remote::RemoteFault::Before);
+    let report = probe_conditional_create_with_nonce(&sim, &key("inst"), 4).unwrap();
+    assert_eq!(report.verdict, ConditionalCreate::Honoured);
+    assert!(!report.cleaned_up);
+    assert_eq!(sim.objects().keys().next(), Some(&report.key));
+}

@@ -1,11 +1,12 @@
-//! `SimRemote` (no faults) and `ObjectStoreRemote` on the local file system answer every
-//! call sequence alike, and end up holding the same objects.
+//! `SimRemote` (no faults) and `ObjectStoreRemote`, on the local file system and on
+//! `s3s-fs` over S3's wire protocol, answer every call sequence alike, and end up holding the
+//! same objects.
 
 use bytes::Bytes;
 use proptest::prelude::*;
 use sluice_remote::{RemoteError, RemoteKey, RemoteStore, SimRemote};
 
-use crate::support::{key, local};
+use crate::support::{S3Server, key, local};
 
 #[derive(Debug, Clone)]
 enum Call {
@@ -39,26 +40,45 @@ fn norm<T: std::fmt::Debug>(r: Result<T, RemoteError>) -> String {
     }
 }
 
+/// Runs `calls` on `SimRemote` and on `real`, comparing every answer and the final listings.
+fn agree(real: &dyn RemoteStore, calls: &[Call]) -> Result<(), TestCaseError> {
+    let sim = SimRemote::default();
+    let keys: Vec<RemoteKey> = KEYS.iter().map(|k| key(k)).collect();
+    for c in calls {
+        let run = |s: &dyn RemoteStore| match c {
+            Call::Put(k, n) => norm(s.put_new(&keys[*k], Bytes::from(vec![*n; usize::from(*n)]))),
+            Call::Get(k, st, n) => {
+                norm(s.get_range(&keys[*k], u64::from(*st)..u64::from(*st) + u64::from(*n)))
+            }
+            Call::Head(k) => norm(s.head(&keys[*k])),
+            Call::Delete(k) => norm(s.delete(&keys[*k])),
+            Call::List(p) => norm(s.list(&key(PREFIXES[*p]))),
+        };
+        prop_assert_eq!(run(&sim), run(real), "after {:?}", c);
+    }
+    for p in PREFIXES {
+        prop_assert_eq!(norm(sim.list(&key(p))), norm(real.list(&key(p))));
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
     fn sim_and_local_object_store_agree(calls in proptest::collection::vec(call(), 1..40)) {
-        let sim = SimRemote::default();
         let (real, _dir) = local();
-        let keys: Vec<RemoteKey> = KEYS.iter().map(|k| key(k)).collect();
-        for c in &calls {
-            let run = |s: &dyn RemoteStore| match c {
-                Call::Put(k, n) => norm(s.put_new(&keys[*k], Bytes::from(vec![*n; usize::from(*n)]))),
-                Call::Get(k, st, n) => norm(s.get_range(&keys[*k], u64::from(*st)..u64::from(*st) + u64::from(*n))),
-                Call::Head(k) => norm(s.head(&keys[*k])),
-                Call::Delete(k) => norm(s.delete(&keys[*k])),
-                Call::List(p) => norm(s.list(&key(PREFIXES[*p]))),
-            };
-            prop_assert_eq!(run(&sim), run(&real), "after {:?}", c);
-        }
-        for p in PREFIXES {
-            prop_assert_eq!(norm(sim.list(&key(p))), norm(real.list(&key(p))));
-        }
+        agree(&real, &calls)?;
+    }
+}
+
+proptest! {
+    // A fresh server per case: fewer cases, each over real HTTP.
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    #[test]
+    fn sim_and_s3s_fs_over_object_store_agree(calls in proptest::collection::vec(call(), 1..40)) {
+        let server = S3Server::start();
+        agree(&server.remote(), &calls)?;
     }
 }
