@@ -5,9 +5,10 @@
 //!   so a failing schedule prints and replays.
 //! - Sources are consulted in one order, the first that fires decides: by index, by matcher
 //!   (rules in insertion order, `skip` then `times`), by plan. The plan draws from its own
-//!   `SimRng` stream, and only for a call whose kind has a non-zero rate, so adding a kind to
-//!   a plan leaves the draws of the others' calls where they were only if no call of that
-//!   kind happens first; a plan is a new seed's meaning, old seeds keep theirs.
+//!   `SimRng` stream, and only for a call whose kind has a non-zero rate (calls of other kinds
+//!   never move it): one draw for "fails?", then one for the mode, then one for a `Late`
+//!   delay. Changing that order changes what every recorded seed means, a breaking change,
+//!   as ADR 0002 §2.6 says of `SimStorage`; new randomness gets a new stream.
 
 use std::collections::BTreeMap;
 use std::fmt;

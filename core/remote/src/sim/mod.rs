@@ -331,6 +331,11 @@ impl SimRemote {
         st.land_due(u64::MAX)
     }
 
+    /// How many times the client process crashed.
+    pub fn crashes(&self) -> u64 {
+        self.lock().crashes
+    }
+
     /// Late effects still in flight.
     pub fn in_flight(&self) -> usize {
         self.lock().pending.len()

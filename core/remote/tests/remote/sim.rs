@@ -184,7 +184,9 @@ fn late_effects_survive_a_crash_and_settle_lands_them() {
             .is_err()
     );
     sim.crash();
+    assert_eq!(sim.crashes(), 1);
     assert!(sim.objects().is_empty());
+    assert_eq!(sim.in_flight(), 1);
     let landed = sim.settle();
     assert_eq!(landed.len(), 1);
     assert_eq!(sim.objects().len(), 1);
