@@ -39,14 +39,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use rand_core::{OsRng, RngCore};
 use serde::{Deserialize, Serialize};
 use sluice_storage::{DurableStorage, ErrorKind};
 
 use crate::iggy::error::{ApiError, ApiResult};
 use crate::iggy::permissions::Permissions;
+pub(crate) use crate::password::hash_password;
+pub use crate::password::verify_password;
 use crate::sessions::{Session, Sessions, unix_now};
 use crate::users::{UserStatus, Users};
 
@@ -208,24 +208,6 @@ impl std::fmt::Debug for RootSetup {
     }
 }
 
-pub(crate) fn hash_password(password: &str) -> Result<String, AuthError> {
-    let salt = SaltString::generate(&mut OsRng);
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| AuthError::Hash(e.to_string()))
-}
-
-/// Checks a password against a PHC hash; any malformed hash verifies nothing.
-pub fn verify_password(password: &str, phc: &str) -> bool {
-    match PasswordHash::new(phc) {
-        Ok(parsed) => Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok(),
-        Err(_) => false,
-    }
-}
-
 fn generate_password() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
     let mut out = String::with_capacity(GENERATED_PASSWORD_LEN);
@@ -255,7 +237,7 @@ pub fn setup_root(
         Ok(bytes) => {
             let user: RootUser = serde_json::from_slice(&bytes)
                 .map_err(|e| file_error(format!("not a credentials record: {e}")))?;
-            PasswordHash::new(&user.password_hash)
+            argon2::password_hash::PasswordHash::new(&user.password_hash)
                 .map_err(|e| file_error(format!("bad password hash: {e}")))?;
             Some(user)
         }

@@ -24,6 +24,7 @@ pub mod layout;
 pub mod membership;
 pub mod metadata;
 pub mod partition;
+pub(crate) mod password;
 pub(crate) mod persist;
 pub mod server;
 pub mod sessions;

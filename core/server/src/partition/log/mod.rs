@@ -54,6 +54,7 @@
 //!   Nothing between that settle and the segment's reads opens another
 //!   file, so no eviction can come in between.
 
+mod buffers;
 mod decode;
 mod message;
 mod segment;

@@ -173,10 +173,9 @@ pub(crate) fn read_batch_with<R>(
             have: avail as usize,
         }));
     }
-    let mut payload = vec![0u8; header.payload_len];
-    let n = file.read_at(position + HEADER_LEN as u64, &mut payload)?;
-    payload.truncate(n);
-    let buffer = Bytes::from(payload);
+    let buffer = super::buffers::read_into(header.payload_len, |payload| {
+        file.read_at(position + HEADER_LEN as u64, payload)
+    })?;
     // A version this build does not read is checked against the newest, so
     // its checksums still tell damage from a newer writer (ADR 0004 §4).
     let version = BatchVersion::from_code(header.version).unwrap_or(BATCH_VERSION);
