@@ -10,10 +10,10 @@
 //!   delay. Changing that order changes what every recorded seed means, a breaking change,
 //!   as ADR 0002 §2.6 says of `SimStorage`; new randomness gets a new stream.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use sluice_storage::SimRng;
+use sluice_storage::sim::schedule::{CallMatcher, Forced};
 
 use crate::error::RemoteOp;
 
@@ -100,7 +100,9 @@ impl RemoteMatcher {
         self.key_contains = Some(part.into());
         self
     }
+}
 
+impl CallMatcher<RemoteOp> for RemoteMatcher {
     fn matches(&self, op: RemoteOp, key: &str) -> bool {
         self.op.is_none_or(|o| o == op)
             && self.key_contains.as_deref().is_none_or(|s| key.contains(s))
@@ -130,24 +132,15 @@ impl RemoteFaultPlan {
     }
 }
 
-#[derive(Debug, Clone)]
-struct Rule {
-    matcher: RemoteMatcher,
-    fault: RemoteFault,
-    skip: u32,
-    remaining: u32,
-}
-
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Faults {
-    at: BTreeMap<u64, RemoteFault>,
-    rules: Vec<Rule>,
+    forced: Forced<RemoteMatcher, RemoteFault>,
     plan: Option<(RemoteFaultPlan, SimRng)>,
 }
 
 impl Faults {
     pub(crate) fn fail_at(&mut self, index: u64, fault: RemoteFault) {
-        self.at.insert(index, fault);
+        self.forced.fail_at(index, fault);
     }
 
     pub(crate) fn fail_when(
@@ -157,12 +150,7 @@ impl Faults {
         skip: u32,
         times: u32,
     ) {
-        self.rules.push(Rule {
-            matcher,
-            fault,
-            skip,
-            remaining: times,
-        });
+        self.forced.fail_when(matcher, fault, skip, times);
     }
 
     pub(crate) fn set_plan(&mut self, plan: Option<RemoteFaultPlan>) {
@@ -177,19 +165,8 @@ impl Faults {
     }
 
     pub(crate) fn decide(&mut self, index: u64, op: RemoteOp, key: &str) -> Option<RemoteFault> {
-        if let Some(f) = self.at.remove(&index) {
+        if let Some(f) = self.forced.decide(index, op, key) {
             return Some(f);
-        }
-        for rule in self.rules.iter_mut() {
-            if rule.remaining == 0 || !rule.matcher.matches(op, key) {
-                continue;
-            }
-            if rule.skip > 0 {
-                rule.skip -= 1;
-                continue;
-            }
-            rule.remaining -= 1;
-            return Some(rule.fault);
         }
         let (plan, rng) = self.plan.as_mut()?;
         let rate = plan

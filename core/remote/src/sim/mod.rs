@@ -359,15 +359,7 @@ impl SimRemote {
     /// equal hashes mean equal traces, stable across platforms. Covers calls and outcomes,
     /// not contents (compare [`SimRemote::objects`] for those).
     pub fn trace_hash(&self) -> u64 {
-        let st = self.lock();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for e in &st.trace {
-            for b in e.to_string().bytes().chain(std::iter::once(b'\n')) {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        }
-        h
+        sluice_storage::sim::schedule::trace_hash(self.lock().trace.iter())
     }
 
     /// Runs one call: halt check, landings, fault decision, effect, trace.

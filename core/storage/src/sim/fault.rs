@@ -5,9 +5,9 @@
 //! sync of `.../consumers`"), and a seeded probabilistic plan. Rules are
 //! consulted in that order; the first that fires decides the operation.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
+use super::schedule::{CallMatcher, Forced};
 use crate::error::{ErrorKind, OpKind};
 use crate::rng::SimRng;
 
@@ -111,7 +111,7 @@ impl OpMatcher {
         self
     }
 
-    pub(crate) fn matches(&self, kind: OpKind, path: &str) -> bool {
+    fn matches_call(&self, kind: OpKind, path: &str) -> bool {
         self.kind.is_none_or(|k| k == kind)
             && self
                 .path_suffix
@@ -121,6 +121,12 @@ impl OpMatcher {
                 .path_contains
                 .as_deref()
                 .is_none_or(|s| path.contains(s))
+    }
+}
+
+impl CallMatcher<OpKind> for OpMatcher {
+    fn matches(&self, kind: OpKind, path: &str) -> bool {
+        self.matches_call(kind, path)
     }
 }
 
@@ -138,33 +144,19 @@ pub struct FaultPlan {
     pub modes: Vec<FaultMode>,
 }
 
-#[derive(Debug, Clone)]
-struct Rule {
-    matcher: OpMatcher,
-    fault: Fault,
-    skip: u32,
-    remaining: u32,
-}
-
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Faults {
-    at: BTreeMap<u64, Fault>,
-    rules: Vec<Rule>,
+    forced: Forced<OpMatcher, Fault>,
     plan: Option<(FaultPlan, SimRng)>,
 }
 
 impl Faults {
     pub(crate) fn fail_at(&mut self, index: u64, fault: Fault) {
-        self.at.insert(index, fault);
+        self.forced.fail_at(index, fault);
     }
 
     pub(crate) fn fail_when(&mut self, matcher: OpMatcher, fault: Fault, skip: u32, times: u32) {
-        self.rules.push(Rule {
-            matcher,
-            fault,
-            skip,
-            remaining: times,
-        });
+        self.forced.fail_when(matcher, fault, skip, times);
     }
 
     pub(crate) fn set_plan(&mut self, plan: Option<FaultPlan>) {
@@ -179,19 +171,8 @@ impl Faults {
     }
 
     pub(crate) fn decide(&mut self, index: u64, kind: OpKind, path: &str) -> Option<Fault> {
-        if let Some(f) = self.at.remove(&index) {
+        if let Some(f) = self.forced.decide(index, kind, path) {
             return Some(f);
-        }
-        for rule in self.rules.iter_mut() {
-            if rule.remaining == 0 || !rule.matcher.matches(kind, path) {
-                continue;
-            }
-            if rule.skip > 0 {
-                rule.skip -= 1;
-                continue;
-            }
-            rule.remaining -= 1;
-            return Some(rule.fault);
         }
         if let Some((plan, rng)) = self.plan.as_mut() {
             let rate = plan

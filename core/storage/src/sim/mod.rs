@@ -23,6 +23,7 @@
 
 mod fault;
 mod fs;
+pub mod schedule;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -429,15 +430,7 @@ impl SimStorage {
     /// FNV-1a over the rendered trace: equal hashes mean equal traces (for all
     /// practical purposes), and the value is stable across platforms.
     pub fn trace_hash(&self) -> u64 {
-        let st = self.lock();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for e in st.trace.iter() {
-            for b in e.to_string().bytes().chain(std::iter::once(b'\n')) {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        }
-        h
+        schedule::trace_hash(self.lock().trace.iter())
     }
 
     /// Every path and its contents as the page cache sees them.
