@@ -609,11 +609,11 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             // A count of 0 is an empty poll carrying the partition's current
             // offset, as Iggy answers it; above the server's limit, that many.
             let count = state.limits.poll_count(count);
+            let writes = DataWrite::polling(auto_commit);
             if let ConsumerId::Group(group) = consumer {
                 // A group poll is a member's: of a partition it may poll,
                 // or of its next one when the poll names none.
                 let client = session.client_id;
-                let writes = DataWrite::polling(auto_commit);
                 let polled =
                     engine_quick(state, (stream, topic), writes, move |e, (stream, topic)| {
                         Ok(e.poll_as_member(
@@ -635,7 +635,6 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
                 });
             }
             let partition = partition.unwrap_or(FIRST_ID);
-            let writes = DataWrite::polling(auto_commit);
             let polled = engine_quick(state, (stream, topic), writes, move |e, (stream, topic)| {
                 let c = consumer.resolve(e, &stream, &topic)?;
                 Ok(e.poll(
