@@ -36,6 +36,8 @@ impl Magic {
     pub const INDEX: Magic = Magic(*b"SLIX");
     /// A partition's retention low-water mark (ADR 0016).
     pub const LOW_WATER: Magic = Magic(*b"SLLW");
+    /// A partition's tiering state: its remote segments and deletions (ADR 0027).
+    pub const TIERING: Magic = Magic(*b"SLTR");
     pub const USERS: Magic = Magic(*b"SLUS");
     pub const SESSIONS: Magic = Magic(*b"SLSE");
 }

@@ -16,6 +16,7 @@
 //!     groups/<group_id>                               consumer-group offset (two slots)
 //!     purge.obligation                                purge cleanup obligation (two slots)
 //!     retention.lwm                                   retention low-water mark (two slots)
+//!     tiering.rec                                     tiered storage state (two slots)
 //! ```
 //! Any created name may be left as `<name>.redirty` by a crash inside a
 //! re-dirty (`dirsync.rs`), and a dead file as `<name>.purged` by a crash
@@ -94,6 +95,9 @@ pub const OBLIGATION_FILE: &str = "purge.obligation";
 /// A partition's retention low-water mark: its first retained offset (two
 /// slots, ADR 0016).
 pub const LOW_WATER_FILE: &str = "retention.lwm";
+/// A partition's tiering state: its segments in the object store, the
+/// upload in flight and the remote deletions it owes (two slots, ADR 0027).
+pub const TIERING_FILE: &str = "tiering.rec";
 /// The users file (every user but root, with its permissions and tokens)
 /// and the temporary name a save writes first.
 pub const USERS_FILE: &str = "users";

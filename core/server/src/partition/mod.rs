@@ -23,6 +23,7 @@ pub mod offsets;
 pub mod purge;
 pub(crate) mod reconciler;
 pub mod retention;
+pub mod tiering;
 
 use std::collections::BTreeSet;
 use std::path::Path;
