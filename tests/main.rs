@@ -44,4 +44,5 @@ mod tcp_codec;
 mod tcp_fuzz;
 mod tcp_purge;
 mod tidy;
+mod tiering;
 mod tls;

@@ -501,6 +501,27 @@ fn table(rows: &[Vec<String>]) -> String {
     lines.join("\n")
 }
 
+/// The state, with what a remote obligation is about: an upload's segment,
+/// a deletion round's objects left and the dead generations it must list.
+fn state_detail(o: &sluice_server::http::obligations::ObligationEntry) -> String {
+    let mut detail = Vec::new();
+    if let Some(base) = o.segment_base {
+        detail.push(format!("segment {base}"));
+    }
+    if let Some(keys) = o.remote_keys {
+        detail.push(format!("{keys} objects"));
+    }
+    if let Some(dead) = o.dead_generations.as_ref().filter(|d| !d.is_empty()) {
+        let dead: Vec<String> = dead.iter().map(u64::to_string).collect();
+        detail.push(format!("dead generations {}", dead.join(",")));
+    }
+    if detail.is_empty() {
+        o.state.clone()
+    } else {
+        format!("{} ({})", o.state, detail.join("; "))
+    }
+}
+
 fn render_obligations(status: &ObligationsStatus, base: &Url, kind: Option<&str>) -> String {
     let s = &status.summary;
     let mut out = String::new();
@@ -543,7 +564,7 @@ fn render_obligations(status: &ObligationsStatus, base: &Url, kind: Option<&str>
         rows.push(vec![
             o.kind.clone(),
             format!("{} {}{group}", o.resource, ids.join("/")),
-            o.state.clone(),
+            state_detail(o),
             o.consecutive_failures.to_string(),
             o.next_attempt_in_ms.to_string(),
             yes_no(o.stuck).to_string(),

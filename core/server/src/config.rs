@@ -70,6 +70,57 @@ pub struct ServerConfig {
     pub auth: AuthConfig,
     pub retention: RetentionSettings,
     pub files: FileSettings,
+    /// The remote tier (`[tiering]`, ADR 0027); `None`: no tiering.
+    pub tiering: Option<TieringSettings>,
+}
+
+/// Where the remote tier lives (`[tiering] store`).
+#[derive(Clone, PartialEq, Eq)]
+pub enum TierStore {
+    /// `object_store`'s local file system store, with fsync, at this
+    /// directory (`path`, relative to the data directory unless absolute).
+    Local(PathBuf),
+    /// An S3-compatible bucket.
+    S3 {
+        bucket: String,
+        region: String,
+        endpoint: Option<String>,
+        access_key_id: String,
+        /// Never logged (`Debug` hides it).
+        secret_access_key: String,
+        allow_http: bool,
+    },
+}
+
+impl std::fmt::Debug for TierStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TierStore::Local(path) => f.debug_tuple("Local").field(path).finish(),
+            TierStore::S3 {
+                bucket,
+                region,
+                endpoint,
+                allow_http,
+                ..
+            } => f
+                .debug_struct("S3")
+                .field("bucket", bucket)
+                .field("region", region)
+                .field("endpoint", endpoint)
+                .field("allow_http", allow_http)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// `[tiering]`: the store, this server's prefix in it, the read cache, and
+/// the topics that opted in with their local retention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TieringSettings {
+    pub store: TierStore,
+    pub engine: crate::engine::TieringConfig,
+    /// How often the server runs a tiering pass.
+    pub period: Duration,
 }
 
 /// The bounded pool of open files (ADR 0018).
@@ -186,6 +237,7 @@ impl Default for ServerConfig {
                 message_expiry: None,
             },
             files: FileSettings { max_open: None },
+            tiering: None,
         }
     }
 }
@@ -224,6 +276,120 @@ struct FileConfig {
     retention: FileRetention,
     #[serde(default)]
     files: FileFiles,
+    tiering: Option<FileTiering>,
+}
+
+/// `[tiering]` as the file writes it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTiering {
+    /// `local` (the default) or `s3`.
+    store: Option<String>,
+    path: Option<PathBuf>,
+    instance: Option<String>,
+    cache_mib: Option<u64>,
+    period_ms: Option<u64>,
+    bucket: Option<String>,
+    region: Option<String>,
+    endpoint: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key: Option<String>,
+    allow_http: Option<bool>,
+    #[serde(default)]
+    topics: Vec<FileTieredTopic>,
+}
+
+/// One `[[tiering.topics]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTieredTopic {
+    stream: String,
+    topic: String,
+    local_retention_bytes: Option<u64>,
+    local_retention_secs: Option<u64>,
+}
+
+/// The default key prefix of this server in the store.
+const DEFAULT_TIER_INSTANCE: &str = "sluice";
+/// The default local store directory, under the data directory.
+const DEFAULT_TIER_DIR: &str = "remote";
+const DEFAULT_TIER_PERIOD_MS: u64 = 1_000;
+
+impl FileTiering {
+    fn settings(self, name: &str) -> Result<TieringSettings, ConfigError> {
+        let invalid = |key: &'static str, value: String, reason: &str| ConfigError::Invalid {
+            source_name: name.to_string(),
+            key,
+            value,
+            reason: reason.to_string(),
+        };
+        let instance = self
+            .instance
+            .unwrap_or_else(|| DEFAULT_TIER_INSTANCE.to_string());
+        if crate::partition::tiering::TierKeys::new(&instance).is_err() {
+            return Err(invalid(
+                "tiering.instance",
+                instance,
+                "one key segment of [A-Za-z0-9._=-], 1 to 255 bytes",
+            ));
+        }
+        let store = match self.store.as_deref().unwrap_or("local") {
+            "local" => {
+                TierStore::Local(self.path.unwrap_or_else(|| PathBuf::from(DEFAULT_TIER_DIR)))
+            }
+            "s3" => {
+                let need = |key: &'static str, v: Option<String>| {
+                    v.filter(|v| !v.is_empty())
+                        .ok_or_else(|| invalid(key, String::new(), "required when store = \"s3\""))
+                };
+                TierStore::S3 {
+                    bucket: need("tiering.bucket", self.bucket)?,
+                    region: self.region.unwrap_or_else(|| "us-east-1".to_string()),
+                    endpoint: self.endpoint,
+                    access_key_id: need("tiering.access_key_id", self.access_key_id)?,
+                    secret_access_key: need("tiering.secret_access_key", self.secret_access_key)?,
+                    allow_http: self.allow_http.unwrap_or(false),
+                }
+            }
+            other => {
+                return Err(invalid(
+                    "tiering.store",
+                    other.to_string(),
+                    "expected \"local\" or \"s3\"",
+                ));
+            }
+        };
+        let mut engine = crate::engine::TieringConfig::new(instance);
+        if let Some(mib) = self.cache_mib {
+            engine.cache_bytes = mib.saturating_mul(1 << 20);
+        }
+        for t in self.topics {
+            engine.topics.push(crate::engine::TieredTopic {
+                stream: t.stream,
+                topic: t.topic,
+                local: crate::engine::LocalRetention {
+                    max_bytes: t.local_retention_bytes.unwrap_or(0),
+                    max_age_us: t
+                        .local_retention_secs
+                        .unwrap_or(0)
+                        .saturating_mul(1_000_000),
+                },
+            });
+        }
+        let period_ms = self.period_ms.unwrap_or(DEFAULT_TIER_PERIOD_MS);
+        if period_ms == 0 || period_ms > MAX_PERIOD_MS {
+            return Err(invalid(
+                "tiering.period_ms",
+                period_ms.to_string(),
+                "expected 1 to the reconciler's largest period",
+            ));
+        }
+        Ok(TieringSettings {
+            store,
+            engine,
+            period: Duration::from_millis(period_ms),
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -453,6 +619,9 @@ impl ServerConfig {
     fn apply_file(&mut self, name: &str, file: FileConfig) -> Result<(), ConfigError> {
         if let Some(dir) = file.data_dir {
             self.data_dir = dir;
+        }
+        if let Some(tiering) = file.tiering {
+            self.tiering = Some(tiering.settings(name)?);
         }
         let numbers = [
             ("http.max_body_bytes", file.http.max_body_bytes),

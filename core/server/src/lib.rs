@@ -35,8 +35,9 @@ pub mod tls;
 pub mod users;
 
 pub use engine::{
-    CleanupRun, DataWrite, DeletePhase, Engine, EngineConfig, MemberPoll, Partitioning, PurgeMode,
-    ReconcilerWaker, RecoveryReport, Sent,
+    CleanupRun, DataWrite, DeletePhase, Engine, EngineConfig, LocalRetention, MemberPoll,
+    Partitioning, PurgeMode, ReconcilerWaker, RecoveryReport, Sent, TierFigures, TierPlan,
+    TierReport, TieredTopic, TieringConfig,
 };
 pub use error::{EngineError, Result};
 pub use identifier::Identifier;

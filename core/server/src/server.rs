@@ -66,6 +66,8 @@ pub enum ServerError {
     Serve(String),
     #[error("a start-up task failed: {0}")]
     Task(String),
+    #[error("remote tier: {0}")]
+    Tier(String),
 }
 
 /// Selects the naive purge under `SLUICE_TEST_NAIVE_PURGE=1` in a build with
@@ -135,6 +137,7 @@ pub struct RunningServer {
     tcp: Option<JoinHandle<()>>,
     reconciler: JoinHandle<()>,
     token_cleaner: JoinHandle<()>,
+    tierer: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for RunningServer {
@@ -183,6 +186,9 @@ impl RunningServer {
         self.token_cleaner
             .await
             .map_err(|e| ServerError::Task(e.to_string()))?;
+        if let Some(tierer) = self.tierer {
+            tierer.await.map_err(|e| ServerError::Task(e.to_string()))?;
+        }
         // Buffered topics were acknowledged from the page cache; a graceful
         // stop makes them durable before the process exits.
         match self.state.engine(|e| Ok(e.sync_all())).await {
@@ -231,10 +237,15 @@ pub async fn start(
     let data_dir = config.data_dir.clone();
     let root = options.root;
     let started = Instant::now();
+    let tiering = config.tiering.clone();
+    let runtime = tokio::runtime::Handle::current();
     let (engine, recovery, (users, sessions, generated_password)) =
         tokio::task::spawn_blocking(move || {
-            let (engine, recovery) =
+            let (mut engine, recovery) =
                 Engine::open(storage.clone(), Arc::new(SystemClock), engine_config)?;
+            if let Some(tiering) = tiering {
+                attach_tier(&mut engine, &data_dir, tiering, runtime)?;
+            }
             let root = setup_root(storage.as_ref(), &data_dir, root)?;
             let users = Users::load(storage.clone(), &data_dir, root.user)?;
             let sessions = Sessions::open(storage.clone(), &data_dir, unix_now())?;
@@ -287,6 +298,10 @@ pub async fn start(
         wake,
         stop_rx.clone(),
     ));
+    let tierer = config
+        .tiering
+        .as_ref()
+        .map(|t| tokio::spawn(run_tierer(state.clone(), t.period, stop_rx.clone())));
     let token_cleaner = tokio::spawn(run_token_cleaner(
         state.clone(),
         config.auth.token_cleaner_period,
@@ -359,6 +374,7 @@ pub async fn start(
         tcp,
         reconciler,
         token_cleaner,
+        tierer,
     })
 }
 
@@ -423,6 +439,111 @@ async fn run_reconciler(
             Err(e) => {
                 tracing::error!(error = %e.body.reason, "reconciler pass could not run");
             }
+        }
+    }
+}
+
+/// Builds the configured object store, checks that it refuses a second
+/// create of one key (ADR 0026 §5: every upload relies on create-only puts
+/// never overwriting), and attaches it to the engine.
+fn attach_tier(
+    engine: &mut Engine,
+    data_dir: &std::path::Path,
+    tiering: crate::config::TieringSettings,
+    runtime: tokio::runtime::Handle,
+) -> Result<(), ServerError> {
+    use crate::config::TierStore;
+    use sluice_remote::{ObjectStoreRemote, RuntimeHandle, S3Settings};
+    let handle = RuntimeHandle::Borrowed(runtime);
+    let store = match &tiering.store {
+        TierStore::Local(path) => {
+            let root = data_dir.join(path);
+            engine
+                .storage()
+                .create_dir_all(&root)
+                .map_err(|e| ServerError::Tier(format!("{}: {e}", root.display())))?;
+            ObjectStoreRemote::local(&root, handle)
+        }
+        TierStore::S3 {
+            bucket,
+            region,
+            endpoint,
+            access_key_id,
+            secret_access_key,
+            allow_http,
+        } => ObjectStoreRemote::s3(
+            &S3Settings {
+                bucket: bucket.clone(),
+                region: region.clone(),
+                endpoint: endpoint.clone(),
+                access_key_id: access_key_id.clone(),
+                secret_access_key: secret_access_key.clone(),
+                allow_http: *allow_http,
+                virtual_hosted_style: false,
+                request_timeout: None,
+                max_retries: None,
+            },
+            handle,
+        ),
+    }
+    .map_err(|e| ServerError::Tier(e.to_string()))?;
+    let prefix = sluice_remote::RemoteKey::new(tiering.engine.instance.clone())
+        .map_err(|e| ServerError::Tier(e.to_string()))?;
+    let report = sluice_remote::probe_conditional_create(&store, &prefix)
+        .map_err(|e| ServerError::Tier(format!("the store did not answer its probe: {e}")))?;
+    if report.verdict != sluice_remote::ConditionalCreate::Honoured {
+        return Err(ServerError::Tier(format!(
+            "{store:?} accepted a second create of {}: it ignores conditional writes, which tiering relies on (ADR 0026 §5)",
+            report.key
+        )));
+    }
+    tracing::info!(store = ?tiering.store, instance = %tiering.engine.instance, topics = tiering.engine.topics.len(), "remote tier attached");
+    engine
+        .attach_tier(Arc::new(store), tiering.engine)
+        .map_err(|e| ServerError::Tier(e.to_string()))
+}
+
+/// One tiering pass per `period` until told to stop: the plan and the
+/// outcomes under the engine lock, the remote calls without it.
+async fn run_tierer(state: AppState, period: Duration, mut stop: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => break,
+            _ = ticks.tick() => {}
+        }
+        let plan = match state.engine(|e| Ok(e.plan_tiering())).await {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!(error = %e.body.reason, "tiering pass could not plan");
+                continue;
+            }
+        };
+        if plan.is_empty() {
+            continue;
+        }
+        let plan = match tokio::task::spawn_blocking(move || {
+            let mut plan = plan;
+            plan.run();
+            plan
+        })
+        .await
+        {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!(error = %e, "tiering I/O task failed");
+                continue;
+            }
+        };
+        match state.engine(move |e| Ok(e.finish_tiering(plan))).await {
+            Ok(report) => {
+                tracing::debug!(?report, "tiering pass");
+                if report.uploaded > 0 || report.rounds_applied > 0 {
+                    ticks.reset_immediately();
+                }
+            }
+            Err(e) => tracing::error!(error = %e.body.reason, "tiering pass could not finish"),
         }
     }
 }

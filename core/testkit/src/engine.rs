@@ -12,6 +12,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use sluice_remote::{
+    ListedObject, RemoteFault, RemoteKey, RemoteMatcher, RemoteStore, SimRemote, SimRemoteConfig,
+};
 use sluice_server::EngineConfig;
 pub use sluice_server::clock::ManualClock;
 use sluice_server::layout::PartitionPaths;
@@ -20,8 +23,9 @@ pub use sluice_server::metadata::{Durability, Metadata, PartitionKey, TopicOptio
 pub use sluice_server::partition::log::{HeaderKey, HeaderValue, Headers, Message, NewMessage};
 pub use sluice_server::partition::{Consumer, PollingStrategy};
 pub use sluice_server::{
-    DataWrite, DeletePhase, Engine, EngineError, Identifier, ObligationKey, Partitioning,
-    PurgeMode, RecoveryReport, ResourceKey, Sent,
+    DataWrite, DeletePhase, Engine, EngineError, Identifier, LocalRetention, ObligationKey,
+    Partitioning, PurgeMode, RecoveryReport, ResourceKey, Sent, TierReport, TieredTopic,
+    TieringConfig,
 };
 pub use sluice_storage::sim::NodeView;
 pub use sluice_storage::{
@@ -538,6 +542,53 @@ impl DeletionKind {
             DeletionKind::Partition => engine.delete_partitions(&stream(), &topic(), 1).map(|_| ()),
             DeletionKind::Group => {
                 engine.delete_group(&stream(), &topic(), &Identifier::Numeric(GROUP))
+            }
+        }
+    }
+}
+
+// ---- the remote tier ---------------------------------------------------------
+
+/// The instance prefix tiered test engines use.
+pub const TIER_INSTANCE: &str = "test";
+
+/// Attaches `remote` as the engine's tier, with the default subject's topic
+/// opted in under `local` retention (small blocks, so reads span several).
+pub fn attach_tier(engine: &mut Engine, remote: &SimRemote, local: LocalRetention) {
+    let mut config = TieringConfig::new(TIER_INSTANCE);
+    config.block_bytes = 256;
+    config.cache_bytes = 4 << 10;
+    config.topics.push(TieredTopic {
+        stream: STREAM.to_string(),
+        topic: TOPIC.to_string(),
+        local,
+    });
+    engine
+        .attach_tier(Arc::new(remote.clone()), config)
+        .unwrap();
+}
+
+/// Every object the store holds under the test instance, by key.
+pub fn remote_keys(remote: &SimRemote) -> Vec<String> {
+    remote
+        .list(&RemoteKey::new(TIER_INSTANCE).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key.as_str().to_string())
+        .collect()
+}
+
+/// Tiering passes and reconciler passes until neither owes anything (at most
+/// `max` rounds of both).
+pub fn tier_until_idle(engine: &mut Engine, max: u32) {
+    for _ in 0..max {
+        engine.tier_pass();
+        engine.reconcile_until_idle(10);
+        if !engine.tier_owes() && engine.reconciler().pending().is_empty() {
+            let again = engine.tier_pass();
+            engine.reconcile_until_idle(10);
+            if again == TierReport::default() && !engine.tier_owes() {
+                return;
             }
         }
     }

@@ -76,6 +76,11 @@ impl Engine {
         let Ok(t) = self.topic(stream, topic) else {
             return true;
         };
+        // A poll of a partition with remote segments may wait for the
+        // object store.
+        if !matches!(writes, DataWrite::Messages) && self.topic_reads_remote(stream, topic) {
+            return false;
+        }
         match writes {
             DataWrite::Nothing => true,
             DataWrite::Messages => !t.options.durability.is_persisted(),
@@ -168,8 +173,16 @@ impl Engine {
         auto_commit: bool,
     ) -> Result<Polled> {
         let key = self.serving_partition(stream, topic, partition, consumer)?;
-        self.partition_at(key)?
-            .poll(consumer, strategy, count, auto_commit)
+        // Field by field: the tier is read while a partition is written.
+        let remote = self.tier.as_ref().map(|t| t.reads());
+        match self.partitions.get_mut(&key) {
+            Some(p) => p.poll(consumer, strategy, count, auto_commit, remote),
+            None => Err(EngineError::PartitionNotFound {
+                stream: key.stream,
+                topic: key.topic,
+                partition: key.partition,
+            }),
+        }
     }
 
     pub fn store_offset(

@@ -45,6 +45,11 @@ mod messages;
 mod purge;
 mod recovery;
 mod retention;
+mod tiering;
+
+pub use tiering::{
+    LocalRetention, RemoteObligation, TierFigures, TierPlan, TierReport, TieredTopic, TieringConfig,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -162,6 +167,10 @@ pub struct Engine {
     /// instead of at its next period; the call itself answers at its commit
     /// point and never waits for cleanup.
     wake_reconciler: Option<ReconcilerWaker>,
+    /// The remote tier, once the server attached one (`attach_tier`).
+    tier: Option<tiering::Tier>,
+    /// The last serial given to a partition's tiering slot.
+    tier_serial: u64,
 }
 
 /// What the engine calls to wake the reconciler (see `Engine::set_reconciler_waker`).

@@ -61,11 +61,21 @@ impl Engine {
     /// failures are retried by it, never returned.
     fn purge(&mut self, keys: Vec<PartitionKey>) -> Result<()> {
         for key in &keys {
-            if let Some(reason) = self.partition_at(*key)?.degraded_reason() {
+            let p = self.partition_at(*key)?;
+            if let Some(reason) = p.degraded_reason() {
                 return Err(EngineError::Degraded {
                     key: *key,
                     reason: reason.to_string(),
                 });
+            }
+            // A tiered partition's record holds a bounded number of dead
+            // generations still to clean remotely: past it, purges wait for
+            // the store (ADR 0027).
+            if p.tier().is_some_and(|t| !t.state.can_purge()) {
+                return Err(EngineError::Unavailable(format!(
+                    "partition {key} has {} purged generations still to remove from the remote tier; retry once the store is reachable",
+                    crate::partition::tiering::MAX_DEAD_GENERATIONS
+                )));
             }
         }
         #[cfg(feature = "naive-purge")]
@@ -91,6 +101,10 @@ impl Engine {
             let p = self.partition_at(key)?;
             p.reset_to_generation(generation);
             p.begin_obligation(generation);
+            // The remote copies of the old history become a recorded round
+            // (reads of them stopped with the commit: the generation is in
+            // every key the partition reads).
+            p.purge_tiering(generation);
             self.forget_polled(key.topic_key(), key.partition);
             self.reconciler.mark_pending(ObligationKey::Purge(key), now);
             // The purge removes every file of the old history, those below

@@ -119,6 +119,8 @@ impl Engine {
             next_cleanup_token: 0,
             metadata_in_doubt,
             wake_reconciler: None,
+            tier: None,
+            tier_serial: 0,
             config,
         };
         let (report, orphan_groups) = engine.recover_partitions()?;
@@ -171,7 +173,8 @@ impl Engine {
                 #[cfg(feature = "naive-purge")]
                 PurgeMode::NaiveIggyOrder => 0,
             };
-            let partition = match Partition::recover(
+            let serial = self.next_tier_serial();
+            let recovered = Partition::recover(
                 self.storage.clone(),
                 &self.config.data_dir,
                 key,
@@ -179,7 +182,16 @@ impl Engine {
                 generation,
                 floor,
                 &live_groups,
-            ) {
+            )
+            .and_then(|(mut p, r)| {
+                // Its remote tier, if it ever had one: read whatever the
+                // server's configuration says now (the record names the
+                // objects holding acknowledged messages, and owes their
+                // deletion rounds).
+                p.recover_tiering(serial)?;
+                Ok((p, r))
+            });
+            let partition = match recovered {
                 Ok((p, r)) => {
                     orphan_groups.extend(r.groups.orphans.iter().map(|&group| {
                         ResourceKey::Group {

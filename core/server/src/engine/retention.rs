@@ -125,7 +125,16 @@ impl Engine {
     }
 
     /// Commits `mark` as `key`'s new low-water mark and makes its cleanup due.
-    fn commit_mark(&mut self, key: PartitionKey, mark: u64) -> Result<()> {
+    /// `expired`: the topic's retention let the messages below it go (not a
+    /// release of local copies the remote tier holds), so a tiered
+    /// partition's remote low mark is raised to it first: reads of both
+    /// tiers stop below it before anything is removed.
+    pub(super) fn commit_mark(
+        &mut self,
+        key: PartitionKey,
+        mark: u64,
+        expired: bool,
+    ) -> Result<()> {
         let now_ms = self.now_ms();
         #[cfg(feature = "naive-purge")]
         if self.naive_deletion() {
@@ -133,7 +142,11 @@ impl Engine {
             self.partition_at(key)?.naive_expire(mark);
             return Ok(());
         }
-        self.partition_at(key)?.commit_low_water(mark)?;
+        let p = self.partition_at(key)?;
+        if expired {
+            p.raise_remote_low(mark)?;
+        }
+        p.commit_low_water(mark)?;
         self.reconciler
             .mark_pending(ObligationKey::Retention(key), now_ms);
         tracing::info!(partition = %key, low_water_mark = mark, "retention committed a low-water mark");
@@ -201,7 +214,9 @@ impl Engine {
             .last()
             .map(|s| s.next_offset);
         match mark {
-            Some(mark) if mark > p.log().low_water() => self.commit_mark(key, mark).map(|()| true),
+            Some(mark) if mark > p.log().low_water() => {
+                self.commit_mark(key, mark, true).map(|()| true)
+            }
             _ => Ok(true),
         }
     }
@@ -265,7 +280,7 @@ impl Engine {
                 .partitions
                 .get(&key)
                 .is_some_and(|p| mark > p.log().low_water());
-            if raises && let Err(e) = self.commit_mark(key, mark) {
+            if raises && let Err(e) = self.commit_mark(key, mark, true) {
                 tracing::warn!(partition = %key, error = %e, "could not commit a low-water mark; retrying next pass");
                 ok = false;
             }

@@ -25,6 +25,13 @@
 //!   `sluice_file_eviction_sync_failures_total` (closed with unsynced writes,
 //!   synced first; a failure is reported to the file's next sync),
 //!   `sluice_file_reopens_total`.
+//! - The remote tier (ADR 0027), when one is attached:
+//!   `sluice_tier_uploads_total`, `sluice_tier_uploaded_bytes_total`,
+//!   `sluice_tier_failed_uploads_total`, `sluice_tier_deleted_objects_total`,
+//!   `sluice_tier_rounds_applied_total`, `sluice_tier_remote_errors_total`,
+//!   `sluice_tier_pending_uploads` (sealed local segments with no remote copy
+//!   yet), `sluice_tier_cache_hits_total`, `sluice_tier_cache_misses_total`,
+//!   `sluice_tier_cache_bytes`.
 //!
 //! Invariants:
 //! - Engine figures are read in one engine call per scrape, then encoded, so a
@@ -98,6 +105,8 @@ struct EngineView {
     obligations: BTreeMap<String, u64>,
     /// The file pool's counters, when the engine has one.
     files: Option<sluice_storage::PoolStats>,
+    /// The remote tier's counters and pending uploads, when one is attached.
+    tier: Option<(crate::engine::TierFigures, u64)>,
 }
 
 #[derive(Debug)]
@@ -242,6 +251,64 @@ impl Collector for EngineCollector {
             "Records of purged generations ignored by recovery at start-up",
             self.stale_records_at_recovery,
         )?;
+        if let Some((tier, pending)) = view.tier {
+            for (name, help, value) in [
+                (
+                    "sluice_tier_uploads",
+                    "Segments uploaded to the remote tier",
+                    tier.uploads,
+                ),
+                (
+                    "sluice_tier_uploaded_bytes",
+                    "Bytes uploaded to the remote tier (segments and indexes)",
+                    tier.uploaded_bytes,
+                ),
+                (
+                    "sluice_tier_failed_uploads",
+                    "Upload attempts that failed (their keys are doomed, a new attempt follows)",
+                    tier.failed_uploads,
+                ),
+                (
+                    "sluice_tier_deleted_objects",
+                    "Remote objects deleted by deletion rounds",
+                    tier.deleted_objects,
+                ),
+                (
+                    "sluice_tier_rounds_applied",
+                    "Remote deletion rounds applied",
+                    tier.rounds_applied,
+                ),
+                (
+                    "sluice_tier_remote_errors",
+                    "Remote calls that failed",
+                    tier.remote_errors,
+                ),
+                (
+                    "sluice_tier_cache_hits",
+                    "Remote reads served by the block cache",
+                    tier.cache.hits,
+                ),
+                (
+                    "sluice_tier_cache_misses",
+                    "Remote reads that fetched a block",
+                    tier.cache.misses,
+                ),
+            ] {
+                counter(&mut encoder, name, help, value)?;
+            }
+            gauge(
+                &mut encoder,
+                "sluice_tier_pending_uploads",
+                "Sealed local segments of tiered topics with no remote copy yet",
+                pending,
+            )?;
+            gauge(
+                &mut encoder,
+                "sluice_tier_cache_bytes",
+                "Bytes of remote blocks cached",
+                tier.cache.bytes,
+            )?;
+        }
         if let Some(files) = view.files {
             gauge(
                 &mut encoder,
@@ -377,12 +444,13 @@ pub(crate) async fn scrape(
     State(state): State<AppState>,
     State(metrics): State<Arc<Metrics>>,
 ) -> ApiResult<Response> {
-    let (status, obligations, files) = state
+    let (status, obligations, files, tier) = state
         .engine(|e| {
             Ok((
                 snapshot(e, &Filter::default(), None, 0)?,
                 super::obligations::snapshot(e, None),
                 e.file_pool_stats(),
+                e.tier_figures().map(|f| (f, e.pending_uploads())),
             ))
         })
         .await?;
@@ -404,6 +472,7 @@ pub(crate) async fn scrape(
             passes: r.passes,
             obligations: obligations.summary.by_state,
             files,
+            tier,
         };
     }
     let text = metrics

@@ -31,7 +31,13 @@ use crate::metadata::ResourceKey;
 use crate::partition::reconciler::ObligationKey;
 
 /// The obligation kinds, as the `kind` filter and the answer name them.
-pub const KINDS: [&str; 3] = ["purge", "delete", "retention"];
+pub const KINDS: [&str; 5] = [
+    "purge",
+    "delete",
+    "retention",
+    "remote_upload",
+    "remote_deletion",
+];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ObligationsStatus {
@@ -78,6 +84,16 @@ pub struct ObligationEntry {
     /// absent for other kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub low_water_mark: Option<u64>,
+    /// A remote deletion round's objects still to delete (two per doomed
+    /// upload attempt), and the dead generations whose prefix it must find
+    /// empty; absent for other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_keys: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_generations: Option<Vec<u64>>,
+    /// A remote upload's segment (its base offset); absent for other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_base: Option<u64>,
 }
 
 /// `Requested` → `requested`, `FilesDeleted` → `files_deleted`.
@@ -120,6 +136,9 @@ pub fn snapshot(engine: &Engine, kind: Option<&str>) -> ObligationsStatus {
             stuck: entry.stuck,
             degraded: false,
             low_water_mark: None,
+            remote_keys: None,
+            dead_generations: None,
+            segment_base: None,
         };
         match *key {
             ObligationKey::Purge(k) => {
@@ -172,6 +191,32 @@ pub fn snapshot(engine: &Engine, kind: Option<&str>) -> ObligationsStatus {
             }
         }
         obligations.push(row);
+    }
+    // The remote tier's obligations are the partitions' tiering records
+    // (driven by the tiering passes, not the reconciler's schedule).
+    for t in engine.remote_obligations() {
+        if kind.is_some_and(|k| k != t.kind) {
+            continue;
+        }
+        obligations.push(ObligationEntry {
+            kind: t.kind.to_string(),
+            resource: "partition".into(),
+            stream_id: t.key.stream,
+            topic_id: Some(t.key.topic),
+            partition_id: Some(t.key.partition),
+            group_id: None,
+            state: t.state.to_string(),
+            attempts: None,
+            consecutive_failures: t.consecutive_failures,
+            last_error: t.last_error,
+            next_attempt_in_ms: 0,
+            stuck: false,
+            degraded: t.degraded,
+            low_water_mark: None,
+            remote_keys: t.remote_keys,
+            dead_generations: t.dead_generations,
+            segment_base: t.segment_base,
+        });
     }
     let mut by_kind: BTreeMap<String, u64> = KINDS
         .iter()

@@ -140,6 +140,9 @@ pub struct Partition {
     /// The retention cleanup obligation, `None` if nothing was ever expired
     /// in this generation (since this process started).
     retention: Option<retention::Retention>,
+    /// The remote tier's state and record, `None` for a partition that was
+    /// never tiered.
+    pub(crate) tier: Option<tiering::partition::TierSlot>,
 }
 
 impl Drop for Partition {
@@ -183,6 +186,7 @@ impl Partition {
             retired: Vec::new(),
             low_water: retention::LowWaterFile::default(),
             retention: None,
+            tier: None,
             paths,
             storage,
             options,
@@ -571,25 +575,38 @@ impl Partition {
         Ok((appended.base_offset, appended.count))
     }
 
-    /// Polls up to `count` messages.
+    /// Polls up to `count` messages (through `remote` below the local
+    /// low-water mark, when the partition has remote segments).
     pub(crate) fn poll(
         &mut self,
         consumer: Consumer,
         strategy: PollingStrategy,
         count: u64,
         auto_commit: bool,
+        remote: Option<tiering::partition::RemoteReads<'_>>,
     ) -> Result<Polled> {
         self.check_serving()?;
         self.log.settle_deferred();
+        let remote = remote.filter(|_| {
+            self.tier
+                .as_ref()
+                .is_some_and(|t| t.state.segments().next().is_some())
+        });
+        let first = match remote {
+            Some(_) if self.reads_remote(self.first_served()) => Some(self.first_served()),
+            _ => self.log.first_offset(),
+        };
         let start = match strategy {
             PollingStrategy::Offset(o) => Some(o),
-            PollingStrategy::Timestamp(t) => self.log.offset_for_timestamp(t)?,
-            PollingStrategy::First => self.log.first_offset(),
-            PollingStrategy::Last => self.log.last_offset().map(|last| {
-                (last + 1)
-                    .saturating_sub(count)
-                    .max(self.log.first_offset().unwrap_or(0))
-            }),
+            PollingStrategy::Timestamp(t) => match remote {
+                Some(reads) => self.offset_for_timestamp_tiered(reads, t)?,
+                None => self.log.offset_for_timestamp(t)?,
+            },
+            PollingStrategy::First => first,
+            PollingStrategy::Last => self
+                .log
+                .last_offset()
+                .map(|last| (last + 1).saturating_sub(count).max(first.unwrap_or(0))),
             PollingStrategy::Next => match self.offsets(consumer.kind).get(consumer.id) {
                 None => Some(0),
                 // Only an offset file can hold this: no message comes after it.
@@ -602,9 +619,12 @@ impl Partition {
                 Some(o) => Some(o + 1),
             },
         };
-        let messages = match start {
-            Some(s) => self.log.read(s, count)?,
-            None => Vec::new(),
+        let messages = match (start, remote) {
+            (Some(s), Some(reads)) if self.reads_remote(s.max(self.first_served())) => {
+                self.read_tiered(reads, s, count)?
+            }
+            (Some(s), _) => self.log.read(s, count)?,
+            (None, _) => Vec::new(),
         };
         if auto_commit && let Some(last) = messages.last() {
             let persisted = self.options.consumer_offset_durability.is_persisted();

@@ -68,6 +68,7 @@ pub use message::{
     STRING_KEY_KIND, v1,
 };
 pub use segment::ScanIssue;
+pub(crate) use segment::{ReadAt, decode_index};
 use segment::{Segment, read_batch_with};
 use sluice_storage::DurableStorage;
 
@@ -99,6 +100,7 @@ pub struct LogRecovery {
 /// What retention needs to know of one sealed segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SealedSegment {
+    pub(crate) base_offset: u64,
     /// One past its last offset: the low-water mark that removes it.
     pub(crate) next_offset: u64,
     pub(crate) size: u64,
@@ -324,6 +326,7 @@ impl Log {
     pub(crate) fn sealed(&self) -> impl Iterator<Item = SealedSegment> + '_ {
         let n = self.segments.len().saturating_sub(1);
         self.segments[..n].iter().map(|s| SealedSegment {
+            base_offset: s.base_offset,
             next_offset: s.next_offset,
             size: s.size,
             newest_timestamp: s.newest_timestamp,
@@ -585,22 +588,63 @@ impl Log {
             // this one's log (see the module invariants).
             self.settle_segment(i)?;
             let seg = &self.segments[i];
-            let mut pos = seg.position_for(offset);
-            while pos < seg.size {
-                let len = self.batch_at(seg, pos, |buffer, view| {
-                    for m in &view.messages {
-                        if m.offset >= offset && out.len() < want {
-                            out.push(m.to_message(buffer));
-                        }
-                    }
-                })?;
-                if out.len() == want {
-                    return Ok(out);
-                }
-                pos += len;
+            read_into(
+                seg.file(),
+                &seg.index,
+                seg.size,
+                offset,
+                want,
+                &mut out,
+                &seg.log_path,
+            )?;
+            if out.len() == want {
+                return Ok(out);
             }
         }
         Ok(out)
+    }
+
+    /// A copy of the sealed segment at `base`, for the remote tier: its
+    /// bytes made durable first (a sync of a sealed segment, which may cut
+    /// lost batches: the copy is of what stays), then read whole, with its
+    /// index re-encoded canonically. `None` if no such sealed segment holds
+    /// data.
+    pub(crate) fn sealed_copy(&mut self, base: u64) -> Result<Option<SealedCopy>> {
+        let sealed = self.segments.len().saturating_sub(1);
+        let Some(i) = self.segments[..sealed]
+            .iter()
+            .position(|s| s.base_offset == base)
+        else {
+            return Ok(None);
+        };
+        self.settle_segment(i)?;
+        self.sync_segment(i)?;
+        let seg = &self.segments[i];
+        if seg.is_empty() {
+            return Ok(None);
+        }
+        let len = usize::try_from(seg.size)
+            .map_err(|_| EngineError::Internal(format!("segment of {} bytes", seg.size)))?;
+        let mut bytes = vec![0u8; len];
+        let mut filled = 0;
+        while filled < len {
+            let n = segment::ReadAt::read_at(seg.file(), filled as u64, &mut bytes[filled..])?;
+            if n == 0 {
+                return Err(EngineError::CorruptFile {
+                    path: seg.log_path.clone(),
+                    offset: filled as u64,
+                    reason: format!("ends at {filled} bytes, {len} expected"),
+                });
+            }
+            filled += n;
+        }
+        Ok(Some(SealedCopy {
+            base: seg.base_offset,
+            next_offset: seg.next_offset,
+            newest_timestamp: seg.newest_timestamp,
+            log: bytes::Bytes::from(bytes),
+            index: bytes::Bytes::from(segment::encode_index(&seg.index)),
+        }))
     }
 
     /// The offset of the first message with a timestamp >= `ts`.
@@ -609,42 +653,95 @@ impl Log {
             // As in `read`: settled right before it is read.
             self.settle_segment(i)?;
             let seg = &self.segments[i];
-            let mut pos = seg.position_for_timestamp(ts);
-            while pos < seg.size {
-                let mut found = None;
-                let len = self.batch_at(seg, pos, |_, view| {
-                    found = view
-                        .messages
-                        .iter()
-                        .find(|m| m.timestamp >= ts)
-                        .map(|m| m.offset);
-                })?;
-                if found.is_some() {
-                    return Ok(found);
-                }
-                pos += len;
+            let found = find_timestamp_in(seg.file(), &seg.index, seg.size, ts, &seg.log_path)?;
+            if found.is_some() {
+                return Ok(found);
             }
         }
         Ok(None)
     }
+}
 
-    /// Reads the batch at `pos` of `seg` and hands it to `f` (see
-    /// `read_batch_with`); returns its frame length. A batch below `size`
-    /// that does not check out is `CorruptFile`, naming path and position.
-    fn batch_at(
-        &self,
-        seg: &Segment,
-        pos: u64,
-        f: impl FnOnce(&bytes::Bytes, BatchView<'_>),
-    ) -> Result<u64> {
-        read_batch_with(seg.file(), pos, seg.size, f)?
-            .map(|((), len)| len)
-            .map_err(|e| EngineError::CorruptFile {
-                path: seg.log_path.clone(),
-                offset: pos,
-                reason: e.to_string(),
-            })
+/// A sealed segment's bytes and index, copied for the remote tier.
+#[derive(Debug, Clone)]
+pub(crate) struct SealedCopy {
+    pub(crate) base: u64,
+    pub(crate) next_offset: u64,
+    pub(crate) newest_timestamp: u64,
+    pub(crate) log: bytes::Bytes,
+    pub(crate) index: bytes::Bytes,
+}
+
+/// Appends to `out`, up to `want` in all, the messages at or after `offset`
+/// of the sealed or active segment whose log bytes `reader` gives (`size`
+/// of them, indexed by `index`). Every batch is checked whole before
+/// anything in it is served; one that does not check out is `CorruptFile`,
+/// naming `name` (a path, or a remote key) and the position.
+pub(crate) fn read_into(
+    reader: &(impl ReadAt + ?Sized),
+    index: &[IndexEntry],
+    size: u64,
+    offset: u64,
+    want: usize,
+    out: &mut Vec<Message>,
+    name: &Path,
+) -> Result<()> {
+    let mut pos = segment::position_in(index, offset);
+    while pos < size && out.len() < want {
+        let len = batch_in(reader, pos, size, name, |buffer, view| {
+            for m in &view.messages {
+                if m.offset >= offset && out.len() < want {
+                    out.push(m.to_message(buffer));
+                }
+            }
+        })?;
+        pos += len;
     }
+    Ok(())
+}
+
+/// The offset of the first message with a timestamp at or after `ts` in the
+/// segment `reader` gives, if it holds one.
+pub(crate) fn find_timestamp_in(
+    reader: &(impl ReadAt + ?Sized),
+    index: &[IndexEntry],
+    size: u64,
+    ts: u64,
+    name: &Path,
+) -> Result<Option<u64>> {
+    let mut pos = segment::position_for_timestamp_in(index, ts);
+    while pos < size {
+        let mut found = None;
+        let len = batch_in(reader, pos, size, name, |_, view| {
+            found = view
+                .messages
+                .iter()
+                .find(|m| m.timestamp >= ts)
+                .map(|m| m.offset);
+        })?;
+        if found.is_some() {
+            return Ok(found);
+        }
+        pos += len;
+    }
+    Ok(None)
+}
+
+/// `read_batch_with`, with a batch that does not check out as `CorruptFile`.
+fn batch_in(
+    reader: &(impl ReadAt + ?Sized),
+    pos: u64,
+    size: u64,
+    name: &Path,
+    f: impl FnOnce(&bytes::Bytes, BatchView<'_>),
+) -> Result<u64> {
+    read_batch_with(reader, pos, size, f)?
+        .map(|((), len)| len)
+        .map_err(|e| EngineError::CorruptFile {
+            path: name.to_path_buf(),
+            offset: pos,
+            reason: e.to_string(),
+        })
 }
 
 /// Messages a read reserves room for before it has read any (see `read`).

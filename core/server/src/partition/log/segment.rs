@@ -149,12 +149,72 @@ pub(crate) struct BatchSummary {
     pub(crate) newest_timestamp: u64,
 }
 
+/// Positioned reads of a segment's log bytes: its local file, or its object
+/// in the remote tier (`partition/tiering`), so both are read and checked by
+/// the same code.
+pub(crate) trait ReadAt {
+    /// Reads up to `buf.len()` bytes at `position`; fewer only at the end.
+    fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<usize>;
+}
+
+impl ReadAt for dyn DurableFile + '_ {
+    fn read_at(&self, position: u64, buf: &mut [u8]) -> Result<usize> {
+        Ok(DurableFile::read_at(self, position, buf)?)
+    }
+}
+
+/// The index entries of a sealed segment as bytes, each framed as the index
+/// file frames it: what the remote tier stores as the segment's `.idx`.
+pub(crate) fn encode_index(entries: &[IndexEntry]) -> Vec<u8> {
+    entries.iter().flat_map(index_frame).collect()
+}
+
+/// Decodes index bytes `encode_index` made: every entry must decode, and
+/// offsets and positions must increase. Anything else is refused whole (the
+/// remote copy is sluice's own upload: damage is not cut, it is reported).
+pub(crate) fn decode_index(bytes: &[u8]) -> std::result::Result<Vec<IndexEntry>, FrameError> {
+    let mut pos = 0usize;
+    let mut entries: Vec<IndexEntry> = Vec::new();
+    while pos < bytes.len() {
+        let (e, used) = frame::decode::<IndexEntry>(
+            Magic::INDEX,
+            INDEX_VERSION,
+            &bytes[pos..],
+            MAX_INDEX_ENTRY,
+        )?;
+        if entries
+            .last()
+            .is_some_and(|l| e.offset <= l.offset || e.position <= l.position)
+        {
+            return Err(FrameError::Decode(format!(
+                "index entry at byte {pos} does not increase"
+            )));
+        }
+        entries.push(e);
+        pos += used;
+    }
+    Ok(entries)
+}
+
+/// Byte position to start scanning `index`'s segment from to find `offset`.
+pub(crate) fn position_in(index: &[IndexEntry], offset: u64) -> u64 {
+    let i = index.partition_point(|e| e.offset <= offset);
+    if i == 0 { 0 } else { index[i - 1].position }
+}
+
+/// Byte position to start scanning from to find the first batch with a
+/// timestamp at or after `ts`.
+pub(crate) fn position_for_timestamp_in(index: &[IndexEntry], ts: u64) -> u64 {
+    let i = index.partition_point(|e| e.timestamp < ts);
+    if i == 0 { 0 } else { index[i - 1].position }
+}
+
 /// Reads the batch framed at `position` into one buffer, checks it (header,
 /// length, payload CRC32C, version, a whole decode) and hands `f` the buffer
 /// and the batch decoded in place; returns `f`'s result and the frame's
 /// length. `Ok(Err(_))` is a batch that does not check out.
 pub(crate) fn read_batch_with<R>(
-    file: &dyn DurableFile,
+    file: &(impl ReadAt + ?Sized),
     position: u64,
     limit: u64,
     f: impl FnOnce(&Bytes, BatchView<'_>) -> R,
@@ -854,26 +914,6 @@ impl Segment {
         self.log.write_at(from, &bytes)?;
         self.carried_to = self.size;
         Ok(())
-    }
-
-    /// Byte position to start scanning from to find `offset`.
-    pub(crate) fn position_for(&self, offset: u64) -> u64 {
-        let i = self.index.partition_point(|e| e.offset <= offset);
-        if i == 0 {
-            0
-        } else {
-            self.index[i - 1].position
-        }
-    }
-
-    /// Byte position to start scanning from to find the first batch with a timestamp >= `ts`.
-    pub(crate) fn position_for_timestamp(&self, ts: u64) -> u64 {
-        let i = self.index.partition_point(|e| e.timestamp < ts);
-        if i == 0 {
-            0
-        } else {
-            self.index[i - 1].position
-        }
     }
 
     /// Writes the bytes from the last index entry to the end again, unchanged,

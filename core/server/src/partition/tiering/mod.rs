@@ -26,7 +26,10 @@
 //!   with a typed error. Transitions that break one are programmer errors and
 //!   panic.
 
+pub(crate) mod cache;
+pub(crate) mod jobs;
 mod key;
+pub(crate) mod partition;
 mod record;
 mod state;
 
