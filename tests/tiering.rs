@@ -265,3 +265,121 @@ fn given_expired_remote_segments_when_tiering_runs_then_they_are_no_longer_serve
         offsets_of(&got)
     );
 }
+
+#[test]
+fn given_a_deleted_tiered_topic_when_its_deletion_applies_then_its_prefix_is_empty_and_a_new_topic_gets_a_new_incarnation()
+ {
+    // Given: a tiered topic with objects in the store.
+    let (_sim, remote, mut engine) = tiered_engine();
+    send_each(&mut engine, 0, 9);
+    tier_until_idle(&mut engine, 20);
+    let old = remote_keys(&remote);
+    assert!(!old.is_empty());
+
+    // When: the topic is deleted and the reconciler runs its deletion.
+    engine.delete_topic(&stream(), &topic()).unwrap();
+    engine.reconcile_until_idle(10);
+
+    // Then: nothing of it is left in the store.
+    assert_eq!(remote_keys(&remote), Vec::<String>::new());
+    // And: the topic created again under the same ids uploads under another
+    // incarnation's prefix, and serves only its own messages.
+    engine
+        .create_topic(&stream(), None, TOPIC, 1, small_segments(), 0, 0, 1)
+        .unwrap();
+    send_each(&mut engine, 0, 6);
+    let fresh = all_messages(&mut engine);
+    tier_until_idle(&mut engine, 20);
+    let new = remote_keys(&remote);
+    assert!(!new.is_empty());
+    let incarnation = |k: &String| {
+        k.split('/')
+            .find(|s| s.starts_with("i="))
+            .map(str::to_string)
+    };
+    assert_ne!(
+        incarnation(&new[0]),
+        incarnation(&old[0]),
+        "{new:?} / {old:?}"
+    );
+    assert_eq!(all_messages(&mut engine), fresh);
+}
+
+#[test]
+fn given_a_deletion_while_the_store_is_down_when_it_comes_back_then_the_deletion_applies_only_after_the_prefix_is_empty()
+ {
+    // Given: a tiered topic with objects, and a store that refuses listings
+    // three times.
+    let (sim, remote, mut engine) = tiered_engine();
+    send_each(&mut engine, 0, 9);
+    tier_until_idle(&mut engine, 20);
+    remote.fail_when(RemoteMatcher::op(RemoteOp::List), RemoteFault::Before, 0, 3);
+
+    // When: the topic is deleted, and the reconciler runs once.
+    engine.delete_topic(&stream(), &topic()).unwrap();
+    engine.reconcile_at(u64::MAX);
+
+    // Then: the deletion is still pending and the partition's record is
+    // still on disk (it says which prefix to clean).
+    assert!(engine.pending_deletions().next().is_some());
+    assert!(!segment_files(&sim, std::path::Path::new(DATA_DIR), "log").is_empty());
+    // And: once the store answers, the deletion applies and the prefix is empty.
+    engine.reconcile_until_idle(10);
+    assert!(engine.pending_deletions().next().is_none());
+    assert_eq!(remote_keys(&remote), Vec::<String>::new());
+}
+
+#[test]
+fn given_a_put_that_lands_after_its_attempt_was_cleaned_up_when_the_sweep_runs_then_it_goes_only_after_the_grace()
+ {
+    // Given: a tiered engine whose sweep runs every pass with a 60 s grace,
+    // and whose first log put times out but lands late.
+    let clock = std::sync::Arc::new(ManualClock::new(START_MICROS));
+    let sim = new_sim();
+    let (mut engine, _) = open_sim_with_clock(&sim, clock.clone());
+    setup(&mut engine, small_segments());
+    let remote = SimRemote::default();
+    attach_tier_with(&mut engine, &remote, RELEASE_AT_ONCE, |c| {
+        c.orphan_grace_ms = 60_000;
+        c.sweep_period_ms = 0;
+    });
+    send_each(&mut engine, 0, 9);
+    let sent = all_messages(&mut engine);
+    remote.fail_when(
+        RemoteMatcher {
+            op: Some(RemoteOp::Put),
+            key_contains: Some(".log".into()),
+        },
+        RemoteFault::Late { delay: 1_000_000 },
+        0,
+        1,
+    );
+    tier_until_idle(&mut engine, 20);
+    assert_eq!(engine.tier_figures().unwrap().failed_uploads, 1);
+    // The network drains: the put lands, named by no record any more.
+    remote.settle();
+    let orphan = remote_keys(&remote)
+        .into_iter()
+        .find(|k| k.ends_with("-0000000000.log"))
+        .expect("the late put landed");
+
+    // When: sweeps run before the grace has passed.
+    engine.tier_pass();
+    clock.advance(30_000_000);
+    engine.tier_pass();
+
+    // Then: it is kept.
+    assert!(remote_keys(&remote).contains(&orphan));
+
+    // When: the grace passes.
+    clock.advance(31_000_000);
+    engine.tier_pass();
+    engine.tier_pass();
+
+    // Then: it is gone, and nothing a record names went with it.
+    let keys = remote_keys(&remote);
+    assert!(!keys.contains(&orphan), "{keys:?}");
+    assert!(!keys.is_empty());
+    assert_eq!(all_messages(&mut engine), sent);
+    assert_eq!(engine.tier_figures().unwrap().orphans_deleted, 1);
+}

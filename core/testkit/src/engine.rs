@@ -555,6 +555,16 @@ pub const TIER_INSTANCE: &str = "test";
 /// Attaches `remote` as the engine's tier, with the default subject's topic
 /// opted in under `local` retention (small blocks, so reads span several).
 pub fn attach_tier(engine: &mut Engine, remote: &SimRemote, local: LocalRetention) {
+    attach_tier_with(engine, remote, local, |_| {});
+}
+
+/// As `attach_tier`, with the configuration adjusted by `adjust`.
+pub fn attach_tier_with(
+    engine: &mut Engine,
+    remote: &SimRemote,
+    local: LocalRetention,
+    adjust: impl FnOnce(&mut TieringConfig),
+) {
     let mut config = TieringConfig::new(TIER_INSTANCE);
     config.block_bytes = 256;
     config.cache_bytes = 4 << 10;
@@ -563,6 +573,7 @@ pub fn attach_tier(engine: &mut Engine, remote: &SimRemote, local: LocalRetentio
         topic: TOPIC.to_string(),
         local,
     });
+    adjust(&mut config);
     engine
         .attach_tier(Arc::new(remote.clone()), config)
         .unwrap();

@@ -371,6 +371,12 @@ impl Engine {
             return Ok(());
         }
         let root = parent.join(&name);
+        // Its remote objects first, while its tiering records still say
+        // where they are (engine/tiering.rs).
+        if !self.naive_deletion() {
+            self.remove_remote_of_tree(&root, r)
+                .map_err(|e| (false, e))?;
+        }
         // A file under the name (a re-dirty's own leftover after a crash
         // between its create and its remove) goes too (`remove_dir_or_file`).
         let removed_now = exists(&root)?;

@@ -18,12 +18,28 @@
 //! - Polls of a partition with remote segments make blocking remote calls:
 //!   such a poll never runs on an async worker (`topic_reads_remote`, used by
 //!   `waits_on_no_sync`).
+//! - A deleted partition's objects go before its directory: the deletion's
+//!   cleanup reads each `tiering.rec` in the deleted tree (the durable record
+//!   of which incarnation's prefix holds its objects), deletes everything
+//!   listed under that dead incarnation's prefix and requires a fresh listing
+//!   to be empty, and only then removes the tree (`remove_remote_of_tree`).
+//!   Until the store answers, the deletion stays pending, its record on disk.
+//! - The orphan sweep deletes only objects under this server's instance
+//!   prefix, that parse as sluice's own object names, that no partition's
+//!   record names (segments, intent, round) and that belong to no live
+//!   partition's dead generation (the round's listing owns those), and only
+//!   once they were listed unnamed for longer than the grace period, which
+//!   must exceed how late a put in flight can land (ADR 0026 §3).
 
 use std::sync::Arc;
 
-use sluice_remote::{RemoteError, RemoteStore};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use sluice_remote::{ListedObject, RemoteError, RemoteKey, RemoteStore};
 
 use super::Engine;
+use crate::error::{EngineError, Result};
 use crate::identifier::Identifier;
 use crate::metadata::PartitionKey;
 use crate::partition::tiering::TierKeys;
@@ -49,6 +65,11 @@ pub struct TieredTopic {
     pub local: LocalRetention,
 }
 
+/// An hour: far above how late a request a store accepted can land.
+pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 3_600_000;
+/// Ten minutes.
+pub const DEFAULT_SWEEP_PERIOD_MS: u64 = 600_000;
+
 /// The server's tiering settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TieringConfig {
@@ -61,6 +82,11 @@ pub struct TieringConfig {
     pub cache_bytes: u64,
     /// Uploads planned per pass at most (each copies one segment).
     pub uploads_per_pass: usize,
+    /// How long an object must be seen unnamed by any record before the
+    /// orphan sweep deletes it (ms).
+    pub orphan_grace_ms: u64,
+    /// How often the orphan sweep lists the instance prefix (ms).
+    pub sweep_period_ms: u64,
 }
 
 impl TieringConfig {
@@ -71,6 +97,8 @@ impl TieringConfig {
             block_bytes: crate::partition::tiering::cache::DEFAULT_BLOCK_BYTES,
             cache_bytes: crate::partition::tiering::cache::DEFAULT_CACHE_BYTES,
             uploads_per_pass: 4,
+            orphan_grace_ms: DEFAULT_ORPHAN_GRACE_MS,
+            sweep_period_ms: DEFAULT_SWEEP_PERIOD_MS,
         }
     }
 }
@@ -84,6 +112,8 @@ pub struct TierFigures {
     pub deleted_objects: u64,
     pub rounds_applied: u64,
     pub remote_errors: u64,
+    /// Objects the orphan sweep deleted.
+    pub orphans_deleted: u64,
     pub cache: CacheFigures,
 }
 
@@ -95,6 +125,11 @@ pub(crate) struct Tier {
     cache: Arc<BlockCache>,
     config: TieringConfig,
     figures: TierFigures,
+    /// Objects the last sweeps listed that no record names, with when each
+    /// was first seen so (ms).
+    unnamed: BTreeMap<RemoteKey, u64>,
+    /// When the last sweep was planned (ms).
+    last_sweep_ms: Option<u64>,
 }
 
 impl Tier {
@@ -115,11 +150,17 @@ pub struct TierPlan {
     keys: Option<TierKeys>,
     uploads: Vec<(UploadJob, Option<std::result::Result<(), RemoteError>>)>,
     rounds: Vec<(RoundJob, Option<RoundOutcome>)>,
+    /// The orphan sweep: objects to delete (named by no record for longer
+    /// than the grace), then a listing of the instance prefix.
+    sweep: Option<(
+        Vec<RemoteKey>,
+        Option<std::result::Result<Vec<ListedObject>, RemoteError>>,
+    )>,
 }
 
 impl TierPlan {
     pub fn is_empty(&self) -> bool {
-        self.uploads.is_empty() && self.rounds.is_empty()
+        self.uploads.is_empty() && self.rounds.is_empty() && self.sweep.is_none()
     }
 
     /// Makes every planned remote call (no engine needed: call it without
@@ -133,6 +174,11 @@ impl TierPlan {
         }
         for (job, outcome) in &mut self.rounds {
             *outcome = Some(job.run(store, keys));
+        }
+        if let Some((doomed, listed)) = &mut self.sweep {
+            let deleted: std::result::Result<(), RemoteError> =
+                doomed.iter().try_for_each(|key| store.delete(key));
+            *listed = Some(deleted.and_then(|()| store.list(keys.instance_prefix())));
         }
     }
 }
@@ -192,6 +238,8 @@ impl Engine {
             cache,
             config,
             figures: TierFigures::default(),
+            unnamed: BTreeMap::new(),
+            last_sweep_ms: None,
         });
         Ok(())
     }
@@ -245,6 +293,7 @@ impl Engine {
             keys: None,
             uploads: Vec::new(),
             rounds: Vec::new(),
+            sweep: None,
         };
         let Some(tier) = self.tier.as_ref() else {
             return plan;
@@ -305,7 +354,229 @@ impl Engine {
                 }
             }
         }
+        plan.sweep = self.plan_sweep();
         plan
+    }
+
+    /// The sweep, if one is due: the objects named by no record for longer
+    /// than the grace period (from earlier listings), to delete before the
+    /// next listing.
+    fn plan_sweep(
+        &mut self,
+    ) -> Option<(
+        Vec<RemoteKey>,
+        Option<std::result::Result<Vec<ListedObject>, RemoteError>>,
+    )> {
+        let now = self.now_ms();
+        let named = self.named_objects();
+        let tier = self.tier.as_mut()?;
+        if tier
+            .last_sweep_ms
+            .is_some_and(|at| now.saturating_sub(at) < tier.config.sweep_period_ms)
+        {
+            return None;
+        }
+        tier.last_sweep_ms = Some(now);
+        let grace = tier.config.orphan_grace_ms;
+        let doomed: Vec<RemoteKey> = tier
+            .unnamed
+            .iter()
+            .filter(|(key, seen)| {
+                now.saturating_sub(**seen) >= grace && !named.covers(key, &tier.keys)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        Some((doomed, None))
+    }
+
+    /// What the records name now: the objects they read or will delete, and
+    /// the prefixes their rounds will list.
+    fn named_objects(&self) -> Named {
+        let mut named = Named::default();
+        for p in self.partitions.values() {
+            let key = p.key;
+            if p.degraded_reason().is_some() {
+                // Its record could not be read: nothing of it is swept.
+                named
+                    .partitions
+                    .insert((key.stream, key.topic, key.partition));
+                continue;
+            }
+            let Some(t) = p.tier() else { continue };
+            let incarnation = t.state.incarnation();
+            let generation = t.state.generation();
+            let id = (key.stream, key.topic, key.partition, incarnation);
+            for s in t.state.segments() {
+                named.attempts.insert((id, s.attempt_in(generation)));
+            }
+            if let Some(a) = t.state.intent() {
+                named.attempts.insert((id, a));
+            }
+            if let Some(round) = t.state.round() {
+                for a in round.doomed() {
+                    named.attempts.insert((id, *a));
+                }
+                for g in round.dead_generations() {
+                    named.dead.insert((id, *g));
+                }
+            }
+        }
+        named
+    }
+
+    /// Applies a sweep's listing: what is named by no record is remembered
+    /// (or kept) with when it was first seen so; the rest is forgotten.
+    fn finish_sweep(
+        &mut self,
+        deleted: Vec<RemoteKey>,
+        listed: Option<std::result::Result<Vec<ListedObject>, RemoteError>>,
+    ) {
+        let now = self.now_ms();
+        let named = self.named_objects();
+        let Some(tier) = self.tier.as_mut() else {
+            return;
+        };
+        let listed = match listed {
+            Some(Ok(listed)) => listed,
+            Some(Err(e)) => {
+                tier.figures.remote_errors += 1;
+                tracing::warn!(error = %e, "orphan sweep failed; retried next period");
+                return;
+            }
+            None => return,
+        };
+        if !deleted.is_empty() {
+            tier.figures.orphans_deleted += deleted.len() as u64;
+            tracing::info!(
+                objects = deleted.len(),
+                "orphan sweep deleted objects no record named"
+            );
+        }
+        let mut unnamed = BTreeMap::new();
+        for object in listed {
+            let Some(_) = tier.keys.parse(&object.key) else {
+                // Not a name sluice writes (the probe's, an operator's):
+                // never swept.
+                continue;
+            };
+            if named.covers(&object.key, &tier.keys) {
+                continue;
+            }
+            let seen = tier.unnamed.get(&object.key).copied().unwrap_or(now);
+            unnamed.insert(object.key, seen);
+        }
+        tier.unnamed = unnamed;
+    }
+
+    /// Before a deleted tree's directories go: every tiered partition in it
+    /// (its `tiering.rec` names the incarnation) has its objects deleted and
+    /// its prefix listed empty. `Err` leaves the deletion pending.
+    pub(super) fn remove_remote_of_tree(
+        &mut self,
+        root: &Path,
+        r: crate::metadata::ResourceKey,
+    ) -> Result<()> {
+        use crate::metadata::ResourceKey;
+        if self.tier.is_none() {
+            // No store to delete from (and no I/O here for servers that do
+            // not tier): objects of a tree deleted while tiering is off are
+            // left to the orphan sweep once it is on again.
+            return Ok(());
+        }
+        let storage = self.storage.clone();
+        let ids = |dir: &Path| -> Result<Vec<u32>> {
+            if !storage.exists(dir)? {
+                return Ok(Vec::new());
+            }
+            Ok(storage
+                .list_dir(dir)?
+                .iter()
+                .filter_map(|n| n.parse::<u32>().ok())
+                .collect())
+        };
+        let mut partitions: Vec<(PartitionKey, std::path::PathBuf)> = Vec::new();
+        let topic_parts = |stream: u32,
+                           topic: u32,
+                           topic_root: &Path|
+         -> Result<Vec<(PartitionKey, std::path::PathBuf)>> {
+            let dir = topic_root.join(crate::layout::PARTITIONS_DIR);
+            Ok(ids(&dir)?
+                .into_iter()
+                .map(|partition| {
+                    (
+                        PartitionKey {
+                            stream,
+                            topic,
+                            partition,
+                        },
+                        dir.join(crate::layout::partition_dir_name(partition)),
+                    )
+                })
+                .collect())
+        };
+        match r {
+            ResourceKey::Partition(k) => partitions.push((k, root.to_path_buf())),
+            ResourceKey::Topic { stream, topic } => {
+                partitions.extend(topic_parts(stream, topic, root)?);
+            }
+            ResourceKey::Stream { stream } => {
+                let topics = root.join(crate::layout::TOPICS_DIR);
+                for topic in ids(&topics)? {
+                    partitions.extend(topic_parts(stream, topic, &topics.join(topic.to_string()))?);
+                }
+            }
+            ResourceKey::Group { .. } => {}
+        }
+        for (key, dir) in partitions {
+            let path = dir.join(crate::layout::TIERING_FILE);
+            if !storage.exists(&path)? {
+                continue;
+            }
+            let bytes = crate::partition::tiering::TIERING_LAYOUT.read_bytes(
+                storage
+                    .open(&path, sluice_storage::OpenMode::Read)?
+                    .as_ref(),
+            )?;
+            let incarnation = match crate::partition::tiering::decode_file(&bytes) {
+                Ok(Some(loaded)) => loaded.tiering.incarnation(),
+                Ok(None) => continue,
+                Err(e) => {
+                    // Which prefix is unknown: the sweep finds its objects
+                    // (no record names them) after the grace period.
+                    tracing::warn!(path = %path.display(), error = %e, "deleted partition's tiering record does not decode; its objects are left to the orphan sweep");
+                    continue;
+                }
+            };
+            let Some(tier) = self.tier.as_ref() else {
+                continue;
+            };
+            let place = crate::partition::tiering::PartitionPlace {
+                stream: key.stream,
+                topic: key.topic,
+                partition: key.partition,
+                incarnation,
+            };
+            let prefix = tier.keys.partition_prefix(place);
+            let remote = |e: RemoteError| EngineError::Unavailable(format!("remote tier: {e}"));
+            let listed = tier.store.list(&prefix).map_err(remote)?;
+            for object in &listed {
+                tier.store.delete(&object.key).map_err(remote)?;
+                tier.cache.forget(&object.key);
+            }
+            let left = tier.store.list(&prefix).map_err(remote)?;
+            if let Some(first) = left.first() {
+                return Err(EngineError::Unavailable(format!(
+                    "remote tier: {} still holds {} after its deletes",
+                    prefix, first.key
+                )));
+            }
+            let deleted = listed.len() as u64;
+            if let Some(tier) = self.tier.as_mut() {
+                tier.figures.deleted_objects += deleted;
+            }
+            tracing::info!(partition = %key, objects = deleted, "deleted partition's remote objects removed");
+        }
+        Ok(())
     }
 
     fn count_tier_error(&mut self) {
@@ -471,6 +742,9 @@ impl Engine {
                 }
             }
         }
+        if let Some((deleted, listed)) = plan.sweep {
+            self.finish_sweep(deleted, listed);
+        }
         self.assert_invariants("tiering pass");
         report
     }
@@ -531,5 +805,35 @@ impl Engine {
                 !t.is_written() || t.state.round().is_some() || t.state.intent().is_some()
             })
         })
+    }
+}
+
+/// What the records name, for the orphan sweep.
+#[derive(Debug, Default)]
+struct Named {
+    /// (stream, topic, partition, incarnation) and an attempt a record names.
+    attempts: BTreeSet<((u32, u32, u32, u64), crate::partition::tiering::Attempt)>,
+    /// Dead generations a round will list, per incarnation.
+    dead: BTreeSet<((u32, u32, u32, u64), u64)>,
+    /// Partitions whose record could not be read: none of their objects is
+    /// swept.
+    partitions: BTreeSet<(u32, u32, u32)>,
+}
+
+impl Named {
+    fn covers(&self, key: &RemoteKey, keys: &TierKeys) -> bool {
+        let Some((place, attempt, _)) = keys.parse(key) else {
+            return true;
+        };
+        let id = (
+            place.stream,
+            place.topic,
+            place.partition,
+            place.incarnation,
+        );
+        self.partitions
+            .contains(&(place.stream, place.topic, place.partition))
+            || self.attempts.contains(&(id, attempt))
+            || self.dead.contains(&(id, attempt.generation))
     }
 }

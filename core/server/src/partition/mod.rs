@@ -143,6 +143,8 @@ pub struct Partition {
     /// The remote tier's state and record, `None` for a partition that was
     /// never tiered.
     pub(crate) tier: Option<tiering::partition::TierSlot>,
+    /// Recovery's listing of the root showed `tiering.rec`.
+    pub(crate) tiering_listed: bool,
 }
 
 impl Drop for Partition {
@@ -187,6 +189,7 @@ impl Partition {
             low_water: retention::LowWaterFile::default(),
             retention: None,
             tier: None,
+            tiering_listed: false,
             paths,
             storage,
             options,
@@ -283,6 +286,12 @@ impl Partition {
         let has_low_water = listed_root
             .iter()
             .any(|n| n == LOW_WATER_FILE || n.strip_suffix(REDIRTY_SUFFIX) == Some(LOW_WATER_FILE));
+        // The same listing says whether the partition was ever tiered, so a
+        // partition that never was costs no extra open (`recover_tiering`).
+        let has_tiering = listed_root.iter().any(|n| {
+            n == crate::layout::TIERING_FILE
+                || n.strip_suffix(REDIRTY_SUFFIX) == Some(crate::layout::TIERING_FILE)
+        });
         let (low_water, low_water_file) = if floor == generation && has_low_water {
             retention::load(storage.as_ref(), &paths, generation)?
         } else {
@@ -382,6 +391,7 @@ impl Partition {
         partition.root_names.note_repairs(root_repairs);
         partition.low_water = low_water_file;
         partition.note_recovered_low_water();
+        partition.tiering_listed = has_tiering;
         let (loaded, file) = purge::load(&partition)?;
         // The obligation file's name is never made durable (ADR 0003 §9):
         // a power loss that takes it leaves a disk a fresh listing sees whole.

@@ -167,6 +167,9 @@ impl Partition {
     /// decode is `CorruptFile` (the partition is degraded: which remote
     /// segments hold acknowledged messages is unknown).
     pub(crate) fn recover_tiering(&mut self, serial: u64) -> Result<()> {
+        if !self.tiering_listed {
+            return Ok(());
+        }
         let path = self.tiering_path();
         let file = match self.storage.open(&path, OpenMode::ReadWrite) {
             Ok(f) => f,
