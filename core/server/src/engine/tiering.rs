@@ -143,6 +143,13 @@ impl Tier {
     }
 }
 
+/// The orphan sweep's part of a pass: the objects to delete, then what the
+/// listing of the instance prefix found.
+type SweepJob = (
+    Vec<RemoteKey>,
+    Option<std::result::Result<Vec<ListedObject>, RemoteError>>,
+);
+
 /// The remote work of one pass: planned under the engine, run without it.
 #[derive(Debug)]
 pub struct TierPlan {
@@ -152,10 +159,7 @@ pub struct TierPlan {
     rounds: Vec<(RoundJob, Option<RoundOutcome>)>,
     /// The orphan sweep: objects to delete (named by no record for longer
     /// than the grace), then a listing of the instance prefix.
-    sweep: Option<(
-        Vec<RemoteKey>,
-        Option<std::result::Result<Vec<ListedObject>, RemoteError>>,
-    )>,
+    sweep: Option<SweepJob>,
 }
 
 impl TierPlan {
@@ -361,12 +365,7 @@ impl Engine {
     /// The sweep, if one is due: the objects named by no record for longer
     /// than the grace period (from earlier listings), to delete before the
     /// next listing.
-    fn plan_sweep(
-        &mut self,
-    ) -> Option<(
-        Vec<RemoteKey>,
-        Option<std::result::Result<Vec<ListedObject>, RemoteError>>,
-    )> {
+    fn plan_sweep(&mut self) -> Option<SweepJob> {
         let now = self.now_ms();
         let named = self.named_objects();
         let tier = self.tier.as_mut()?;
