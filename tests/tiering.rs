@@ -383,3 +383,38 @@ fn given_a_put_that_lands_after_its_attempt_was_cleaned_up_when_the_sweep_runs_t
     assert_eq!(all_messages(&mut engine), sent);
     assert_eq!(engine.tier_figures().unwrap().orphans_deleted, 1);
 }
+
+#[test]
+fn given_a_capped_tiered_topic_when_its_history_outgrows_the_cap_then_the_oldest_remote_segments_go_and_stats_count_both_tiers()
+ {
+    // Given: a tiered topic capped at about four segments, its history in
+    // the store and released locally.
+    let sim = new_sim();
+    let mut engine = sim_engine(&sim);
+    setup_with_retention(&mut engine, small_segments(), 0, 600);
+    let remote = SimRemote::default();
+    attach_tier(&mut engine, &remote, RELEASE_AT_ONCE);
+    send_each(&mut engine, 0, 6);
+    tier_until_idle(&mut engine, 20);
+    // Then: Iggy's figures count the released messages too.
+    assert_eq!(engine.topic_stats(0, 0).0, 6);
+
+    // When: the history grows well past the cap.
+    send_each(&mut engine, 6, 24);
+    tier_until_idle(&mut engine, 30);
+
+    // Then: the topic's size over both tiers is back within the cap (the
+    // active segment aside), the oldest messages are gone from polls, and
+    // the newest are all served in order.
+    let (messages, bytes) = engine.topic_stats(0, 0);
+    assert!(bytes <= 600 + 150, "{bytes} bytes");
+    let got = offsets_of(&all_messages(&mut engine));
+    assert_eq!(got.len() as u64, messages, "{got:?}");
+    assert!(got[0] > 0, "{got:?}");
+    assert_eq!(got, (got[0]..30).collect::<Vec<_>>());
+    // And: the store no longer holds the expired segments.
+    let first_log = logs(&remote_keys(&remote))
+        .first()
+        .map(|k| k.rsplit('/').next().unwrap().to_string());
+    assert!(first_log.is_some_and(|k| !k.starts_with("00000000000000000000-")));
+}

@@ -131,7 +131,7 @@ impl Engine {
         self.partitions
             .range(TopicKey { stream, topic }.partition_range())
             .fold((0, 0), |(m, b), (_, p)| {
-                (m + p.log().message_count(), b + p.log().size_bytes())
+                (m + p.stored_messages(), b + p.stored_bytes())
             })
     }
 }

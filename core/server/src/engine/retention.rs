@@ -231,10 +231,11 @@ impl Engine {
             return true;
         }
         let keys = self.topic_partition_keys(topic);
+        // Both tiers count: a tiered topic's cap is on its whole history.
         let mut size: u64 = keys
             .iter()
             .filter_map(|k| self.partitions.get(k))
-            .map(|p| p.log().size_bytes())
+            .map(|p| p.stored_bytes())
             .sum();
         if size <= cap {
             return true;
@@ -247,7 +248,7 @@ impl Engine {
                 continue;
             }
             if let Some(p) = self.partitions.get(&key) {
-                candidates.push((key, p.log().sealed().collect(), 0));
+                candidates.push((key, p.retained_sealed(), 0));
             }
         }
         while size > cap {
@@ -282,6 +283,14 @@ impl Engine {
                 .is_some_and(|p| mark > p.log().low_water());
             if raises && let Err(e) = self.commit_mark(key, mark, true) {
                 tracing::warn!(partition = %key, error = %e, "could not commit a low-water mark; retrying next pass");
+                ok = false;
+            } else if !raises
+                && let Some(p) = self.partitions.get_mut(&key)
+                && let Err(e) = p.raise_remote_low(mark)
+            {
+                // Only remote segments expired: the remote mark moves
+                // (its round removes them), the local one stays.
+                tracing::warn!(partition = %key, error = %e, "could not record the remote low mark; retrying next pass");
                 ok = false;
             }
             self.refresh_retention(key);

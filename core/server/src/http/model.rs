@@ -184,12 +184,12 @@ pub(crate) fn topic_details(engine: &Engine, stream: u32, t: &TopicMeta) -> Topi
             };
             let (segments, current, size, messages) =
                 engine.partition(key).map_or((0, 0, 0, 0), |p| {
-                    let log = p.log();
+                    let f = p.figures();
                     (
-                        count_u32(log.segment_count()),
-                        log.last_offset().unwrap_or(0),
-                        log.size_bytes(),
-                        log.message_count(),
+                        count_u32(f.segments),
+                        f.current_offset,
+                        f.size_bytes,
+                        f.messages,
                     )
                 });
             Partition {

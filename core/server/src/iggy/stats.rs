@@ -97,10 +97,10 @@ fn engine_counts(engine: &Engine, stats: &mut Stats) {
     let (mut partitions, mut segments, mut messages, mut bytes) = (0usize, 0usize, 0u64, 0u64);
     for p in engine.partitions() {
         partitions += 1;
-        let log = p.log();
-        segments += log.segment_count();
-        messages = messages.saturating_add(log.message_count());
-        bytes = bytes.saturating_add(log.size_bytes());
+        let f = p.figures();
+        segments += f.segments;
+        messages = messages.saturating_add(f.messages);
+        bytes = bytes.saturating_add(f.size_bytes);
     }
     stats.streams_count = count_u32(streams);
     stats.topics_count = count_u32(topics);

@@ -41,6 +41,15 @@ use crate::partition::log::{
 };
 use crate::slots::{Durability, SlotFile};
 
+/// A partition's figures as Iggy reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PartitionFigures {
+    pub segments: usize,
+    pub current_offset: u64,
+    pub size_bytes: u64,
+    pub messages: u64,
+}
+
 /// What a poll needs to read remote segments.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RemoteReads<'a> {
@@ -135,6 +144,64 @@ impl Partition {
 
     pub(crate) fn tier_mut(&mut self) -> Option<&mut TierSlot> {
         self.tier.as_mut()
+    }
+
+    /// The sealed segments retention may expire, oldest first: the remote
+    /// ones below the local low-water mark, then the local sealed ones.
+    pub(crate) fn retained_sealed(&self) -> Vec<crate::partition::log::SealedSegment> {
+        let local = self.log.low_water();
+        let mut out: Vec<crate::partition::log::SealedSegment> = self
+            .tier
+            .as_ref()
+            .map(|t| {
+                t.state
+                    .segments()
+                    .filter(|s| s.base < local)
+                    .map(|s| crate::partition::log::SealedSegment {
+                        base_offset: s.base,
+                        next_offset: s.next_offset,
+                        size: s.log_len,
+                        newest_timestamp: s.newest_timestamp,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.extend(self.log.sealed());
+        out
+    }
+
+    /// What Iggy's partition details and statistics report: segments,
+    /// current offset, bytes and messages, over both tiers.
+    pub fn figures(&self) -> PartitionFigures {
+        PartitionFigures {
+            segments: self.log.segment_count() + self.remote_only().count(),
+            current_offset: self.log.last_offset().unwrap_or(0),
+            size_bytes: self.stored_bytes(),
+            messages: self.stored_messages(),
+        }
+    }
+
+    /// Messages stored in both tiers (what Iggy's statistics count).
+    pub fn stored_messages(&self) -> u64 {
+        self.log.message_count()
+            + self
+                .remote_only()
+                .map(|s| s.next_offset - s.base)
+                .sum::<u64>()
+    }
+
+    /// Bytes of messages stored in both tiers (the log files' sizes).
+    pub fn stored_bytes(&self) -> u64 {
+        self.log.size_bytes() + self.remote_only().map(|s| s.log_len).sum::<u64>()
+    }
+
+    /// Remote segments whose local copy was released.
+    fn remote_only(&self) -> impl Iterator<Item = &RemoteSegment> + '_ {
+        let local = self.log.low_water();
+        self.tier
+            .iter()
+            .flat_map(|t| t.state.segments())
+            .filter(move |s| s.base < local)
     }
 
     /// Sealed local segments at or above the local mark with no remote copy.
