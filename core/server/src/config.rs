@@ -289,6 +289,8 @@ struct FileTiering {
     instance: Option<String>,
     cache_mib: Option<u64>,
     period_ms: Option<u64>,
+    orphan_grace_secs: Option<u64>,
+    sweep_period_secs: Option<u64>,
     bucket: Option<String>,
     region: Option<String>,
     endpoint: Option<String>,
@@ -362,6 +364,12 @@ impl FileTiering {
         let mut engine = crate::engine::TieringConfig::new(instance);
         if let Some(mib) = self.cache_mib {
             engine.cache_bytes = mib.saturating_mul(1 << 20);
+        }
+        if let Some(secs) = self.orphan_grace_secs {
+            engine.orphan_grace_ms = secs.saturating_mul(1000);
+        }
+        if let Some(secs) = self.sweep_period_secs {
+            engine.sweep_period_ms = secs.saturating_mul(1000);
         }
         for t in self.topics {
             engine.topics.push(crate::engine::TieredTopic {

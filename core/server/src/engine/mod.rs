@@ -16,7 +16,9 @@
 //! - `deletion`: a deleted resource's files as a cleanup obligation;
 //! - `purge`: the purge commit point and the reconciler's passes;
 //! - `retention`: expiry and size caps, through durable low-water marks;
-//! - `messages`: sends, polls and stored offsets.
+//! - `messages`: sends, polls and stored offsets;
+//! - `tiering`: the remote tier: uploads, local release, remote retention,
+//!   deletion rounds, the orphan sweep (ADR 0028).
 //!
 //! Invariants (`check_invariants` states them as code; it runs after every
 //! commit in debug builds and after every step of a simulation):
@@ -348,6 +350,20 @@ impl Engine {
             && let Err(e) = self.check_retention()
         {
             return fail(e);
+        }
+        for (key, p) in &self.partitions {
+            if let Some(t) = p.tier() {
+                // Asserts (stops the process): a state that breaks its own
+                // invariants is a bug at its last transition.
+                t.state.check();
+                if t.state.generation() != p.generation() {
+                    return fail(format!(
+                        "partition {key}'s tiering state is for generation {} but it serves {}",
+                        t.state.generation(),
+                        p.generation()
+                    ));
+                }
+            }
         }
         Ok(())
     }
