@@ -418,3 +418,240 @@ fn given_a_capped_tiered_topic_when_its_history_outgrows_the_cap_then_the_oldest
         .map(|k| k.rsplit('/').next().unwrap().to_string());
     assert!(first_log.is_some_and(|k| !k.starts_with("00000000000000000000-")));
 }
+
+// ---- crash points across both doors ----------------------------------------
+
+/// The window every crash point falls in: tiering, releases and their
+/// cleanup, a purge, new sends, and tiering again.
+fn tier_purge_window(engine: &mut Engine) -> Vec<(u64, String)> {
+    for _ in 0..4 {
+        engine.tier_pass();
+        engine.reconcile_at(u64::MAX);
+    }
+    let mut acknowledged_after = Vec::new();
+    if engine.purge_topic(&stream(), &topic()).is_ok() {
+        for i in 100..104u64 {
+            if let Ok(sent) = try_send(engine, i, 1) {
+                acknowledged_after.push((sent.base_offset, format!("m{i}")));
+            }
+        }
+    }
+    for _ in 0..4 {
+        engine.tier_pass();
+        engine.reconcile_at(u64::MAX);
+    }
+    acknowledged_after
+}
+
+/// A persisted tiered engine on `sim` with `remote` behind `coupled`, 9
+/// messages acknowledged.
+fn crash_subject(sim: &SimStorage, coupled: &CoupledRemote) -> (Engine, Vec<Message>) {
+    let mut engine = sim_engine(sim);
+    setup(
+        &mut engine,
+        TopicOptions {
+            segment_size: 150,
+            ..persisted()
+        },
+    );
+    attach_store(
+        &mut engine,
+        std::sync::Arc::new(coupled.clone()),
+        RELEASE_AT_ONCE,
+        |_| {},
+    );
+    send_each(&mut engine, 0, 9);
+    let sent = all_messages(&mut engine);
+    (engine, sent)
+}
+
+/// After recovery and tiering until idle: what is served is the old history
+/// whole (the purge did not commit) or exactly the new history's
+/// acknowledged messages; the store holds exactly the objects the record
+/// reads, nothing of a dead generation, and nothing is owed.
+fn assert_recovered(
+    sim: &SimStorage,
+    remote: &SimRemote,
+    sent: &[Message],
+    after_purge: &[(u64, String)],
+    point: &str,
+) {
+    let (mut engine, _) = reopen(sim);
+    attach_tier(&mut engine, remote, RELEASE_AT_ONCE);
+    tier_until_idle(&mut engine, 30);
+    let served = all_messages(&mut engine);
+    let generation = engine.partition(key()).unwrap().generation();
+    if generation == 0 {
+        assert_eq!(served, sent, "{point}: the old history, whole");
+    } else {
+        let got: Vec<(u64, String)> = served
+            .iter()
+            .map(|m| (m.offset, String::from_utf8_lossy(&m.payload).into_owned()))
+            .collect();
+        for ack in after_purge {
+            assert!(got.contains(ack), "{point}: {ack:?} lost; served {got:?}");
+        }
+        assert!(
+            got.iter().all(|(_, p)| !sent
+                .iter()
+                .any(|m| String::from_utf8_lossy(&m.payload) == *p)),
+            "{point}: a purged message is served: {got:?}"
+        );
+    }
+    let keys = remote_keys(remote);
+    let dead: Vec<&String> = keys
+        .iter()
+        .filter(|k| (0..generation).any(|g| k.contains(&format!("/g={g}/"))))
+        .collect();
+    assert!(
+        dead.is_empty(),
+        "{point}: dead generation objects left: {dead:?}"
+    );
+    assert!(!engine.tier_owes(), "{point}: tiering still owes work");
+}
+
+#[test]
+fn every_disk_crash_point_of_tiering_and_a_purge_loses_nothing_and_leaves_no_dead_object() {
+    // Given: the window's disk operations, counted on an unfaulted run.
+    let total = {
+        let sim = new_sim();
+        let remote = SimRemote::default();
+        let (mut engine, _) = crash_subject(&sim, &CoupledRemote::new(&remote, &sim));
+        let from = sim.op_count();
+        tier_purge_window(&mut engine);
+        sim.op_count() - from
+    };
+    assert!(total > 50, "{total} operations");
+    for i in 0..total {
+        // When: the process dies right after disk operation i of the window
+        // (and sends nothing more to the store), then power is cut.
+        let sim = new_sim();
+        let remote = SimRemote::default();
+        let mut coupled = CoupledRemote::new(&remote, &sim);
+        let (mut engine, sent) = crash_subject(&sim, &coupled);
+        let at = sim.op_count() + i;
+        coupled.disk_halt = Some(at);
+        sim.halt_after(Some(at));
+        let mut engine_store = coupled.clone();
+        engine_store.disk_halt = Some(at);
+        attach_store(
+            &mut engine,
+            std::sync::Arc::new(engine_store),
+            RELEASE_AT_ONCE,
+            |_| {},
+        );
+        let after_purge = tier_purge_window(&mut engine);
+        drop(engine);
+        sim.crash(Crash::PowerLoss);
+        remote.crash();
+        // Then: nothing acknowledged is lost, nothing purged is served, and
+        // no object of a dead generation is left once tiering is idle.
+        assert_recovered(
+            &sim,
+            &remote,
+            &sent,
+            &after_purge,
+            &format!("disk crash point {i} of {total}"),
+        );
+    }
+}
+
+#[test]
+fn every_remote_crash_point_of_tiering_and_a_purge_loses_nothing_and_leaves_no_dead_object() {
+    // Given: the window's remote calls, counted on an unfaulted run.
+    let total = {
+        let sim = new_sim();
+        let remote = SimRemote::default();
+        let (mut engine, _) = crash_subject(&sim, &CoupledRemote::new(&remote, &sim));
+        let from = remote.op_count();
+        tier_purge_window(&mut engine);
+        remote.op_count() - from
+    };
+    assert!(total > 10, "{total} calls");
+    for j in 0..total {
+        // When: the process dies right after remote call j of the window
+        // (and touches the disk no more), then power is cut.
+        let sim = new_sim();
+        let remote = SimRemote::default();
+        let mut coupled = CoupledRemote::new(&remote, &sim);
+        let (mut engine, sent) = crash_subject(&sim, &coupled);
+        let at = remote.op_count() + j;
+        coupled.remote_halt = Some(at);
+        remote.halt_after(Some(at));
+        attach_store(
+            &mut engine,
+            std::sync::Arc::new(coupled),
+            RELEASE_AT_ONCE,
+            |_| {},
+        );
+        let after_purge = tier_purge_window(&mut engine);
+        drop(engine);
+        sim.crash(Crash::PowerLoss);
+        remote.crash();
+        // Then: as for the disk's crash points.
+        assert_recovered(
+            &sim,
+            &remote,
+            &sent,
+            &after_purge,
+            &format!("remote crash point {j} of {total}"),
+        );
+    }
+}
+
+/// A tiered topic whose first log put times out and lands `delay` calls
+/// later (`u32::MAX`: only at `settle`), purged while it is in flight, then
+/// tiered until idle. Returns the store's trace and keys.
+fn purge_with_a_late_put(delay: u32) -> (SimRemote, Vec<sluice_remote::RemoteTraceEntry>) {
+    let (_sim, remote, mut engine) = tiered_engine();
+    send_each(&mut engine, 0, 6);
+    remote.fail_when(
+        RemoteMatcher {
+            op: Some(RemoteOp::Put),
+            key_contains: Some(".log".into()),
+        },
+        RemoteFault::Late { delay },
+        0,
+        1,
+    );
+    engine.tier_pass();
+    engine.purge_topic(&stream(), &topic()).unwrap();
+    tier_until_idle(&mut engine, 20);
+    assert!(!engine.tier_owes());
+    let trace = remote.trace();
+    (remote, trace)
+}
+
+#[test]
+fn given_a_late_put_landing_between_a_rounds_deletes_and_its_listing_then_the_listing_finds_it_and_the_round_deletes_it()
+ {
+    // Given: where the late put and the dead generation's first listing
+    // fall, from a run where the put never lands before the end.
+    let (_, trace) = purge_with_a_late_put(u32::MAX);
+    let put = trace
+        .iter()
+        .find(|e| e.op == RemoteOp::Put && e.key.ends_with(".log"))
+        .unwrap()
+        .index;
+    let list = trace
+        .iter()
+        .find(|e| e.op == RemoteOp::List && e.key.ends_with("/g=0"))
+        .unwrap()
+        .index;
+    assert!(list > put + 2, "{put} {list}");
+
+    // When: the put lands just before that listing (after the round's
+    // deletes of its key).
+    let (remote, trace) = purge_with_a_late_put(u32::try_from(list - put).unwrap());
+
+    // Then: the listing found it, and the round deleted it before applying:
+    // no object of the purged generation is left, and nothing more lands.
+    let landed_before_list = trace
+        .iter()
+        .find(|e| e.index == list)
+        .is_some_and(|e| !e.landed.is_empty() && e.op == RemoteOp::List);
+    assert!(landed_before_list, "the put did not land at the listing");
+    assert!(remote.settle().is_empty());
+    let keys = remote_keys(&remote);
+    assert!(!keys.iter().any(|k| k.contains("/g=0/")), "{keys:?}");
+}
