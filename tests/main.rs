@@ -45,4 +45,5 @@ mod tcp_fuzz;
 mod tcp_purge;
 mod tidy;
 mod tiering;
+mod tiering_e2e;
 mod tls;

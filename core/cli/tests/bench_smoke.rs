@@ -75,3 +75,38 @@ fn bench_tiny_prints_every_figure_with_reference_and_ratio() {
     // The benchmark directory is removed afterwards.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn bench_tier_tiny_prints_the_tier_figures_with_reference_and_ratio() {
+    // Given tiny sizes, when only the remote tier section runs (`--only tier`; `--tier` adds it
+    // to a full run), then its three figures come with a reference and a ratio.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", "--tiny", "--json", "--only", "tier", "--data-dir"])
+        .arg(dir.path())
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("sluice bench runs");
+    assert!(
+        out.status.success(),
+        "sluice bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let figures = report["figures"].as_array().expect("figures");
+    for key in [
+        "tier.upload_mib_per_s",
+        "tier.poll_cold_us",
+        "tier.poll_warm_us",
+    ] {
+        let f = figures
+            .iter()
+            .find(|f| f["key"] == key)
+            .unwrap_or_else(|| panic!("figure {key} missing"));
+        for field in ["value", "reference", "ratio"] {
+            assert!(f[field].is_number(), "{key}.{field} is not a number: {f}");
+        }
+    }
+    assert_eq!(figures.len(), 3, "{figures:?}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -9,6 +9,8 @@
 //!   readiness, SIGKILL, SIGTERM, cleanup on drop.
 //! - [`tcp`]: the official SDK's `TcpClient` and a raw Iggy 0.11 connection.
 //! - [`props`]: proptest settings (`SLUICE_PROPTEST_CASES`, no regression files).
+//! - [`remote`]: a local object store, and `s3s-fs` served in-process (honest, or a double
+//!   that ignores conditional creates), for `sluice-remote`'s tests and the tiering suites.
 //! - [`soak`]: running `sluice soak` and reading its report.
 //! - [`trace`]: storage traces rendered for snapshots (normalised paths).
 //!
@@ -23,6 +25,7 @@ pub mod engine;
 pub mod http;
 pub mod process;
 pub mod props;
+pub mod remote;
 pub mod soak;
 pub mod tcp;
 pub mod trace;

@@ -32,6 +32,7 @@ mod purge_live;
 mod reconciler;
 mod recovery;
 mod reference;
+mod tier;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -50,6 +51,11 @@ pub struct BenchArgs {
     /// Print one JSON object with every figure instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also measure the remote tier (issue 31): tiering's upload throughput against raw puts
+    /// to the same local object store, and polls served from the store (block cache cold and
+    /// warm) against the same polls served locally. Not part of the default run.
+    #[arg(long)]
+    tier: bool,
     /// Where to create the temporary benchmark directory [default: the system
     /// temporary directory, or ./target if that is tmpfs].
     #[arg(long, value_name = "DIR")]
@@ -67,8 +73,9 @@ pub struct BenchArgs {
     /// Run only these scenarios (comma-separated), to profile one figure:
     /// purge (with recovery), purge-live, reconciler, offsets, messages,
     /// http (runs messages too), descriptors, log-recovery, and
-    /// purge-call and poll (not in a full run: the purge call in process,
-    /// polls over many passes).
+    /// purge-call, poll and tier (not in a full run: the purge call in
+    /// process, polls over many passes, the remote tier; `--tier` adds the
+    /// last to a full run).
     #[arg(long, hide = true, value_delimiter = ',', value_name = "SCENARIO")]
     only: Vec<String>,
     /// Internal: recover the engine on DIR and print time and peak memory.
@@ -120,6 +127,12 @@ pub struct Sizes {
     pub batch: u64,
     pub message_bytes: usize,
     pub http_batches: u64,
+    /// The remote tier scenario (`tier.rs`): messages of `message_bytes` in one partition,
+    /// its segment size, and the polls of `tier_poll_count` messages timed per pass.
+    pub tier_messages: u64,
+    pub tier_segment_bytes: u64,
+    pub tier_polls: u64,
+    pub tier_poll_count: u64,
 }
 
 impl Sizes {
@@ -137,6 +150,10 @@ impl Sizes {
                 batch: 1000,
                 message_bytes: 1024,
                 http_batches: 2,
+                tier_messages: 2000,
+                tier_segment_bytes: 256 << 10,
+                tier_polls: 20,
+                tier_poll_count: 100,
             }
         } else if quick {
             // About a minute on a 2-core VM (docs/performance.md, "Run
@@ -154,6 +171,10 @@ impl Sizes {
                 batch: 1000,
                 message_bytes: 1024,
                 http_batches: 20,
+                tier_messages: 100_000,
+                tier_segment_bytes: 4 << 20,
+                tier_polls: 1000,
+                tier_poll_count: 100,
             }
         } else {
             Sizes {
@@ -168,6 +189,10 @@ impl Sizes {
                 batch: 1000,
                 message_bytes: 1024,
                 http_batches: 100,
+                tier_messages: 100_000,
+                tier_segment_bytes: 4 << 20,
+                tier_polls: 1000,
+                tier_poll_count: 100,
             }
         }
     }
@@ -280,6 +305,13 @@ pub const FIGURE_KEYS: &[&str] = &[
     "descriptors.eviction_persisted_per_s",
     "log_recovery.large_vs_small_s",
     "log_recovery.bytes_read",
+];
+
+/// The keys the tier section prints (`--tier`, `--only tier`).
+pub const TIER_FIGURE_KEYS: &[&str] = &[
+    "tier.upload_mib_per_s",
+    "tier.poll_cold_us",
+    "tier.poll_warm_us",
 ];
 
 /// What the whole run hands to the printer.
@@ -491,6 +523,7 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         "log-recovery",
         "purge-call",
         "poll",
+        "tier",
     ];
     if let Some(bad) = args.only.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
         return Err(BenchError::io(
@@ -501,7 +534,7 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
     // Everything but the focused harnesses when `--only` is not given.
     let wants = |name: &str| {
         if args.only.is_empty() {
-            name != "purge-call" && name != "poll"
+            name != "purge-call" && name != "poll" && (name != "tier" || args.tier)
         } else {
             args.only.iter().any(|n| n == name)
         }
@@ -560,8 +593,18 @@ fn run(args: &BenchArgs) -> Result<(Report, tempfile::TempDir)> {
         figures.extend(focus::poll(&mut ctx)?);
         phase("poll", t0);
     }
+    if wants("tier") {
+        let t0 = std::time::Instant::now();
+        figures.extend(tier::run(&mut ctx)?);
+        phase("tier", t0);
+    }
     for key in FIGURE_KEYS {
         if args.only.is_empty() && !figures.iter().any(|f| f.key == *key) {
+            return Err(BenchError::io("report", format!("figure {key} missing")));
+        }
+    }
+    for key in TIER_FIGURE_KEYS {
+        if wants("tier") && !figures.iter().any(|f| f.key == *key) {
             return Err(BenchError::io("report", format!("figure {key} missing")));
         }
     }

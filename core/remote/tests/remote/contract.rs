@@ -7,7 +7,7 @@ use sluice_remote::{
     probe_conditional_create_with_nonce,
 };
 
-use crate::support::{S3Server, key, local};
+use sluice_testkit::remote::{S3Server, key, local};
 
 #[test]
 fn sim_remote_keeps_the_contract() {
@@ -119,7 +119,7 @@ fn a_store_that_never_answers_is_unavailable_with_the_outcome_unknown() {
     // Given a listener that accepts connections and never answers,
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let remote = crate::support::s3_remote_at(addr);
+    let remote = sluice_testkit::remote::s3_remote_at(addr);
     // when a put times out, then the error says which call, and that it may have applied.
     let err = remote
         .put_new(&key("a/b"), Bytes::from_static(b"x"))
@@ -141,7 +141,7 @@ fn a_store_that_refuses_connections_is_unavailable() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let remote = crate::support::s3_remote_at(addr);
+    let remote = sluice_testkit::remote::s3_remote_at(addr);
     let err = remote.delete(&key("a/b")).unwrap_err();
     assert_eq!(
         err.kind,
@@ -173,7 +173,7 @@ fn s3s_fs_refuses_the_second_create_with_412_reported_as_already_exists() {
     // Wrong credentials are Other (outcome unknown, never "not found").
     let bad = sluice_remote::ObjectStoreRemote::s3(
         &sluice_remote::S3Settings {
-            bucket: crate::support::BUCKET.into(),
+            bucket: sluice_testkit::remote::BUCKET.into(),
             region: "us-east-1".into(),
             endpoint: Some(server.endpoint()),
             access_key_id: "AKIAWRONG".into(),
@@ -200,7 +200,7 @@ fn an_https_endpoint_builds_its_tls_client_on_ring_and_fails_as_unavailable() {
     };
     let remote = sluice_remote::ObjectStoreRemote::s3(
         &sluice_remote::S3Settings {
-            bucket: crate::support::BUCKET.into(),
+            bucket: sluice_testkit::remote::BUCKET.into(),
             region: "us-east-1".into(),
             endpoint: Some(format!("https://{addr}")),
             access_key_id: "AKIA".into(),

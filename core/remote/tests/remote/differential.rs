@@ -6,7 +6,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use sluice_remote::{RemoteError, RemoteKey, RemoteStore, SimRemote};
 
-use crate::support::{S3Server, key, local};
+use sluice_testkit::remote::{S3Server, key, local};
 
 #[derive(Debug, Clone)]
 enum Call {

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use sluice_remote::{RemoteStore, RuntimeHandle};
 use sluice_storage::{DiskStorage, DurableStorage, OpenMode};
 
-use crate::support::{key, local};
+use sluice_testkit::remote::{key, local};
 
 #[test]
 fn calling_from_an_async_worker_panics_as_tokio_refuses_it() {

@@ -15,4 +15,3 @@ mod contract;
 mod differential;
 mod local;
 mod sim;
-mod support;

@@ -10,7 +10,7 @@ use sluice_remote::{
 };
 use sluice_storage::SimRng;
 
-use crate::support::key;
+use sluice_testkit::remote::key;
 
 /// A seeded workload over a few keys (so creates collide and deletes hit), every call
 /// kind, under `plan`; returns the store.
