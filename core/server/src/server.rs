@@ -497,6 +497,15 @@ fn attach_tier(
             report.key
         )));
     }
+    if !report.cleaned_up {
+        // Every deletion round ends in deletes: a store that cannot delete
+        // what it was just given (an S3 look-alike without the bulk delete
+        // `object_store` sends, say) would leave every round pending.
+        return Err(ServerError::Tier(format!(
+            "{store:?} did not delete the probe's object {}: remote deletions (purge, retention, topic deletion) would never complete",
+            report.key
+        )));
+    }
     tracing::info!(store = ?tiering.store, instance = %tiering.engine.instance, topics = tiering.engine.topics.len(), "remote tier attached");
     engine
         .attach_tier(Arc::new(store), tiering.engine)
