@@ -29,8 +29,8 @@ use sluice_storage::{DurableFile, ErrorKind, OpenMode};
 use super::cache::BlockCache;
 use super::jobs::{RoundJob, RoundOutcome, UploadJob};
 use super::{
-    Attempt, LoadedTiering, ObjectKind, PartitionPlace, RemoteSegment, RoundPhase, TIERING_LAYOUT,
-    TierKeys, Tiering, decode_file,
+    LoadedTiering, ObjectKind, PartitionPlace, RemoteSegment, RoundPhase, TIERING_LAYOUT, TierKeys,
+    Tiering, decode_file,
 };
 use crate::dirsync::NameChange;
 use crate::error::{EngineError, Result};
@@ -613,12 +613,11 @@ impl Partition {
         {
             return Ok(index.clone());
         }
-        let attempt = Attempt {
-            generation: self.generation,
-            base: segment.base,
-            attempt: segment.attempt,
-        };
-        let key = reads.keys.object(place, attempt, ObjectKind::Index);
+        let key = reads.keys.object(
+            place,
+            segment.attempt_in(self.generation),
+            ObjectKind::Index,
+        );
         let bytes = reads
             .cache
             .read_all(reads.store, &key, segment.index_len)
@@ -636,6 +635,27 @@ impl Partition {
             tier.indexes.insert(segment.base, index.clone());
         }
         Ok(index)
+    }
+
+    /// A remote segment's index, its log object as a reader, and its key as
+    /// the name errors report.
+    fn remote_object<'a>(
+        &mut self,
+        reads: RemoteReads<'a>,
+        place: PartitionPlace,
+        segment: &RemoteSegment,
+    ) -> Result<(Arc<Vec<IndexEntry>>, RemoteObject<'a>, PathBuf)> {
+        let index = self.remote_index(reads, place, segment)?;
+        let key = reads
+            .keys
+            .object(place, segment.attempt_in(self.generation), ObjectKind::Log);
+        let name = PathBuf::from(key.as_str());
+        let object = RemoteObject {
+            reads,
+            key,
+            len: segment.log_len,
+        };
+        Ok((index, object, name))
     }
 
     /// The uploaded segments covering offsets from `offset` up to the local
@@ -669,19 +689,7 @@ impl Partition {
             if out.len() >= limit {
                 return Ok(out);
             }
-            let index = self.remote_index(reads, place, &segment)?;
-            let attempt = Attempt {
-                generation: self.generation,
-                base: segment.base,
-                attempt: segment.attempt,
-            };
-            let key = reads.keys.object(place, attempt, ObjectKind::Log);
-            let name = PathBuf::from(key.as_str());
-            let object = RemoteObject {
-                reads,
-                key,
-                len: segment.log_len,
-            };
+            let (index, object, name) = self.remote_object(reads, place, &segment)?;
             read_into(
                 &object,
                 &index,
@@ -717,19 +725,7 @@ impl Partition {
             if segment.newest_timestamp < ts {
                 continue;
             }
-            let index = self.remote_index(reads, place, &segment)?;
-            let attempt = Attempt {
-                generation: self.generation,
-                base: segment.base,
-                attempt: segment.attempt,
-            };
-            let key = reads.keys.object(place, attempt, ObjectKind::Log);
-            let name = PathBuf::from(key.as_str());
-            let object = RemoteObject {
-                reads,
-                key,
-                len: segment.log_len,
-            };
+            let (index, object, name) = self.remote_object(reads, place, &segment)?;
             if let Some(found) = find_timestamp_in(&object, &index, segment.log_len, ts, &name)? {
                 return Ok(Some(found.max(first)));
             }
