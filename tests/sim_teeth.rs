@@ -119,6 +119,7 @@ fn first_violation(mechanism: Mechanism, catcher: Catcher) -> Option<String> {
                 two_faults,
                 stop_at_first: true,
                 policies: policies.to_vec(),
+                remote_stride: 1,
             };
             let report = explore(workload, &bounds, |_| {}).unwrap();
             drop(off);
@@ -572,6 +573,47 @@ fn without_reopening_on_stale_files_a_redo_leftover_outlives_an_applied_purge() 
             last: 2945,
             steps: 2000,
             rates: RunRates::Sweep,
+        }],
+    );
+}
+
+/// The tiered workloads' remote door (the storage phase reduced to its
+/// first operation): every remote call of the window, each remote fault.
+const fn remote_door(workload: Workload) -> Catcher {
+    Catcher::Explore {
+        workload,
+        policies: &[Durability::Buffered],
+        stride: 1_000,
+        two_faults: None,
+    }
+}
+
+/// Given a round that applies right after its deletes, whatever the listing
+/// of the dead generation found (issue 31, ADR 0027 §3), when the explorer
+/// strikes the tiered purge's remote calls, then (k) reports a dead
+/// generation's object in the store with no deletion owed: an upload
+/// attempt whose put landed late, after the live generation's round had
+/// deleted its key, and before the purge's listing found it.
+#[test]
+fn without_listing_dead_generations_before_applied_a_check_fails() {
+    assert_caught(
+        Mechanism::ListDeadGenerationsBeforeApplied,
+        &[remote_door(Workload::TieredPurge)],
+    );
+}
+
+/// Given local copies released whether or not their upload is recorded,
+/// when the tiered workloads run, then acknowledged messages are lost
+/// across both tiers (b): the released range is served by neither.
+#[test]
+fn without_releasing_only_uploaded_segments_a_check_fails() {
+    assert_caught(
+        Mechanism::ReleaseOnlyUploaded,
+        &[Catcher::Explore {
+            workload: Workload::TieredPurge,
+            policies: &[Durability::Persisted],
+            stride: 1_000,
+            two_faults: None,
         }],
     );
 }

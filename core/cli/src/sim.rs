@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use sluice_sim::explore::{Bounds, Case, TwoFaults, explore, run_case};
-use sluice_sim::run::{Rates, run_bounded};
+use sluice_sim::run::{Rates, run_with};
 use sluice_sim::workload::Workload;
 
 #[derive(clap::Subcommand, Debug)]
@@ -13,8 +13,8 @@ pub enum SimCommand {
     /// recovery) and check the oracle. Exits 1 on any violation.
     Explore {
         /// purge, topic-purge, offsets, append, offset-slots, delete-topic,
-        /// delete-stream, delete-partitions, delete-group, retention-by-age or
-        /// retention-by-size.
+        /// delete-stream, delete-partitions, delete-group, retention-by-age,
+        /// retention-by-size, tiered-purge or tiered-retention.
         #[arg(long)]
         workload: String,
         /// Print one JSON object on stdout instead of a summary.
@@ -65,6 +65,11 @@ pub enum SimCommand {
         /// (ADR 0018); the default runs it unbounded, as every seed before the pool.
         #[arg(long, value_name = "N")]
         max_open_files: Option<usize>,
+        /// Tier topic 0 to a simulated object store with seeded faults
+        /// (ADR 0029): tiering passes, remote faults and crashes halfway
+        /// through a pass on either door. Untiered seeds are unchanged.
+        #[arg(long)]
+        tiered: bool,
     },
 }
 
@@ -75,6 +80,7 @@ fn run_seeds(
     steps: u32,
     jobs: usize,
     max_open_files: Option<usize>,
+    tiered: bool,
 ) -> Vec<(u64, Result<sluice_sim::run::RunReport, String>)> {
     use std::collections::BTreeMap;
     use std::sync::Mutex;
@@ -106,7 +112,7 @@ fn run_seeds(
                     // bug, not a fault) is reported with its seed like any
                     // other failure, and the other seeds go on.
                     let r = std::panic::catch_unwind(|| {
-                        run_bounded(s, steps, Rates::default(), max_open_files)
+                        run_with(s, steps, Rates::default(), max_open_files, tiered)
                     })
                     .unwrap_or_else(|panic| {
                         Err(format!(
@@ -231,6 +237,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                 }),
                 stop_at_first: false,
                 policies: sluice_sim::explore::POLICIES.to_vec(),
+                remote_stride: stride,
             };
             let started = std::time::Instant::now();
             let show_progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -289,6 +296,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
             json,
             jobs,
             max_open_files,
+            tiered,
         } => {
             let (a, b) = match (seed, seeds) {
                 (Some(s), _) => (s, s.saturating_add(1)),
@@ -305,7 +313,7 @@ pub fn main(cmd: SimCommand) -> ExitCode {
                 }
             };
             let mut failed = Vec::new();
-            for (s, result) in run_seeds(a, b, steps, jobs, max_open_files) {
+            for (s, result) in run_seeds(a, b, steps, jobs, max_open_files, tiered) {
                 match result {
                     Ok(r) => {
                         if json {
@@ -351,12 +359,15 @@ pub fn main(cmd: SimCommand) -> ExitCode {
             if !json && b - a > 1 {
                 println!("{} seeds, {} failed", b - a, failed.len());
             }
+            let tier_flag = if tiered { " --tiered" } else { "" };
             for s in &failed {
                 match max_open_files {
                     Some(n) => println!(
-                        "reproduce: sluice sim run --seed {s} --steps {steps} --max-open-files {n}"
+                        "reproduce: sluice sim run --seed {s} --steps {steps} --max-open-files {n}{tier_flag}"
                     ),
-                    None => println!("reproduce: sluice sim run --seed {s} --steps {steps}"),
+                    None => {
+                        println!("reproduce: sluice sim run --seed {s} --steps {steps}{tier_flag}")
+                    }
                 }
             }
             if failed.is_empty() {

@@ -96,6 +96,15 @@ pub enum Mechanism {
     /// moves once the holder committed them (Iggy's cooperative handover).
     /// Without it the new member is served them again (issue 28).
     RevokeInFlightPartitions,
+    /// A deletion round with dead generations reaches `Applied` only after a
+    /// fresh listing of each dead generation's prefix, issued after its
+    /// deletes, found nothing (`Partition::finish_round`, ADR 0027 §3).
+    /// Without it the round applies right after its deletes, whatever the
+    /// listing found.
+    ListDeadGenerationsBeforeApplied,
+    /// Local segments of a tiered partition are released only over segments
+    /// whose upload is durably recorded (`Partition::releasable_mark`).
+    ReleaseOnlyUploaded,
 }
 
 impl Mechanism {
@@ -121,6 +130,8 @@ impl Mechanism {
             Mechanism::FenceEndedIncarnations => "fence-ended-incarnations",
             Mechanism::ReopenOnStaleFiles => "reopen-on-stale-files",
             Mechanism::RevokeInFlightPartitions => "revoke-in-flight-partitions",
+            Mechanism::ListDeadGenerationsBeforeApplied => "list-dead-generations-before-applied",
+            Mechanism::ReleaseOnlyUploaded => "release-only-uploaded",
         }
     }
 

@@ -7,19 +7,23 @@
 //! - A case is a pure function of its `Case` value: the setup is rerun from
 //!   the same seed, so trace index `i` names the same operation in every case.
 //! - "Crash right after operation i" is `SimStorage::halt_after(i)`: nothing
-//!   after it reaches storage, whatever the engine was doing.
+//!   after it reaches storage, whatever the engine was doing. In a tiered
+//!   workload the remote's calls are crash points too ("crash right after
+//!   remote call j", `Case::remote`), and either halt stops both doors
+//!   (`World::halt_storage_after`, `World::halt_remote_after`).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
+use sluice_remote::RemoteFault;
 use sluice_server::PurgeMode;
 use sluice_server::metadata::Durability;
 use sluice_storage::{Crash, FaultMode, SyncFailureSemantics};
 
 use crate::oracle::Violation;
 use crate::workload::Workload;
-use crate::world::{Step, World};
+use crate::world::{Step, World, parse_remote_fault, remote_fault_name};
 
 /// Seeds for the partial-writeback power losses.
 const WRITEBACK_SEEDS: [u64; 3] = [1, 2, 3];
@@ -50,7 +54,31 @@ pub struct Case {
     /// again. What recovery took from the page cache must stay readable
     /// under the acknowledged writes that follow it.
     pub then_send: bool,
+    /// A crash point on the remote door (tiered workloads): the remote call
+    /// at this trace index gets the fault (if any), and the process dies
+    /// `continue_ops` calls after it.
+    pub remote: Option<RemoteCut>,
 }
+
+/// A fault and a crash on the remote door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteCut {
+    pub index: u64,
+    pub fault: Option<RemoteFault>,
+    pub continue_ops: u64,
+}
+
+/// The remote faults the explorer strikes a call with: none, each mode, and
+/// a late effect landing at the next call or five calls later (after the
+/// next pass's round deleted its key, in the tiered workloads: an orphan).
+pub const REMOTE_FAULTS: [Option<RemoteFault>; 6] = [
+    None,
+    Some(RemoteFault::Before),
+    Some(RemoteFault::After),
+    Some(RemoteFault::AfterRetried),
+    Some(RemoteFault::Late { delay: 1 }),
+    Some(RemoteFault::Late { delay: 5 }),
+];
 
 fn crash_name(c: Crash) -> String {
     match c {
@@ -82,6 +110,15 @@ impl fmt::Display for Case {
         if self.then_send {
             write!(f, ":then-send")?;
         }
+        if let Some(r) = self.remote {
+            write!(
+                f,
+                ":r{}.{}.{}",
+                r.index,
+                remote_fault_name(r.fault),
+                r.continue_ops
+            )?;
+        }
         Ok(())
     }
 }
@@ -90,9 +127,9 @@ impl Case {
     /// Parses the `Display` form (the `--case` argument of a reproducer).
     pub fn parse(s: &str) -> Result<Case, String> {
         let parts: Vec<&str> = s.split(':').collect();
-        if parts.len() < 6 || parts.len() > 9 {
+        if parts.len() < 6 || parts.len() > 10 {
             return Err(format!(
-                "case '{s}': expected policy:semantics:index:fault:crash:continue[:second][:f<index>-<fault>][:then-send]"
+                "case '{s}': expected policy:semantics:index:fault:crash:continue[:second][:f<index>-<fault>][:then-send][:r<index>.<fault>.<continue>]"
             ));
         }
         let policy = match parts[0] {
@@ -117,9 +154,20 @@ impl Case {
         let mut second = None;
         let mut second_fault = None;
         let mut then_send = false;
+        let mut remote = None;
         for extra in &parts[6..] {
             if *extra == "then-send" {
                 then_send = true;
+            } else if let Some(rest) = extra.strip_prefix('r') {
+                let cut: Vec<&str> = rest.split('.').collect();
+                let [index, fault, continue_ops] = cut[..] else {
+                    return Err(format!("bad remote cut '{extra}'"));
+                };
+                remote = Some(RemoteCut {
+                    index: num(index, "remote index")?,
+                    fault: parse_remote_fault(fault)?,
+                    continue_ops: num(continue_ops, "remote continue")?,
+                });
             } else if let Some(rest) = extra.strip_prefix('f') {
                 let (j, m) = rest
                     .split_once('-')
@@ -148,6 +196,7 @@ impl Case {
             second,
             second_fault,
             then_send,
+            remote,
         })
     }
 }
@@ -192,6 +241,9 @@ pub struct Bounds {
     /// The message durability policies explored (both by default; a teeth
     /// test aimed at a `persisted`-only mechanism skips `buffered`).
     pub policies: Vec<Durability>,
+    /// Explore every `remote_stride`-th remote call of a tiered workload's
+    /// window (1 = all).
+    pub remote_stride: u64,
 }
 
 /// The two-fault phase: a first fault (every mode, or none) at every
@@ -238,6 +290,7 @@ impl Bounds {
             two_faults: Some(TwoFaults::full()),
             stop_at_first: false,
             policies: POLICIES.to_vec(),
+            remote_stride: 1,
         }
     }
 }
@@ -249,12 +302,28 @@ fn window_range(
     semantics: SyncFailureSemantics,
     mode: PurgeMode,
 ) -> Result<(u64, u64), String> {
+    window_ranges(workload, policy, semantics, mode).map(|(storage, _)| storage)
+}
+
+/// A trace range: `(first, end)` indices.
+type OpRange = (u64, u64);
+
+/// The trace ranges of a workload's window on both doors: storage
+/// operations and remote calls (empty for a workload not tiered).
+fn window_ranges(
+    workload: Workload,
+    policy: Durability,
+    semantics: SyncFailureSemantics,
+    mode: PurgeMode,
+) -> Result<(OpRange, OpRange), String> {
     let mut world = build(workload, policy, semantics, mode)?;
     let first = world.sim.op_count();
+    let remote_first = world.remote().map_or(0, |r| r.op_count());
     for step in workload.window() {
         world.step(&step);
     }
-    Ok((first, world.sim.op_count()))
+    let remote_end = world.remote().map_or(0, |r| r.op_count());
+    Ok(((first, world.sim.op_count()), (remote_first, remote_end)))
 }
 
 fn build(
@@ -264,6 +333,9 @@ fn build(
     mode: PurgeMode,
 ) -> Result<World, String> {
     let mut world = World::with_mode(semantics, workload.shape(policy), 42, mode)?;
+    if workload.tiered() {
+        world.enable_tiering()?;
+    }
     for step in workload.setup() {
         if !world.step(&step) {
             return Err(format!("setup step {step:?} failed"));
@@ -286,14 +358,25 @@ pub fn run_case(
     if let Some((j, mode)) = case.second_fault {
         world.sim.fail_at(j, mode);
     }
-    world.sim.halt_after(Some(case.index + case.continue_ops));
+    world.halt_storage_after(Some(case.index + case.continue_ops));
+    if let Some(cut) = case.remote
+        && let Some(remote) = world.remote()
+    {
+        if let Some(fault) = cut.fault {
+            remote.fail_at(cut.index, fault);
+        }
+        world.halt_remote_after(Some(cut.index + cut.continue_ops));
+    }
     for step in workload.window() {
         world.step(&step);
     }
-    let mut violations = world.check_applied_means_removed();
+    let mut violations = world.check_both_doors();
     violations.extend(world.invariant_violations());
     world.crash(case.crash);
     world.sim.clear_faults();
+    if let Some(remote) = world.remote() {
+        remote.clear_faults();
+    }
     let recovery_start = world.sim.op_count();
     // A second fault past the crash strikes during recovery or the first
     // reconciler pass (trace indices go on counting across the crash).
@@ -303,7 +386,7 @@ pub fn run_case(
         world.sim.fail_at(j, mode);
     }
     if let Some(second) = case.second {
-        world.sim.halt_after(Some(second));
+        world.halt_storage_after(Some(second));
     }
     let opened = world.open();
     let recovery_end;
@@ -314,7 +397,7 @@ pub fn run_case(
         {
             e.reconcile_at(u64::MAX);
         }
-        violations.extend(world.check_applied_means_removed());
+        violations.extend(world.check_both_doors());
         world.crash(Crash::PowerLoss);
         recovery_end = world.sim.op_count();
         if let Err(e) = world.open() {
@@ -351,7 +434,7 @@ pub fn run_case(
         }
         recovery_end = world.sim.op_count();
         if case.then_send {
-            violations.extend(world.check_applied_means_removed());
+            violations.extend(world.check_both_doors());
             violations.extend(world.check());
             for (i, partition) in world.live_partitions().into_iter().enumerate() {
                 world.step(&Step::Send {
@@ -374,7 +457,7 @@ pub fn run_case(
     if let Err(v) = world.finish_cleanup(CLEANUP_PASSES) {
         violations.push(v);
     }
-    violations.extend(world.check_applied_means_removed());
+    violations.extend(world.check_both_doors());
     violations.extend(world.check());
     if let Some(part) = crate::run::traced() {
         for e in world.sim.trace().iter().filter(|e| e.path.contains(&part)) {
@@ -448,6 +531,7 @@ pub fn explore(
                                 second: None,
                                 second_fault: None,
                                 then_send: false,
+                                remote: None,
                             };
                             let (vs, (r0, r1)) = run_case(workload, &case, bounds.purge_mode)?;
                             let phase = match continue_ops {
@@ -481,6 +565,15 @@ pub fn explore(
                 progress(report.states_explored);
                 index += bounds.stride.max(1);
             }
+            if workload.tiered() {
+                remote_cases(workload, bounds, policy, semantics, |p, c, v| {
+                    record(&mut report, p, c, v)
+                })?;
+                if bounds.stop_at_first && !report.violations.is_empty() {
+                    return Ok(report);
+                }
+                progress(report.states_explored);
+            }
             if let Some(two) = bounds.two_faults {
                 let mut index = first;
                 while index < end {
@@ -504,6 +597,59 @@ pub fn explore(
         }
     }
     Ok(report)
+}
+
+/// The remote door's crash points of a tiered workload: every
+/// `stride`-th remote call of the window, struck by each of
+/// [`REMOTE_FAULTS`], the process dying right after it or after the
+/// workload (a process crash or a power cut; the storage halts with it).
+fn remote_cases(
+    workload: Workload,
+    bounds: &Bounds,
+    policy: Durability,
+    semantics: SyncFailureSemantics,
+    mut record: impl FnMut(&str, &Case, Vec<Violation>),
+) -> Result<(), String> {
+    let (_, (first, end)) = window_ranges(workload, policy, semantics, bounds.purge_mode)?;
+    let mut index = first;
+    let mut found = false;
+    while index < end {
+        for fault in REMOTE_FAULTS {
+            for crash in [Crash::Process, Crash::PowerLoss] {
+                for continue_ops in [0, TO_END] {
+                    let case = Case {
+                        policy,
+                        semantics,
+                        index: 0,
+                        fault: None,
+                        crash,
+                        continue_ops: TO_END,
+                        second: None,
+                        second_fault: None,
+                        then_send: false,
+                        remote: Some(RemoteCut {
+                            index,
+                            fault,
+                            continue_ops,
+                        }),
+                    };
+                    let (vs, _) = run_case(workload, &case, bounds.purge_mode)?;
+                    found |= !vs.is_empty();
+                    let phase = if continue_ops == 0 {
+                        "remote_crash_at_call"
+                    } else {
+                        "remote_fault_then_crash"
+                    };
+                    record(phase, &case, vs);
+                }
+            }
+        }
+        if bounds.stop_at_first && found {
+            return Ok(());
+        }
+        index += bounds.remote_stride.max(1);
+    }
+    Ok(())
 }
 
 /// The two-fault cases whose first fault is at `index` (see [`TwoFaults`]).
@@ -540,6 +686,7 @@ fn two_fault_cases(
             second: None,
             second_fault: None,
             then_send: false,
+            remote: None,
         };
         let (_, (r0, r1)) = run_case(workload, &base, bounds.purge_mode)?;
         let stop = if two.recovery_window == 0 {
@@ -573,6 +720,7 @@ fn two_fault_cases(
                 second: None,
                 second_fault: None,
                 then_send: false,
+                remote: None,
             };
             for second in FaultMode::ALL {
                 for crash in [Crash::Process, Crash::PowerLoss] {

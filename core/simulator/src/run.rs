@@ -7,10 +7,17 @@
 //!   and the trace hash printed at the end is the proof.
 //! - Faults stop before the final check: the reconciler must then bring every
 //!   obligation to `Applied` within a bounded number of passes.
+//! - A tiered run (`run_tiered`, `sluice sim run --tiered`) tiers topic 0 to
+//!   a `SimRemote` whose faults a plan seeded by the same seed draws (every
+//!   mode, late effects included), and draws its tiering steps and its
+//!   mid-pass crashes (a halt on either door, the other halted with it) only
+//!   where an untiered run draws nothing: an untiered seed's schedule, and
+//!   so its trace hash, is the same with or without this mode existing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+use sluice_remote::RemoteFaultPlan;
 use sluice_server::metadata::{Durability, PartitionKey, ResourceKey};
 use sluice_server::partition::purge::CleanupPhase;
 use sluice_storage::sim::SimRng;
@@ -127,6 +134,25 @@ pub fn run_bounded(
     rates: Rates,
     max_open_files: Option<usize>,
 ) -> Result<RunReport, String> {
+    run_with(seed, steps, rates, max_open_files, false)
+}
+
+/// Remote faults per call of a tiered run (ppm, every kind and mode).
+pub const REMOTE_FAULT_PPM: u32 = 30_000;
+
+/// Runs one seed on a tiered topic 0 (see the module docs).
+pub fn run_tiered(seed: u64, steps: u32, rates: Rates) -> Result<RunReport, String> {
+    run_with(seed, steps, rates, None, true)
+}
+
+/// Runs one seed, tiered or not, with or without a file pool.
+pub fn run_with(
+    seed: u64,
+    steps: u32,
+    rates: Rates,
+    max_open_files: Option<usize>,
+    tiered: bool,
+) -> Result<RunReport, String> {
     let mut rng = SimRng::new(seed);
     let policy = if rng.coin() {
         Durability::Persisted
@@ -153,6 +179,9 @@ pub fn run_bounded(
         max_open_files,
     };
     let mut world = World::new(semantics, shape, seed)?;
+    if tiered {
+        world.enable_tiering()?;
+    }
     // A second topic and a second stream, for the catalog steps to delete
     // and create again (topic 0 of stream 0 stays: the purges' target).
     if rates.catalog_ppm > 0 {
@@ -163,6 +192,11 @@ pub fn run_bounded(
         }
     }
     world.sim.set_fault_plan(Some(rates.plan(seed)));
+    // The remote's faults: a plan of its own stream, seeded by the seed.
+    world.set_remote_fault_plan(Some(RemoteFaultPlan::everything(
+        seed ^ 0x7e4e_0000_0000_0031,
+        REMOTE_FAULT_PPM,
+    )));
     let mut report = RunReport {
         seed,
         steps,
@@ -199,6 +233,20 @@ pub fn run_bounded(
             };
             if verbose() {
                 eprintln!("step {n}: crash {crash}");
+            }
+            if tiered {
+                // The process dies in the middle of a tiering pass, on the
+                // door the draw picks: the other halts with it.
+                let at = rng.below(12);
+                let door = if rng.coin() { "remote" } else { "storage" };
+                match (door, world.remote().map(|r| r.op_count())) {
+                    ("remote", Some(calls)) => world.halt_remote_after(Some(calls + at)),
+                    _ => world.halt_storage_after(Some(world.sim.op_count() + 2 * at)),
+                }
+                if verbose() {
+                    eprintln!("step {n}: a tiering pass halted on the {door} door");
+                }
+                world.step(&Step::TierPass);
             }
             world.crash(crash);
             if let Err(e) = world.open() {
@@ -293,6 +341,13 @@ pub fn run_bounded(
                     Step::PurgeTopic
                 }
                 // A periodic pass, or the next step of the one in flight.
+                // (A tiered run draws once more: half of these steps tier.)
+                9 if tiered && rng.coin() => match rng.below(6) {
+                    0..3 => Step::TierPass,
+                    3 => Step::TierPlan,
+                    4 => Step::TierRun,
+                    _ => Step::TierFinish,
+                },
                 9 => match rng.below(8) {
                     0..3 => Step::Reconcile,
                     3..6 => Step::CleanupTurn,
@@ -365,28 +420,27 @@ pub fn run_bounded(
             }
             shown = trace.len() as u64;
         }
-        for v in world
-            .check_applied_means_removed()
-            .into_iter()
-            .chain(world.check())
-        {
+        for v in world.check_both_doors().into_iter().chain(world.check()) {
             report.violations.push((n, v));
         }
     }
     // Faults stop; cleanup must finish.
     world.sim.set_fault_plan(None);
     world.sim.clear_faults();
+    if let Some(remote) = world.remote() {
+        remote.clear_faults();
+    }
     if let Err(v) = world.finish_cleanup(CLEANUP_PASSES) {
         report.violations.push((steps, v));
     }
-    for v in world
-        .check_applied_means_removed()
-        .into_iter()
-        .chain(world.check())
-    {
+    for v in world.check_both_doors().into_iter().chain(world.check()) {
         report.violations.push((steps, v));
     }
     report.trace_hash = format!("{:016x}", world.sim.trace_hash());
+    if let Some(remote) = world.remote() {
+        // A tiered run's remote calls are part of its schedule.
+        report.trace_hash = format!("{}-{:016x}", report.trace_hash, remote.trace_hash());
+    }
     report.operations = world.sim.op_count();
     Ok(report)
 }

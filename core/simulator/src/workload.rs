@@ -18,6 +18,15 @@
 //! committed while the first round may still be pending. A consumer and a
 //! group stored offsets below the marks in the setup: `Next` must continue
 //! at the mark.
+//!
+//! The tiered workloads (`tiered-*`, issue 31, ADR 0029) run on a world
+//! whose topic is tiered to a `SimRemote` (one-batch segments, local copies
+//! released as soon as their upload is recorded): their setup uploads and
+//! releases part of the history, and their window purges it (`tiered-purge`)
+//! or lets it expire (`tiered-retention`) with a tiering pass split around
+//! the change (planned before it, its remote calls and finish after it), then
+//! sends and tiers again. Every storage operation and every remote call of
+//! the window is a crash point, on both doors at once.
 
 use sluice_server::metadata::{Durability, PartitionKey, ResourceKey};
 
@@ -51,6 +60,14 @@ pub enum Workload {
     /// A 1-byte `max_topic_size`: every pass removes every sealed segment
     /// (the active one never goes); two passes with a send between.
     RetentionBySize,
+    /// A tiered history in the store and released locally; a pass planned,
+    /// the partition purged, the pass's calls and finish; sends; passes
+    /// (the dead generation's objects must go, through a listing).
+    TieredPurge,
+    /// A tiered topic with a 10 s `message_expiry`, its history in the
+    /// store; the clock passes it, a pass expires remote segments (a round
+    /// of the live generation); sends and passes around a reconciler pass.
+    TieredRetention,
 }
 
 /// The retention workloads' `message_expiry` (µs): longer than the clock
@@ -58,7 +75,7 @@ pub enum Workload {
 pub const RETENTION_EXPIRY_MICROS: u64 = 10_000_000;
 
 impl Workload {
-    pub const ALL: [Workload; 11] = [
+    pub const ALL: [Workload; 13] = [
         Workload::Purge,
         Workload::TopicPurge,
         Workload::Offsets,
@@ -70,7 +87,17 @@ impl Workload {
         Workload::DeleteGroup,
         Workload::RetentionByAge,
         Workload::RetentionBySize,
+        Workload::TieredPurge,
+        Workload::TieredRetention,
     ];
+
+    /// The workloads on a tiered topic (a world with a remote door).
+    pub const TIERED: [Workload; 2] = [Workload::TieredPurge, Workload::TieredRetention];
+
+    /// Whether the world tiers its topic to a `SimRemote`.
+    pub fn tiered(self) -> bool {
+        Workload::TIERED.contains(&self)
+    }
 
     /// The workloads whose window enforces retention.
     pub const RETENTIONS: [Workload; 2] = [Workload::RetentionByAge, Workload::RetentionBySize];
@@ -96,6 +123,8 @@ impl Workload {
             Workload::DeleteGroup => "delete-group",
             Workload::RetentionByAge => "retention-by-age",
             Workload::RetentionBySize => "retention-by-size",
+            Workload::TieredPurge => "tiered-purge",
+            Workload::TieredRetention => "tiered-retention",
         }
     }
 
@@ -113,7 +142,10 @@ impl Workload {
         // for retention, one batch per segment, so each send seals the last.
         let segment_size = match self {
             Workload::Append => 256,
-            Workload::RetentionByAge | Workload::RetentionBySize => 1,
+            Workload::RetentionByAge
+            | Workload::RetentionBySize
+            | Workload::TieredPurge
+            | Workload::TieredRetention => 1,
             _ => 64 << 20,
         };
         Shape {
@@ -241,6 +273,31 @@ impl Workload {
                     Self::store(key(0), true, 0, 3),
                 ]
             }
+            // Offsets 0-4 in four segments; two passes (one upload each)
+            // upload two sealed ones and release the first.
+            Workload::TieredPurge => vec![
+                Self::send(0, "old-a", 2),
+                Self::send(0, "old-b", 1),
+                Self::send(0, "old-c", 1),
+                Self::send(0, "old-d", 1),
+                Step::TierPass,
+                Step::TierPass,
+                Self::store(key(0), false, 1, 2),
+            ],
+            Workload::TieredRetention => vec![
+                Step::SetRetention {
+                    stream: 0,
+                    topic: 0,
+                    message_expiry: RETENTION_EXPIRY_MICROS,
+                    max_topic_size: 0,
+                },
+                Self::send(0, "old-a", 2),
+                Self::send(0, "old-b", 1),
+                Self::send(0, "old-c", 1),
+                Step::TierPass,
+                Step::TierPass,
+                Self::store(key(0), false, 1, 1),
+            ],
             Workload::DeleteGroup => vec![
                 Self::send(0, "p0-old", 4),
                 Self::send(1, "p1-old", 4),
@@ -383,6 +440,43 @@ impl Workload {
                 },
                 Self::send(0, "new-c", 1),
                 Step::Reconcile,
+            ],
+            // A pass uploads the last sealed segment (an attempt whose put
+            // fails is deleted by the next pass's round of the live
+            // generation, and a late put of it lands after that delete: an
+            // orphan of the generation the purge kills, for its listing to
+            // find). The pass planned before the purge runs after it; the
+            // new generation is sent, uploaded, released.
+            Workload::TieredPurge => vec![
+                Step::TierPass,
+                Step::TierPass,
+                Step::TierPlan,
+                Step::PurgePartition { partition: key(0) },
+                Step::TierRun,
+                Step::TierFinish,
+                Self::send(0, "new-a", 1),
+                Self::send(0, "new-b", 1),
+                Step::TierPass,
+                Self::send(0, "new-c", 1),
+                Step::TierPass,
+                Step::TierPass,
+            ],
+            // The expiry raises the remote low mark over the released
+            // segments (a round deletes their objects), the reconciler's
+            // retention expires what is still local; a send lands between
+            // a pass's plan and its calls.
+            Workload::TieredRetention => vec![
+                Step::Advance {
+                    micros: 2 * RETENTION_EXPIRY_MICROS,
+                },
+                Step::TierPass,
+                Self::send(0, "new-a", 1),
+                Step::Reconcile,
+                Step::TierPlan,
+                Self::send(0, "new-b", 1),
+                Step::TierRun,
+                Step::TierFinish,
+                Step::TierPass,
             ],
             Workload::DeleteGroup => vec![
                 Step::Remove(GROUP_0),

@@ -82,6 +82,13 @@ impl World {
         out
     }
 
+    /// Every check of `check_applied_means_removed`, and (k) on the store.
+    pub(crate) fn check_both_doors(&mut self) -> Vec<Violation> {
+        let mut out = self.check_applied_means_removed();
+        out.extend(self.check_remote());
+        out
+    }
+
     /// (d) for retention: whenever no retention obligation is pending for a
     /// live partition, no segment file of its served generation wholly below
     /// its low-water mark (the engine's, in memory) is on disk, neither in
@@ -248,11 +255,14 @@ impl World {
                     next.insert((group, id), polled.iter().map(|m| m.0).collect());
                 }
             }
+            // A tiered partition serves from its remote low mark: below the
+            // local mark the store holds what was released.
             let low_water = self
                 .engine
                 .as_ref()
-                .and_then(|e| e.partition(k))
-                .map(|x| x.log().low_water())
+                .and_then(|e| {
+                    World::tier_mark(e, k).or_else(|| e.partition(k).map(|x| x.log().low_water()))
+                })
                 .unwrap_or_default();
             out.insert(
                 k,

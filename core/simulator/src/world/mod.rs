@@ -43,6 +43,9 @@ use sluice_storage::{
 };
 
 mod checks;
+mod tier;
+
+pub use tier::{TIER_INSTANCE, parse_remote_fault, remote_fault_name};
 
 use crate::ack;
 use crate::oracle::{Oracle, Violation};
@@ -119,6 +122,16 @@ pub(crate) enum Step {
     Advance {
         micros: u64,
     },
+    /// A tiering pass is planned under the engine (the one in flight is
+    /// finished first): releases, expiry of remote segments, intents and
+    /// rounds recorded. A tiered world only (`World::enable_tiering`).
+    TierPlan,
+    /// The planned pass makes its remote calls, without the engine.
+    TierRun,
+    /// The planned pass is finished under the engine (run first if not yet).
+    TierFinish,
+    /// A whole tiering pass: plan, run, finish.
+    TierPass,
 }
 
 /// The shape of a topic a workload runs on.
@@ -181,6 +194,10 @@ pub struct World {
     interleave_always: bool,
     /// Resources re-created (`Step::Recreate`) while the pass in flight ran.
     recreated: Vec<ResourceKey>,
+    /// The remote door of a tiered world (`enable_tiering`).
+    tier: Option<tier::TierDoor>,
+    /// Where each door's process dies (shared with the remote door).
+    halts: Arc<std::sync::Mutex<tier::Halts>>,
 }
 
 fn s() -> Identifier {
@@ -290,6 +307,8 @@ impl World {
             interleave: false,
             interleave_always: false,
             recreated: Vec::new(),
+            tier: None,
+            halts: Arc::default(),
         };
         world.open().map_err(|e| format!("initial open: {e}"))?;
         let engine = world.engine()?;
@@ -339,6 +358,8 @@ impl World {
             interleave: false,
             interleave_always: false,
             recreated: Vec::new(),
+            tier: self.tier.as_ref().map(tier::TierDoor::fork),
+            halts: Arc::default(),
         }
     }
 
@@ -388,6 +409,7 @@ impl World {
             }
         }
         self.engine = Some(engine);
+        self.attach_tier()?;
         self.pool_sync_failures = 0;
         self.note_pool_sync_failures();
         self.note_invariants();
@@ -423,8 +445,12 @@ impl World {
     /// Applies one step, recording what was acknowledged. Returns whether it succeeded.
     pub(crate) fn step(&mut self, step: &Step) -> bool {
         let before = self.low_water_marks();
+        let ops_before = self.sim.op_count();
         self.interleave = true;
         let ok = self.apply(step);
+        if matches!(step, Step::TierPlan | Step::TierPass) {
+            self.note_failed_segment_syncs(ops_before);
+        }
         self.run_woken_pass();
         self.interleave = false;
         self.note_pool_sync_failures();
@@ -433,8 +459,22 @@ impl World {
         // otherwise), or, under the naive retention, claimed: from now on
         // nothing below it may be served. A mark recovery read is not
         // learned: it may come from the page cache of a failed commit.
+        //
+        // A tiered partition's mark (its remote low mark) is raised in
+        // memory before its record is written (`raise_remote_low`), so it is
+        // learned only while the record equals memory: no upload intended
+        // and nothing unrecorded (`Engine::remote_obligations`).
+        let unrecorded = self.tier_unrecorded();
         for (k, mark) in self.low_water_marks() {
-            if before.get(&k).is_some_and(|b| mark > *b) {
+            let tiered = self
+                .engine
+                .as_ref()
+                .is_some_and(|e| World::tier_mark(e, k).is_some());
+            if tiered {
+                if !unrecorded.contains(&k) {
+                    self.oracle.low_water_committed(k, mark);
+                }
+            } else if before.get(&k).is_some_and(|b| mark > *b) {
                 self.oracle.low_water_committed(k, mark);
             }
         }
@@ -466,7 +506,11 @@ impl World {
             .metadata()
             .partition_keys()
             .into_iter()
-            .filter_map(|k| Some((k, engine.partition(k)?.log().low_water())))
+            .filter_map(|k| {
+                let mark =
+                    World::tier_mark(engine, k).unwrap_or(engine.partition(k)?.log().low_water());
+                Some((k, mark))
+            })
             .collect()
     }
 
@@ -641,6 +685,23 @@ impl World {
             }
             Step::Advance { micros } => {
                 self.clock.advance(*micros);
+                true
+            }
+            Step::TierPlan => {
+                self.tier_plan();
+                true
+            }
+            Step::TierRun => {
+                self.tier_run();
+                true
+            }
+            Step::TierFinish => {
+                self.tier_finish();
+                true
+            }
+            Step::TierPass => {
+                self.tier_plan();
+                self.tier_finish();
                 true
             }
         }
@@ -828,7 +889,9 @@ impl World {
         // fault plan may fail that `open`: the poll fails and serves nothing,
         // the next one opens again. The observer asks again a few times
         // rather than report an injected fault as a violation.
-        let mut attempts = if self.shape.max_open_files.is_some() {
+        // A tiered partition's poll reads the store, whose seeded faults
+        // may fail it (`Unavailable`): asked again the same way.
+        let mut attempts = if self.shape.max_open_files.is_some() || self.tier.is_some() {
             8
         } else {
             1
@@ -846,6 +909,8 @@ impl World {
             ) {
                 Err(EngineError::Storage(e))
                     if attempts > 0 && e.op == sluice_storage::OpKind::Open => {}
+                Err(EngineError::Unavailable(e))
+                    if attempts > 0 && self.tier.is_some() && e.starts_with("remote tier") => {}
                 other => {
                     self.note_pool_sync_failures();
                     break other?;
@@ -1124,6 +1189,7 @@ impl World {
         self.inflight = None;
         self.recreated.clear();
         self.engine = None;
+        self.crash_tier();
         self.sim.crash(crash);
         self.oracle.crashed(!matches!(crash, Crash::Process));
     }
@@ -1132,8 +1198,12 @@ impl World {
     /// passes: how many it took, or the partitions still pending.
     pub fn cleanup(&mut self, max_passes: u32) -> Result<u32, Vec<String>> {
         self.settle_inflight();
+        let tier_idle = self.tier_until_idle(max_passes);
         let engine = self.engine().map_err(|e| vec![e])?;
         let passes = engine.reconcile_until_idle(max_passes);
+        if !tier_idle {
+            return Err(vec!["remote obligations".to_string()]);
+        }
         let pending: Vec<String> = engine
             .reconciler()
             .pending()
@@ -1152,7 +1222,11 @@ impl World {
         if self.engine.is_none() {
             return Err(violation('f', "-", "engine is down".into()));
         }
-        self.cleanup(max_passes).map(|_| ()).map_err(|pending| {
+        let done = self.cleanup(max_passes);
+        if done.is_ok() {
+            self.settle_remote();
+        }
+        done.map(|_| ()).map_err(|pending| {
             violation(
                 'f',
                 &pending.join(","),

@@ -138,6 +138,12 @@ impl Partition {
         self.paths.root.join(TIERING_FILE)
     }
 
+    /// The tiering state in memory, read-only (the simulator's oracle
+    /// compares it with the store; `None` for a partition not tiered).
+    pub fn tiering(&self) -> Option<&Tiering> {
+        self.tier.as_ref().map(|t| &t.state)
+    }
+
     pub(crate) fn tier(&self) -> Option<&TierSlot> {
         self.tier.as_ref()
     }
@@ -510,7 +516,14 @@ impl Partition {
         }
         tier.state.round_keys_deleted();
         if !job.dead_generations.is_empty() {
-            tier.state.round_listed(found.clone());
+            let found =
+                if crate::teeth::enabled(crate::teeth::Mechanism::ListDeadGenerationsBeforeApplied)
+                {
+                    found.clone()
+                } else {
+                    Vec::new()
+                };
+            tier.state.round_listed(found);
         }
         let applied = tier
             .state
@@ -566,10 +579,11 @@ impl Partition {
         let mut local_after: u64 = self.log.size_bytes();
         let mut mark = None;
         for s in self.log.sealed().filter(|s| s.next_offset > low) {
-            let uploaded = tier
-                .state
-                .segment_for(s.base_offset)
-                .is_some_and(|r| r.base == s.base_offset && r.next_offset == s.next_offset);
+            let uploaded = !crate::teeth::enabled(crate::teeth::Mechanism::ReleaseOnlyUploaded)
+                || tier
+                    .state
+                    .segment_for(s.base_offset)
+                    .is_some_and(|r| r.base == s.base_offset && r.next_offset == s.next_offset);
             if !uploaded || !release(&s, local_after) {
                 break;
             }
