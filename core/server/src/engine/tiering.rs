@@ -483,15 +483,23 @@ impl Engine {
             return Ok(());
         }
         let storage = self.storage.clone();
+        // What is not a directory holds no partition: a missing one, or the
+        // leftover file of an interrupted re-dirty under the tree's name
+        // (which the removal below takes away).
         let ids = |dir: &Path| -> Result<Vec<u32>> {
-            if !storage.exists(dir)? {
-                return Ok(Vec::new());
+            match storage.list_dir(dir) {
+                Ok(names) => Ok(names.iter().filter_map(|n| n.parse::<u32>().ok()).collect()),
+                Err(e)
+                    if matches!(
+                        e.kind,
+                        sluice_storage::ErrorKind::NotFound
+                            | sluice_storage::ErrorKind::NotADirectory
+                    ) =>
+                {
+                    Ok(Vec::new())
+                }
+                Err(e) => Err(e.into()),
             }
-            Ok(storage
-                .list_dir(dir)?
-                .iter()
-                .filter_map(|n| n.parse::<u32>().ok())
-                .collect())
         };
         let mut partitions: Vec<(PartitionKey, std::path::PathBuf)> = Vec::new();
         let topic_parts = |stream: u32,

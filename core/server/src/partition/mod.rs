@@ -629,6 +629,11 @@ impl Partition {
                 Some(o) => Some(o + 1),
             },
         };
+        // Nothing below the committed remote low mark is served, from either
+        // tier: retention raises it first (`commit_mark`), and a local mark
+        // whose commit then failed must not bring those messages back.
+        let floor = self.tier.as_ref().map_or(0, |t| t.state.remote_low());
+        let start = start.map(|s| s.max(floor));
         let messages = match (start, remote) {
             (Some(s), Some(reads)) if self.reads_remote(s.max(self.first_served())) => {
                 self.read_tiered(reads, s, count)?

@@ -546,9 +546,21 @@ impl Partition {
         if mark <= tier.state.remote_low() {
             return Ok(());
         }
+        // Reads stop below the mark only once it is durable (as a local
+        // low-water mark, ADR 0016): on a failed write memory goes back to
+        // the state the disk holds, and the raise is retried by its cause.
+        let before = tier.state.clone();
         tier.state.raise_remote_low(mark);
-        tier.indexes.retain(|base, _| *base >= mark);
-        self.write_tiering()
+        if let Err(e) = self.write_tiering() {
+            if let Some(tier) = self.tier.as_mut() {
+                tier.state = before;
+            }
+            return Err(e);
+        }
+        if let Some(tier) = self.tier.as_mut() {
+            tier.indexes.retain(|base, _| *base >= mark);
+        }
+        Ok(())
     }
 
     /// A purge committed `generation`: the whole uploaded history dies.
