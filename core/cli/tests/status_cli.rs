@@ -172,7 +172,9 @@ async fn given_a_purged_topic_when_running_sluice_status_then_the_table_and_the_
     assert!(out.status.success(), "{out:?}");
     let stdout = text(&out.stdout);
     assert!(
-        stdout.contains("pending: 0 (delete 0, purge 0, retention 0)"),
+        stdout.contains(
+            "pending: 0 (delete 0, purge 0, remote_deletion 0, remote_upload 0, retention 0)"
+        ),
         "{stdout}"
     );
     assert!(stdout.ends_with("(nothing pending)\n"), "{stdout}");
