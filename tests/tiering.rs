@@ -443,9 +443,9 @@ fn tier_purge_window(engine: &mut Engine) -> Vec<(u64, String)> {
     acknowledged_after
 }
 
-/// A persisted tiered engine on `sim` with `remote` behind `coupled`, 9
+/// A persisted tiered engine on `sim` with the store behind `linked`, 9
 /// messages acknowledged.
-fn crash_subject(sim: &SimStorage, coupled: &CoupledRemote) -> (Engine, Vec<Message>) {
+fn crash_subject(sim: &SimStorage, linked: &LinkedRemote) -> (Engine, Vec<Message>) {
     let mut engine = sim_engine(sim);
     setup(
         &mut engine,
@@ -456,7 +456,7 @@ fn crash_subject(sim: &SimStorage, coupled: &CoupledRemote) -> (Engine, Vec<Mess
     );
     attach_store(
         &mut engine,
-        std::sync::Arc::new(coupled.clone()),
+        std::sync::Arc::new(linked.clone()),
         RELEASE_AT_ONCE,
         |_| {},
     );
@@ -521,7 +521,8 @@ enum Door {
 fn window_ops(door: Door) -> u64 {
     let sim = new_sim();
     let remote = SimRemote::default();
-    let (mut engine, _) = crash_subject(&sim, &CoupledRemote::new(&remote, &sim));
+    let (mut engine, _) =
+        crash_subject(&sim, &LinkedRemote::new(&remote, &sim, Default::default()));
     let count = |door| match door {
         Door::Disk => sim.op_count(),
         Door::Remote => remote.op_count(),
@@ -539,30 +540,17 @@ fn sweep_crash_points(door: Door) -> u64 {
     for i in 0..total {
         let sim = new_sim();
         let remote = SimRemote::default();
-        let mut coupled = CoupledRemote::new(&remote, &sim);
-        let (mut engine, sent) = crash_subject(&sim, &coupled);
+        let linked = LinkedRemote::new(&remote, &sim, Default::default());
+        let (mut engine, sent) = crash_subject(&sim, &linked);
         match door {
-            Door::Disk => {
-                let at = sim.op_count() + i;
-                coupled.disk_halt = Some(at);
-                sim.halt_after(Some(at));
-            }
-            Door::Remote => {
-                let at = remote.op_count() + i;
-                coupled.remote_halt = Some(at);
-                remote.halt_after(Some(at));
-            }
+            Door::Disk => linked.halt_storage_after(Some(sim.op_count() + i)),
+            Door::Remote => linked.halt_remote_after(Some(remote.op_count() + i)),
         }
-        attach_store(
-            &mut engine,
-            std::sync::Arc::new(coupled),
-            RELEASE_AT_ONCE,
-            |_| {},
-        );
         let after_purge = tier_purge_window(&mut engine);
         drop(engine);
         sim.crash(Crash::PowerLoss);
         remote.crash();
+        linked.lift_halts();
         assert_recovered(
             &sim,
             &remote,

@@ -39,8 +39,8 @@ pub use probe::{
     probe_conditional_create_with_nonce,
 };
 pub use sim::{
-    Landing, RemoteFault, RemoteFaultMode, RemoteFaultPlan, RemoteMatcher, RemoteTraceEntry,
-    SimRemote, SimRemoteConfig,
+    Halts, Landing, LinkedRemote, RemoteFault, RemoteFaultMode, RemoteFaultPlan, RemoteMatcher,
+    RemoteTraceEntry, SimRemote, SimRemoteConfig,
 };
 
 /// One object a listing found.

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use sluice_remote::{
-    ListedObject, RemoteFault, RemoteKey, RemoteMatcher, RemoteStore, SimRemote, SimRemoteConfig,
+    Halts, LinkedRemote, ListedObject, RemoteFault, RemoteKey, RemoteMatcher, RemoteStore,
+    SimRemote, SimRemoteConfig,
 };
 use sluice_server::EngineConfig;
 pub use sluice_server::clock::ManualClock;
@@ -610,76 +611,5 @@ pub fn tier_until_idle(engine: &mut Engine, max: u32) {
                 return;
             }
         }
-    }
-}
-
-/// A `SimRemote` and a `SimStorage` that die together: one process, one
-/// crash point for both doors. The crash point is on one side (`disk_halt`,
-/// a disk op index; or the remote's own `halt_after`, mirrored here as
-/// `remote_halt`); once the process is past it, the other side is halted too
-/// before anything more reaches it.
-#[derive(Debug, Clone)]
-pub struct CoupledRemote {
-    pub remote: SimRemote,
-    pub disk: SimStorage,
-    pub disk_halt: Option<u64>,
-    pub remote_halt: Option<u64>,
-}
-
-impl CoupledRemote {
-    pub fn new(remote: &SimRemote, disk: &SimStorage) -> CoupledRemote {
-        CoupledRemote {
-            remote: remote.clone(),
-            disk: disk.clone(),
-            disk_halt: None,
-            remote_halt: None,
-        }
-    }
-
-    /// Before a remote call: a process whose disk side died sends nothing.
-    fn before(&self) {
-        if self.disk_halt.is_some_and(|at| self.disk.op_count() > at) {
-            self.remote.halt_now();
-        }
-    }
-
-    /// After a remote call: a process that died at this call touches the
-    /// disk no more.
-    fn after<T>(&self, result: T) -> T {
-        if self
-            .remote_halt
-            .is_some_and(|at| self.remote.op_count() > at)
-        {
-            let done = self.disk.op_count();
-            self.disk.halt_after(Some(done.saturating_sub(1)));
-        }
-        result
-    }
-}
-
-impl RemoteStore for CoupledRemote {
-    fn put_new(&self, key: &RemoteKey, data: bytes::Bytes) -> sluice_remote::Result<()> {
-        self.before();
-        self.after(self.remote.put_new(key, data))
-    }
-    fn get_range(
-        &self,
-        key: &RemoteKey,
-        range: std::ops::Range<u64>,
-    ) -> sluice_remote::Result<bytes::Bytes> {
-        self.before();
-        self.after(self.remote.get_range(key, range))
-    }
-    fn head(&self, key: &RemoteKey) -> sluice_remote::Result<u64> {
-        self.before();
-        self.after(self.remote.head(key))
-    }
-    fn delete(&self, key: &RemoteKey) -> sluice_remote::Result<()> {
-        self.before();
-        self.after(self.remote.delete(key))
-    }
-    fn list(&self, prefix: &RemoteKey) -> sluice_remote::Result<Vec<ListedObject>> {
-        self.before();
-        self.after(self.remote.list(prefix))
     }
 }

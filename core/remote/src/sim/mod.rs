@@ -22,6 +22,7 @@
 //!   all, as S3's does), a store that loses answered data, and latency (no clock).
 
 mod fault;
+mod linked;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,6 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 
 pub use fault::{RemoteFault, RemoteFaultMode, RemoteFaultPlan, RemoteMatcher};
+pub use linked::{Halts, LinkedRemote};
 
 use crate::error::{RemoteError, RemoteErrorKind, RemoteOp, Result};
 use crate::key::RemoteKey;

@@ -197,7 +197,7 @@ pub struct World {
     /// The remote door of a tiered world (`enable_tiering`).
     tier: Option<tier::TierDoor>,
     /// Where each door's process dies (shared with the remote door).
-    halts: Arc<std::sync::Mutex<tier::Halts>>,
+    halts: Arc<std::sync::Mutex<sluice_remote::Halts>>,
 }
 
 fn s() -> Identifier {

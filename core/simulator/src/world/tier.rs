@@ -26,21 +26,21 @@
 //!   object the tiering state reads.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::Bytes;
 use sluice_remote::{
-    ListedObject, RemoteFault, RemoteFaultPlan, RemoteKey, RemoteOp, RemoteStore, RemoteTraceEntry,
-    SimRemote,
+    Halts, LinkedRemote, RemoteFault, RemoteFaultPlan, RemoteOp, RemoteTraceEntry, SimRemote,
 };
 use sluice_server::Engine;
 use sluice_server::engine::{LocalRetention, TierPlan, TierReport, TieredTopic, TieringConfig};
 use sluice_server::metadata::PartitionKey;
 use sluice_server::partition::tiering::{ObjectKind, PartitionPlace, TierKeys};
-use sluice_storage::SimStorage;
 
 use super::{STREAM, TOPIC, World, violation};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 use crate::oracle::Violation;
 
 /// The world's prefix in the store.
@@ -51,78 +51,6 @@ const RELEASE_AT_ONCE: LocalRetention = LocalRetention {
     max_bytes: 0,
     max_age_us: 0,
 };
-
-/// Where each door's process dies: calls past these indices never happen.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Halts {
-    pub(crate) storage: Option<u64>,
-    pub(crate) remote: Option<u64>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The store as the engine sees it: a `SimRemote` whose process dies with
-/// the storage's, and the other way round.
-#[derive(Debug, Clone)]
-pub(crate) struct LinkedRemote {
-    remote: SimRemote,
-    storage: SimStorage,
-    halts: Arc<Mutex<Halts>>,
-}
-
-impl LinkedRemote {
-    /// The storage's process died: this call never happens either.
-    fn before(&self) {
-        let h = *lock(&self.halts);
-        if h.storage.is_some_and(|s| self.storage.op_count() > s) {
-            self.remote.halt_now();
-        }
-    }
-
-    /// The remote's process died right after this call: so does the
-    /// storage's (its next operation never happens).
-    fn after(&self) {
-        let mut h = lock(&self.halts);
-        if h.remote.is_some_and(|r| self.remote.op_count() > r) {
-            let at = self.storage.op_count().saturating_sub(1);
-            if h.storage.is_none_or(|s| s > at) {
-                h.storage = Some(at);
-                self.storage.halt_after(Some(at));
-            }
-        }
-    }
-
-    fn call<T>(&self, f: impl FnOnce(&SimRemote) -> T) -> T {
-        self.before();
-        let r = f(&self.remote);
-        self.after();
-        r
-    }
-}
-
-impl RemoteStore for LinkedRemote {
-    fn put_new(&self, key: &RemoteKey, data: Bytes) -> sluice_remote::Result<()> {
-        self.call(|r| r.put_new(key, data))
-    }
-
-    fn get_range(&self, key: &RemoteKey, range: Range<u64>) -> sluice_remote::Result<Bytes> {
-        self.call(|r| r.get_range(key, range))
-    }
-
-    fn head(&self, key: &RemoteKey) -> sluice_remote::Result<u64> {
-        self.call(|r| r.head(key))
-    }
-
-    fn delete(&self, key: &RemoteKey) -> sluice_remote::Result<()> {
-        self.call(|r| r.delete(key))
-    }
-
-    fn list(&self, prefix: &RemoteKey) -> sluice_remote::Result<Vec<ListedObject>> {
-        self.call(|r| r.list(prefix))
-    }
-}
 
 /// The remote door of a tiered world.
 #[derive(Debug)]
@@ -236,11 +164,7 @@ impl World {
         let Some(door) = &self.tier else {
             return Ok(());
         };
-        let linked = LinkedRemote {
-            remote: door.remote.clone(),
-            storage: self.sim.clone(),
-            halts: self.halts.clone(),
-        };
+        let linked = LinkedRemote::new(&door.remote, &self.sim, self.halts.clone());
         let mut config = TieringConfig::new(TIER_INSTANCE);
         config.block_bytes = 256;
         config.cache_bytes = 4 << 10;
