@@ -991,3 +991,50 @@ fn a_log_that_kept_part_of_its_messages_continues_after_the_highest_stored_offse
         ["m5", "m6"]
     );
 }
+
+/// Zeroes the whole first segment's `.log` (its length kept), as a failed
+/// writeback's evicted pages read back when the process died before the
+/// engine's recheck, and makes that durable; then recovers.
+fn recover_with_a_zeroed_sealed_segment(options: TopicOptions) -> (Engine, RecoveryReport) {
+    let (sim, mut engine) = sim_with(TopicOptions {
+        segment_size: 150,
+        ..options
+    });
+    send_each(&mut engine, 0, 9);
+    drop(engine);
+    make_everything_durable(&sim);
+    let path = sim_paths().segments.join(segment_name(0, 0, "log"));
+    let file = sim.open(&path, OpenMode::ReadWrite).unwrap();
+    let len = file.len().unwrap();
+    file.write_at(0, &vec![0u8; len as usize]).unwrap();
+    file.sync().unwrap();
+    drop(file);
+    sim.crash(Crash::Process);
+    reopen(&sim)
+}
+
+#[test]
+fn given_a_buffered_sealed_segment_that_reads_as_zeros_when_recovered_then_it_is_cut_and_the_rest_is_served()
+ {
+    // Given/When: a buffered topic whose first (sealed) segment reads zeros.
+    let (mut engine, report) = recover_with_a_zeroed_sealed_segment(buffered());
+
+    // Then: no partition is degraded; the later segments' messages are
+    // served, and new ones continue after them.
+    assert!(report.degraded.is_empty(), "{:?}", report.degraded);
+    let got = offsets_of(&all_messages(&mut engine));
+    assert!(!got.is_empty() && got[0] > 0, "{got:?}");
+    assert_eq!(*got.last().unwrap(), 8);
+    assert_eq!(send(&mut engine, 9, 1).base_offset, 9);
+}
+
+#[test]
+fn given_a_persisted_sealed_segment_that_reads_as_zeros_when_recovered_then_the_partition_is_degraded()
+ {
+    // Given/When: the same damage under `persisted`, whose every byte was
+    // durable before it was acknowledged.
+    let (_engine, report) = recover_with_a_zeroed_sealed_segment(persisted());
+
+    // Then: it is corruption of acknowledged data.
+    assert_eq!(report.degraded.len(), 1, "{:?}", report.degraded);
+}

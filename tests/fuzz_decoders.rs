@@ -493,7 +493,7 @@ fn recover(log: &[u8], idx: Option<&[u8]>) -> (Result<Vec<Message>, EngineError>
     }
     let storage: Arc<dyn DurableStorage> = Arc::new(sim);
     largest_allocation(|| {
-        Log::recover(storage.clone(), dir, 0, 0, 64 << 20, 0)
+        Log::recover(storage.clone(), dir, 0, 0, 64 << 20, 0, false)
             .and_then(|(mut log, _)| log.read(0, u64::MAX))
     })
 }

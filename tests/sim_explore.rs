@@ -450,19 +450,6 @@ fn tiered_ci_bounds() -> Bounds {
     }
 }
 
-/// Open findings of the tiered workloads (docs/adr/0029-simulating-tiering.md,
-/// "Findings"), tolerated here by their exact signature so the rest of the
-/// space keeps its teeth; each is printed with its reproducer. Finding 3: a
-/// sealed `buffered` segment whose pages a failed sync evicted degrades the
-/// partition. (Finding 1, an expired offset served below the remote low
-/// mark, is fixed: polls start at that mark in both tiers.)
-fn open_finding(v: &sluice_sim::explore::Found) -> Option<u8> {
-    let evicted_sealed = v.property == 'f'
-        && v.detail.contains("bad magic [00, 00, 00, 00]")
-        && v.detail.contains("the segment is sealed");
-    evicted_sealed.then_some(3)
-}
-
 /// Given a tiered workload, when every explored crash point on either door
 /// (and every explored remote fault: before, after, after-retried, late)
 /// is recovered and cleaned up, then nothing acknowledged is lost across
@@ -488,20 +475,7 @@ fn assert_tiered_clean(workload: Workload) {
         workload.name(),
         report.by_phase
     );
-    let (known, new): (Vec<_>, Vec<_>) = report
-        .violations
-        .iter()
-        .partition(|v| open_finding(v).is_some());
-    for v in known.iter().take(2) {
-        println!(
-            "open finding {:?} ({} cases): ({}) {}\n  reproduce: {}",
-            open_finding(v),
-            known.len(),
-            v.property,
-            v.detail,
-            v.reproduce
-        );
-    }
+    let new = &report.violations;
     let shown: Vec<String> = new
         .iter()
         .take(10)

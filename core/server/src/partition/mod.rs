@@ -304,6 +304,7 @@ impl Partition {
             floor,
             options.segment_size,
             low_water,
+            !options.durability.is_persisted(),
         )?;
         let (consumers, c_report) =
             OffsetStore::recover(storage.clone(), &paths.consumers, generation, floor, None)?;

@@ -69,7 +69,7 @@ pub use message::{
 };
 pub use segment::ScanIssue;
 pub(crate) use segment::{ReadAt, decode_index};
-use segment::{Segment, read_batch_with};
+use segment::{Segment, Tail, read_batch_with};
 use sluice_storage::DurableStorage;
 
 use crate::error::{EngineError, Result};
@@ -188,7 +188,9 @@ impl Log {
     /// kept for tests passes a lower floor (no filtering, as Iggy recovers).
     /// Segments of `generation` whose base is below `low_water` are not
     /// opened either (`below_low_water`): the mark is a segment boundary, so
-    /// such a segment holds only offsets below it.
+    /// such a segment holds only offsets below it. `buffered`: the topic's
+    /// appends are acknowledged before any sync, so a sealed segment's tail
+    /// that a failed writeback zeroed is cut, not corruption (`Tail`).
     pub fn recover(
         storage: Arc<dyn DurableStorage>,
         dir: &Path,
@@ -196,6 +198,7 @@ impl Log {
         floor: u64,
         segment_size: u64,
         low_water: u64,
+        buffered: bool,
     ) -> Result<(Log, LogRecovery)> {
         let mut log = Log::empty(storage.clone(), dir, generation, segment_size);
         let mut report = LogRecovery::default();
@@ -236,8 +239,17 @@ impl Log {
         let mut recovered = Vec::with_capacity(bases.len());
         let mut data_seen = false;
         for &(seg_generation, base) in bases.iter().rev() {
-            let (seg, issue) =
-                Segment::recover(storage.as_ref(), dir, seg_generation, base, !data_seen)?;
+            let (seg, issue) = Segment::recover(
+                storage.as_ref(),
+                dir,
+                seg_generation,
+                base,
+                match (data_seen, buffered) {
+                    (false, _) => Tail::MayBeTorn,
+                    (true, false) => Tail::Sealed,
+                    (true, true) => Tail::SealedMayBeLost,
+                },
+            )?;
             if let Some(issue) = issue {
                 tracing::warn!(path = %seg.log_path.display(), ?issue, "cut a torn segment tail");
                 report.tail_cuts.push((seg.log_path.clone(), issue));

@@ -149,6 +149,22 @@ pub(crate) struct BatchSummary {
     pub(crate) newest_timestamp: u64,
 }
 
+/// How recovery judges a segment's tail that does not check out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// The log's newest segment holding data: a torn write is cut (when no
+    /// valid batch follows it).
+    MayBeTorn,
+    /// A sealed segment: any invalid batch is `CorruptFile`.
+    Sealed,
+    /// A sealed segment of a `buffered` topic, whose bytes no flush promised:
+    /// a tail reading as zeros to the end of the file is what a failed
+    /// writeback loses (Linux evicts the pages it could not write, and they
+    /// read back as the disk's zeros), so it is cut like a torn one; any
+    /// other damage is `CorruptFile` as for `Sealed`.
+    SealedMayBeLost,
+}
+
 /// Positioned reads of a segment's log bytes: its local file, or its object
 /// in the remote tier (`partition/tiering`), so both are read and checked by
 /// the same code.
@@ -307,16 +323,14 @@ impl Segment {
         Ok(seg)
     }
 
-    /// Opens an existing segment, validates its index and scans its tail.
-    /// `is_last`: whether this is the log's last segment, the only one whose
-    /// tail may be cut as torn; in a sealed segment any invalid batch is
-    /// `CorruptFile`.
+    /// Opens an existing segment, validates its index and scans its tail,
+    /// which `tail` says how to judge.
     pub(crate) fn recover(
         storage: &dyn DurableStorage,
         dir: &Path,
         generation: u64,
         base_offset: u64,
-        is_last: bool,
+        tail: Tail,
     ) -> Result<(Segment, Option<ScanIssue>)> {
         let log_path = dir.join(segment_name(generation, base_offset, LOG_EXT));
         let idx_path = dir.join(segment_name(generation, base_offset, INDEX_EXT));
@@ -342,13 +356,33 @@ impl Segment {
             newest_timestamp: 0,
         };
         let first = seg.load_index(file_len)?;
-        let issue = seg.scan_tail(file_len, is_last, first)?;
+        let issue = seg.scan_tail(file_len, tail, first)?;
         // Taken as on disk, as everything an earlier process acknowledged is;
         // `redirty_tail` narrows this for the bytes that may not be.
         seg.carried_to = seg.size;
         seg.durable_to = seg.size;
         seg.check_invariants();
         Ok((seg, issue))
+    }
+
+    /// Whether every byte of the log from `pos` to `file_len` is zero.
+    fn zeros_from(&self, pos: u64, file_len: u64) -> Result<bool> {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut at = pos;
+        while at < file_len {
+            let want = usize::try_from(file_len - at)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
+            let n = self.log.read_at(at, &mut buf[..want])?;
+            if n == 0 {
+                return Ok(true);
+            }
+            if buf[..n].iter().any(|b| *b != 0) {
+                return Ok(false);
+            }
+            at += n as u64;
+        }
+        Ok(true)
     }
 
     /// Reads the index, keeping the longest prefix of entries that are
@@ -436,7 +470,7 @@ impl Segment {
     fn scan_tail(
         &mut self,
         file_len: u64,
-        is_last: bool,
+        tail: Tail,
         mut first: Option<(BatchSummary, u64)>,
     ) -> Result<Option<ScanIssue>> {
         let (mut pos, mut expected) = match self.index.last() {
@@ -496,7 +530,9 @@ impl Segment {
                             ),
                         });
                     }
-                    if !is_last {
+                    let lost_writeback =
+                        tail == Tail::SealedMayBeLost && self.zeros_from(pos, file_len)?;
+                    if tail != Tail::MayBeTorn && !lost_writeback {
                         return Err(EngineError::CorruptFile {
                             path: self.log_path.clone(),
                             offset: pos,
@@ -1150,7 +1186,7 @@ mod tests {
             let file = sim.open(&path, OpenMode::CreateOrOpen).unwrap();
             file.write_at(0, bytes).unwrap();
         }
-        Segment::recover(&sim, dir(), GENERATION, base, true).unwrap()
+        Segment::recover(&sim, dir(), GENERATION, base, Tail::MayBeTorn).unwrap()
     }
 
     /// Recovers a segment at `BASE` of two batches, of 2 and of `second`
