@@ -124,6 +124,7 @@ struct ServerArgs {
 
 /// Runs the `sluice` command line (`std::env::args`) to its exit code.
 pub fn main() -> ExitCode {
+    sluice_server::tls::install_default_crypto_provider();
     let cli = Cli::parse();
     // The simulator injects thousands of faults on purpose; its engines' logs
     // are noise unless asked for with RUST_LOG.

@@ -268,6 +268,17 @@ impl axum::serve::Listener for HttpsListener {
     }
 }
 
+/// Installs `ring` as the process's default rustls crypto provider, unless
+/// one is installed already. `object_store`'s HTTP client (ADR 0026 §1) is
+/// built without a provider of its own, and Cargo unifies that feature into
+/// every `reqwest` client of the binary (`sluice status`, `bench`, `soak`):
+/// without a default provider, building any of them panics. The `sluice`
+/// binary calls this first thing.
+pub fn install_default_crypto_provider() {
+    // `Err` means one is installed already: nothing to do.
+    let _already = rustls::crypto::ring::default_provider().install_default();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
