@@ -598,18 +598,7 @@ pub fn remote_keys(remote: &SimRemote) -> Vec<String> {
         .collect()
 }
 
-/// Tiering passes and reconciler passes until neither owes anything (at most
-/// `max` rounds of both).
+/// Tiering and reconciler passes until idle (`Engine::tier_until_idle`).
 pub fn tier_until_idle(engine: &mut Engine, max: u32) {
-    for _ in 0..max {
-        engine.tier_pass();
-        engine.reconcile_until_idle(10);
-        if !engine.tier_owes() && engine.reconciler().pending().is_empty() {
-            let again = engine.tier_pass();
-            engine.reconcile_until_idle(10);
-            if again == TierReport::default() && !engine.tier_owes() {
-                return;
-            }
-        }
-    }
+    engine.tier_until_idle(max);
 }

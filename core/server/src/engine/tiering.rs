@@ -804,6 +804,25 @@ impl Engine {
         out
     }
 
+    /// Tiering passes and reconciler passes (ignoring backoff, as
+    /// `reconcile_until_idle`) until a pass of both finds nothing to do, at
+    /// most `max` rounds. Returns whether it got there (tests and the
+    /// simulator; the server runs its passes on its own periods).
+    pub fn tier_until_idle(&mut self, max: u32) -> bool {
+        for _ in 0..max {
+            self.tier_pass();
+            self.reconcile_until_idle(10);
+            if !self.tier_owes() && self.reconciler.pending().is_empty() {
+                let again = self.tier_pass();
+                self.reconcile_until_idle(10);
+                if again == TierReport::default() && !self.tier_owes() {
+                    return true;
+                }
+            }
+        }
+        !self.tier_owes()
+    }
+
     /// Whether any partition owes remote work: an upload in flight, an
     /// unwritten record, or a deletion round.
     pub fn tier_owes(&self) -> bool {

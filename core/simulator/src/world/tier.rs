@@ -246,18 +246,7 @@ impl World {
         let Some(engine) = self.engine.as_mut() else {
             return false;
         };
-        for _ in 0..max {
-            engine.tier_pass();
-            engine.reconcile_until_idle(10);
-            if !engine.tier_owes() && engine.reconciler().pending().is_empty() {
-                let again = engine.tier_pass();
-                engine.reconcile_until_idle(10);
-                if again == TierReport::default() && !engine.tier_owes() {
-                    return true;
-                }
-            }
-        }
-        !engine.tier_owes()
+        engine.tier_until_idle(max)
     }
 
     /// The first offset a tiered partition promises to serve: its remote
