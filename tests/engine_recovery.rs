@@ -290,12 +290,10 @@ fn messages_round_trip(backend: Backend) {
     let mut engine = backend.open();
     setup(&mut engine, buffered());
     send(&mut engine, 0, 3);
-    let special = NewMessage {
-        id: 42,
-        origin_timestamp: Some(1_600_000_000_000_042),
-        headers: Some(headers()),
-        payload: payload(3).into(),
-    };
+    let special = NewMessage::new(payload(3))
+        .with_id(42)
+        .with_origin_timestamp(Some(1_600_000_000_000_042))
+        .with_headers(Some(headers()));
     let sent = engine
         .send(&stream(), &topic(), &Partitioning::Balanced, vec![special])
         .unwrap();

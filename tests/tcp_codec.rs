@@ -221,7 +221,7 @@ proptest! {
         prop_assert_eq!(got.len(), messages.len());
         for (g, (id, payload, k, v, origin)) in got.iter().zip(&messages) {
             prop_assert_eq!(g.id, *id);
-            prop_assert_eq!(&g.payload, payload);
+            prop_assert_eq!(g.payload(), payload);
             prop_assert_eq!(g.origin_timestamp, Some(base_origin + origin));
             let expected = k.as_ref().map(|k| BTreeMap::from([(k.clone(), HeaderValue { kind: 1, value: v.clone() })]));
             prop_assert_eq!(&g.headers, &expected);

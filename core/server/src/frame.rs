@@ -23,6 +23,8 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::crc::Shift;
+
 pub const HEADER_LEN: usize = 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,13 +173,38 @@ impl<'a> FrameBuilder<'a> {
     pub fn bytes(&mut self, bytes: &'a [u8]) -> Result<(), FrameError> {
         self.encode(&(bytes.len() as u64))?;
         self.payload_crc = crc32c::crc32c_append(self.payload_crc, bytes);
+        self.place(bytes);
+        Ok(())
+    }
+
+    /// As [`FrameBuilder::bytes`], for a byte string whose CRC32C (`crc`)
+    /// the caller already has: given a `shift` for its length, the frame's
+    /// CRC takes `crc` in without reading the bytes again (`crate::crc`).
+    pub fn bytes_with_crc(
+        &mut self,
+        bytes: &'a [u8],
+        crc: u32,
+        shift: Option<&Shift>,
+    ) -> Result<(), FrameError> {
+        let Some(shift) = shift.filter(|s| s.len() == bytes.len()) else {
+            return self.bytes(bytes);
+        };
+        debug_assert_eq!(crc, crc32c::crc32c(bytes), "the CRC given is the bytes'");
+        self.encode(&(bytes.len() as u64))?;
+        self.payload_crc = shift.concat(self.payload_crc, crc);
+        self.place(bytes);
+        Ok(())
+    }
+
+    /// Puts `bytes` (already counted in the CRC) in the frame: copied if
+    /// small, borrowed otherwise.
+    fn place(&mut self, bytes: &'a [u8]) {
         self.payload_len += bytes.len();
         if bytes.len() < BORROW_AT_LEAST {
             self.own.extend_from_slice(bytes);
         } else {
             self.cuts.push((self.own.len(), bytes));
         }
-        Ok(())
     }
 
     /// The record: header written, pieces in order.

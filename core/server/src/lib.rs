@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod crc;
 pub(crate) mod datadir;
 pub(crate) mod dirchain;
 pub(crate) mod dirsync;

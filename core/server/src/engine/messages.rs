@@ -131,18 +131,13 @@ impl Engine {
         let now = self.clock.now_micros();
         let stored: Vec<Message> = messages
             .into_iter()
-            .map(|m| Message {
-                offset: 0,
-                timestamp: now,
-                origin_timestamp: m.origin_timestamp,
-                id: if m.id == 0 {
+            .map(|m| {
+                let id = if m.id == 0 {
                     (u128::from(self.ids.next_u64()) << 64 | u128::from(self.ids.next_u64())).max(1)
                 } else {
                     m.id
-                },
-                checksum: crc32c::crc32c(&m.payload),
-                headers: m.headers,
-                payload: m.payload,
+                };
+                m.stored(now, id)
             })
             .collect();
         self.ensure_metadata_durable()?;

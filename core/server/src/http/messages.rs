@@ -224,13 +224,12 @@ fn parse_batch(body: &SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
                 Some(&format!("messages[{i}].payload")),
             ));
         }
-        out.push(NewMessage {
-            id: parse_id(i, m.id.as_ref())?,
-            // Iggy's HTTP send carries no origin timestamp: the append time.
-            origin_timestamp: None,
-            headers: parse_headers(i, m.user_headers.as_ref())?,
-            payload: payload.into(),
-        });
+        // Iggy's HTTP send carries no origin timestamp: the append time.
+        out.push(
+            NewMessage::new(payload)
+                .with_id(parse_id(i, m.id.as_ref())?)
+                .with_headers(parse_headers(i, m.user_headers.as_ref())?),
+        );
     }
     Ok((partitioning, out))
 }

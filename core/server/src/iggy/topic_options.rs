@@ -15,6 +15,11 @@
 //!   acknowledged, `durability` says when it is synced) and does not
 //!   preallocate. Any other key or value is refused naming it, before the
 //!   engine is called.
+//! - `enforce_fsync` (a bool), the name Apache Iggy's server gives the same
+//!   choice since SDK 0.11 (its `iggy-bench --enforce-fsync` sends it), is
+//!   `durability`: `true` is `persisted`, `false` is `buffered`. Given with
+//!   a `durability` that says otherwise, it is refused naming it: one topic
+//!   has one policy.
 //! - Streams take no options, and a topic's options are fixed at creation:
 //!   an update carrying any is refused naming the first key.
 //! - Compression is `none` or `gzip` (a name in any case, or Iggy's code),
@@ -72,9 +77,19 @@ fn durability(key: &str, value: &str) -> ApiResult<Durability> {
 /// Parses the `options` map of a topic creation.
 pub(crate) fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResult<TopicOptions> {
     let mut out = TopicOptions::default();
+    let mut named_durability = None;
+    let mut enforce_fsync = None;
     for (key, value) in options {
         match key.as_str() {
-            "durability" => out.durability = durability(key, value)?,
+            "durability" => named_durability = Some(durability(key, value)?),
+            "enforce_fsync" => {
+                let fsync = match value.trim().to_ascii_lowercase().as_str() {
+                    "true" | "1" => Durability::Persisted,
+                    "false" | "0" => Durability::Buffered,
+                    _ => return Err(ApiError::invalid_option_value(key, value, "true or false")),
+                };
+                enforce_fsync = Some((fsync, value));
+            }
             "consumer_offset_durability" => {
                 out.consumer_offset_durability = durability(key, value)?
             }
@@ -123,6 +138,18 @@ pub(crate) fn parse_topic_options(options: &BTreeMap<String, String>) -> ApiResu
             other => return Err(ApiError::unsupported_option(other)),
         }
     }
+    out.durability = match (named_durability, enforce_fsync) {
+        (Some(named), Some((fsync, value))) if named != fsync => {
+            return Err(ApiError::invalid_option_value(
+                "enforce_fsync",
+                value,
+                "agreement with the durability the same request names",
+            ));
+        }
+        (_, Some((fsync, _))) => fsync,
+        (Some(named), None) => named,
+        (None, None) => out.durability,
+    };
     Ok(out)
 }
 
@@ -147,6 +174,41 @@ mod tests {
         .unwrap();
         assert_eq!(o.durability, Durability::Buffered);
         assert_eq!(o.consumer_offset_durability, Durability::Persisted);
+    }
+
+    #[test]
+    fn given_iggys_enforce_fsync_when_parsing_options_then_it_is_the_message_durability() {
+        for (value, expected) in [
+            ("true", Durability::Persisted),
+            ("1", Durability::Persisted),
+            ("false", Durability::Buffered),
+            ("0", Durability::Buffered),
+        ] {
+            let o = parse_topic_options(&opts(&[("enforce_fsync", value)])).unwrap();
+            assert_eq!(o.durability, expected, "enforce_fsync={value}");
+            assert_eq!(
+                o.consumer_offset_durability,
+                TopicOptions::default().consumer_offset_durability
+            );
+        }
+        let agreeing = parse_topic_options(&opts(&[
+            ("durability", "persisted"),
+            ("enforce_fsync", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(agreeing.durability, Durability::Persisted);
+        for pairs in [
+            [("durability", "persisted"), ("enforce_fsync", "false")],
+            [("durability", "replicated"), ("enforce_fsync", "true")],
+        ] {
+            let e = parse_topic_options(&opts(&pairs)).unwrap_err();
+            assert_eq!(
+                (e.code(), e.body.field.as_deref()),
+                (4042, Some("enforce_fsync"))
+            );
+        }
+        let e = parse_topic_options(&opts(&[("enforce_fsync", "always")])).unwrap_err();
+        assert_eq!(e.code(), 4042);
     }
 
     #[test]

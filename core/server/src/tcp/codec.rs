@@ -925,12 +925,14 @@ fn send_messages(r: &mut Reader<'_>, whole: &Bytes) -> WireResult<Request> {
                 format!("message {index} has an empty payload"),
             ));
         }
-        messages.push(NewMessage {
-            id,
-            origin_timestamp: Some(origin_timestamp.saturating_add(u64::from(timestamp_delta))),
-            headers: user_headers(headers, index)?,
-            payload: whole.slice_ref(payload),
-        });
+        messages.push(
+            NewMessage::new(whole.slice_ref(payload))
+                .with_id(id)
+                .with_origin_timestamp(Some(
+                    origin_timestamp.saturating_add(u64::from(timestamp_delta)),
+                ))
+                .with_headers(user_headers(headers, index)?),
+        );
     }
     frames.finish()?;
     if batch_hash.finish() != batch_checksum {

@@ -25,11 +25,14 @@
 //!   builds wrote, and both versions are read. A version 1 key reads as a key
 //!   of kind `STRING_KEY_KIND`, and a version 1 message has no origin
 //!   timestamp (it is served as its append time).
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::crc::{SHIFT_PAYS_AT, Shift};
 use crate::frame::{FrameBuilder, FrameError, Framed, Magic};
 
 /// A user header value: Iggy's header kind code and raw bytes.
@@ -102,6 +105,12 @@ impl Message {
 }
 
 /// A message as sent: `id == 0` asks the server to assign one.
+///
+/// Its payload's CRC32C is computed when it is made (on the connection's
+/// worker, before the engine lock is taken) and is the stored message's
+/// `checksum`; the batch frame's CRC is built from it without reading the
+/// payload again (`crc::Shift`). The payload and its checksum are private,
+/// so one never goes without the other.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMessage {
     pub id: u128,
@@ -110,16 +119,58 @@ pub struct NewMessage {
     pub headers: Option<Headers>,
     /// A view of the request it came in (TCP), or its own buffer: the log
     /// writes it from there, so a payload is not copied on its way in.
-    pub payload: Bytes,
+    payload: Bytes,
+    /// `crc32c(payload)`.
+    checksum: u32,
 }
 
 impl NewMessage {
     pub fn new(payload: impl Into<Bytes>) -> Self {
+        let payload = payload.into();
         NewMessage {
             id: 0,
             origin_timestamp: None,
             headers: None,
-            payload: payload.into(),
+            checksum: crc32c::crc32c(&payload),
+            payload,
+        }
+    }
+
+    pub fn with_id(self, id: u128) -> Self {
+        NewMessage { id, ..self }
+    }
+
+    pub fn with_origin_timestamp(self, origin_timestamp: Option<u64>) -> Self {
+        NewMessage {
+            origin_timestamp,
+            ..self
+        }
+    }
+
+    pub fn with_headers(self, headers: Option<Headers>) -> Self {
+        NewMessage { headers, ..self }
+    }
+
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// The message as it is appended at `timestamp` with `id`, its offset
+    /// assigned by the log.
+    pub(crate) fn stored(self, timestamp: u64, id: u128) -> Message {
+        debug_assert_eq!(
+            self.checksum,
+            crc32c::crc32c(&self.payload),
+            "a new message's checksum is its payload's"
+        );
+        Message {
+            offset: 0,
+            timestamp,
+            origin_timestamp: self.origin_timestamp,
+            id,
+            checksum: self.checksum,
+            headers: self.headers,
+            payload: self.payload,
         }
     }
 }
@@ -249,6 +300,7 @@ pub(crate) fn frame_batch(
         .filter(|&n| n < 512)
         .sum();
     let mut b = FrameBuilder::new(32 + messages.len() * 48 + small);
+    let shift = batch_shift(messages);
     b.encode(&(generation, base_offset, messages.len() as u64))?;
     for m in messages {
         match version {
@@ -271,9 +323,33 @@ pub(crate) fn frame_batch(
                 &m.headers,
             ))?,
         }
-        b.bytes(&m.payload)?;
+        b.bytes_with_crc(&m.payload, m.checksum, shift.as_deref())?;
     }
     b.finish(Magic::BATCH, version.code())
+}
+
+/// The CRC shift for the batch's first payload length, when it pays: the
+/// one this thread built last if the length is the same (a producer's
+/// messages often are), else a new one if the payloads of that length add
+/// up to `SHIFT_PAYS_AT`. Payloads of other lengths are checksummed again.
+fn batch_shift(messages: &[Message]) -> Option<Rc<Shift>> {
+    thread_local! {
+        static LAST: RefCell<Option<Rc<Shift>>> = const { RefCell::new(None) };
+    }
+    let len = messages.first()?.payload.len();
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some(shift) = last.as_ref().filter(|s| s.len() == len) {
+            return Some(shift.clone());
+        }
+        let same = messages.iter().filter(|m| m.payload.len() == len).count();
+        if same.saturating_mul(len) < SHIFT_PAYS_AT {
+            return None;
+        }
+        let shift = Rc::new(Shift::new(len));
+        *last = Some(shift.clone());
+        Some(shift)
+    })
 }
 
 /// Batch version 1, as earlier builds wrote it: still read, and still
@@ -438,6 +514,55 @@ mod tests {
                     .collect()
             }),
             payload: m.payload.clone(),
+        }
+    }
+
+    #[test]
+    fn given_payloads_of_one_length_when_framed_with_their_crcs_then_the_bytes_are_those_of_the_record()
+     {
+        // given batches whose first length adds up to a shift (and, after
+        // the first, one this thread has cached), with other lengths mixed in
+        for (first_len, count) in [
+            (1000usize, 100usize),
+            (1000, 100),
+            (70, 1000),
+            (4096, 20),
+            (600, 3),
+        ] {
+            let messages: Vec<Message> = (0..count)
+                .map(|i| {
+                    let len = if i % 7 == 3 {
+                        first_len + 1 + i
+                    } else {
+                        first_len
+                    };
+                    let payload = (0..len).map(|b| (b * 31 + i) as u8).collect();
+                    message(i as u64, payload, None)
+                })
+                .collect();
+            let same = messages
+                .iter()
+                .filter(|m| m.payload.len() == first_len)
+                .count();
+            assert_eq!(
+                batch_shift(&messages).is_some(),
+                same * first_len >= SHIFT_PAYS_AT,
+                "{same} x {first_len} B"
+            );
+            // when framed from the messages' CRCs
+            let framed = frame_batch(9, 0, &messages).unwrap();
+            // then the bytes are those of the record encoded whole
+            let whole = frame::encode(
+                Magic::BATCH,
+                1,
+                &v1::BatchRecord {
+                    generation: 9,
+                    base_offset: 0,
+                    messages: messages.iter().map(as_v1).collect(),
+                },
+            )
+            .unwrap();
+            assert_eq!(framed.to_vec(), whole, "{count} x {first_len} B");
         }
     }
 
