@@ -52,6 +52,13 @@
 #   --sluice-log FILTER  SLUICE_LOG    RUST_LOG for sluice (default info)
 #   --warm-mib N         WARM_MIB      before each server start, write and delete an N MiB
 #                                      file in /tmp (default 4096; 0: none), see below
+#   --sync-ref N         SYNC_REF      for each spec that asks for --enforce-fsync, after
+#                                      each repetition's servers, measure the disk's
+#                                      write + fdatasync throughput for the same bytes: N
+#                                      writers (as many as the benchmark's producers), each
+#                                      its own new file in /tmp, -m x -P bytes per write,
+#                                      fdatasync after each, -T bytes in all (default 0: off;
+#                                      needs python3)
 #
 # Why the warm-up: on a virtual machine the first write into guest memory that the
 # host has not backed yet is slow (measured here: 1 GB of 1 MB pwrites into a fresh
@@ -90,6 +97,7 @@ OUT_DIR=${OUT_DIR:-}
 KEEP_DATA=${KEEP_DATA:-0}
 SLUICE_LOG=${SLUICE_LOG:-info}
 WARM_MIB=${WARM_MIB:-4096}
+SYNC_REF=${SYNC_REF:-0}
 
 usage() {
     sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0"
@@ -118,6 +126,7 @@ while (($#)); do
         --keep-data) KEEP_DATA=1; shift ;;
         --sluice-log) SLUICE_LOG=$2; shift 2 ;;
         --warm-mib) WARM_MIB=$2; shift 2 ;;
+        --sync-ref) SYNC_REF=$2; shift 2 ;;
         -h | --help) usage 0 ;;
         --) shift; SPECS+=("$@"); break ;;
         -*) die "unknown option $1 (--help lists them)" ;;
@@ -128,6 +137,10 @@ done
 
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "--reps must be a positive integer"
 [[ $WARM_MIB =~ ^[0-9]+$ ]] || die "--warm-mib must be a number of MiB"
+[[ $SYNC_REF =~ ^[0-9]+$ ]] || die "--sync-ref must be a number of writers"
+if ((SYNC_REF > 0)); then
+    command -v python3 >/dev/null || die "--sync-ref needs python3"
+fi
 [[ -n $IGGY_BENCH && -x $IGGY_BENCH ]] || die "iggy-bench not executable: '${IGGY_BENCH}' (--iggy-bench)"
 read -r -a SERVER_LIST <<<"$SERVERS"
 for s in "${SERVER_LIST[@]}"; do
@@ -154,6 +167,7 @@ else
 fi
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 RESULTS=$OUT_DIR/results.tsv
+SYNC_RESULTS=$OUT_DIR/sync-reference.tsv
 : >"$RESULTS"
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -375,6 +389,52 @@ pretty_server() {
     esac
 }
 
+# option_value WORDS... : the value after -T/-m/-P style options, by name ($1), in
+# the rest of the words ("-" when absent).
+option_value() {
+    local name=$1 w prev=
+    shift
+    for w in "$@"; do
+        [[ $prev == "$name" ]] && { echo "$w"; return; }
+        prev=$w
+    done
+    echo "-"
+}
+
+# sync_reference SPEC: prints the MB/s (decimal, as iggy-bench's) of SYNC_REF writers
+# appending the spec's -T bytes in (-m x -P)-byte writes, each followed by fdatasync.
+sync_reference() {
+    local words total size batch
+    read -r -a words <<<"$BENCH_GLOBAL ${1#*=>}"
+    total=$(option_value -T "${words[@]}")
+    size=$(option_value -m "${words[@]}")
+    batch=$(option_value -P "${words[@]}")
+    [[ $total != - && $size != - && $batch != - ]] || { echo "-"; return; }
+    python3 - "$SYNC_REF" "$total" "$((size * batch))" <<'PY'
+import os, re, sys, tempfile, threading, time
+writers, total, block = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+m = re.fullmatch(r"([0-9.]+)\s*([KMG]?)B?", total.upper())
+total = int(float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)])
+per_writer = max(1, total // block // writers)
+buf = b"\x5a" * block
+where = tempfile.mkdtemp(prefix="bench-vs-iggy-sync-", dir="/tmp")
+def write(i):
+    fd = os.open(os.path.join(where, str(i)), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    for _ in range(per_writer):
+        os.write(fd, buf)
+        os.fdatasync(fd)
+    os.close(fd)
+threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+start = time.monotonic()
+for t in threads: t.start()
+for t in threads: t.join()
+took = time.monotonic() - start
+for i in range(writers): os.unlink(os.path.join(where, str(i)))
+os.rmdir(where)
+print(f"{per_writer * writers * block / took / 1e6:.2f}")
+PY
+}
+
 # --- the runs ----------------------------------------------------------------
 
 LOAD_START=$(loadavg)
@@ -444,6 +504,11 @@ for si in "${!SPECS[@]}"; do
                 echo "bench-vs-iggy: FAIL ($status): $blog, $slog" >&2
             fi
         done
+        if ((SYNC_REF > 0)) && [[ " $BENCH_GLOBAL $measured " == *" --enforce-fsync "* ]]; then
+            warm_page_cache
+            echo "bench-vs-iggy: [$((si + 1))/${#SPECS[@]}] rep $rep/$REPS write + fdatasync reference, $SYNC_REF writers" >&2
+            printf '%s\t%s\t%s\n' "$si" "$rep" "$(sync_reference "$spec")" >>"$SYNC_RESULTS"
+        fi
     done
 done
 LOAD_END=$(loadavg)
@@ -523,6 +588,20 @@ has() {
         name=$(spec_name "${SPECS[$si]}")
         echo "| $((si + 1)) | $name | $(run_col "$si" iggy 10 | median) | $(run_col "$si" sluice 10 | median) | $(run_col "$si" iggy 11 | median) | $(run_col "$si" sluice 11 | median) | $(run_col "$si" iggy 12 | median) | $(run_col "$si" sluice 12 | median) |"
     done
+    if [[ -s $SYNC_RESULTS ]]; then
+        echo
+        echo "The disk's write + fdatasync for the same bytes ($SYNC_REF writers, one new file each,"
+        echo "one write of -m x -P bytes then fdatasync, repeated), measured after each repetition's"
+        echo "servers; medians, and each server's producer MB/s over it:"
+        echo
+        echo "| # | benchmark | write + fdatasync MB/s | Iggy / reference | sluice / reference |"
+        echo "|---|---|---|---|---|"
+        for si in "${!SPECS[@]}"; do
+            ref=$(awk -F'\t' -v s="$si" '$1 == s && $3 != "-" { print $3 }' "$SYNC_RESULTS" | median)
+            [[ $ref == - ]] && continue
+            echo "| $((si + 1)) | $(spec_name "${SPECS[$si]}") | $ref | $(ratio "$(col "$si" iggy Producers 6 | median)" "$ref") | $(ratio "$(col "$si" sluice Producers 6 | median)" "$ref") |"
+        done
+    fi
     echo
     echo "Commands (iggy-bench; PREP runs first on the same server and is not measured):"
     echo
