@@ -550,6 +550,34 @@ async fn given_topic_options_as_iggy_takes_them_over_tcp_then_human_readable_val
             .unwrap()
             .is_none()
     );
+
+    // And Iggy's `enforce_fsync`, a bool as iggy-bench --enforce-fsync sends it,
+    // is the topic's message durability, read back as `persisted` (and `false`
+    // as Iggy's default, which TCP answers by its Iggy name, `replicated`).
+    let fsync_options = |value: u8| {
+        let entries = [(2u8, &b"enforce_fsync"[..], 3u8, &[value][..])];
+        let mut buf = bytes::BytesMut::new();
+        iggy_binary_protocol::encode_user_headers(&entries, &mut buf);
+        WireOptions::from_slice(&buf).unwrap()
+    };
+    let durability = HeaderKey::from_str("durability").unwrap();
+    for (name, value, expected) in [("fsynced", 1u8, "persisted"), ("lazy", 0, "replicated")] {
+        let reply = raw
+            .call(code::CREATE_TOPIC, &create(name, fsync_options(value)))
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 0, "{name}");
+        let topic = sdk
+            .get_topic(&s, &Identifier::named(name).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            topic.options[&durability].value.as_bytes(),
+            expected.as_bytes(),
+            "{name}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
