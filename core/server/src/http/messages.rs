@@ -37,7 +37,7 @@ use crate::iggy::error::{ApiError, ApiResult, Class};
 use crate::iggy::header_kinds;
 use crate::metadata::Durability;
 use crate::partition::PollingStrategy;
-use crate::partition::log::{HeaderKey, HeaderValue as EngineHeader, Headers, Message, NewMessage};
+use crate::partition::log::{HeaderKey, HeaderValue as EngineHeader, Headers, NewMessage};
 
 pub(crate) const DURABILITY_HEADER: &str = "iggy-durability";
 pub(crate) const SLUICE_DURABILITY_HEADER: &str = "sluice-durability";
@@ -45,7 +45,7 @@ pub(crate) const SLUICE_DURABILITY_HEADER: &str = "sluice-durability";
 const MAX_KEY_LEN: usize = 255;
 const DEFAULT_POLL_COUNT: u32 = 10;
 
-fn kind_name(code: u8) -> &'static str {
+pub(super) fn kind_name(code: u8) -> &'static str {
     header_kinds::by_code(code).map_or("raw", |k| k.name)
 }
 
@@ -66,9 +66,32 @@ struct PartitioningBody {
 struct MessageBody {
     #[serde(default)]
     id: Option<serde_json::Value>,
-    payload: String,
+    payload: Base64Payload,
     #[serde(default)]
     user_headers: Option<serde_json::Value>,
+}
+
+/// A message's payload, base64-decoded as the JSON is read: the text is
+/// borrowed from the body (no `String` per message), and a decoding error is
+/// kept for `parse_batch` to report naming the message, as before.
+struct Base64Payload(Result<Vec<u8>, base64::DecodeError>);
+
+impl<'de> Deserialize<'de> for Base64Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Base64Payload;
+            // As a `String` field says it, so a payload of the wrong type is
+            // refused in the same words.
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Base64Payload, E> {
+                Ok(Base64Payload(STANDARD.decode(text)))
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -201,7 +224,7 @@ fn parse_headers(index: usize, raw: Option<&serde_json::Value>) -> ApiResult<Opt
 }
 
 /// Decodes and validates a whole batch (nothing reaches the engine on error).
-fn parse_batch(body: &SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
+fn parse_batch(body: SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
     let partitioning = parse_partitioning(&body.partitioning)?;
     if body.messages.is_empty() {
         return Err(ApiError::new(
@@ -213,8 +236,17 @@ fn parse_batch(body: &SendBody) -> ApiResult<(Partitioning, Vec<NewMessage>)> {
         ));
     }
     let mut out = Vec::with_capacity(body.messages.len());
-    for (i, m) in body.messages.iter().enumerate() {
-        let payload = decode_base64(&format!("messages[{i}].payload"), &m.payload)?;
+    for (i, m) in body.messages.into_iter().enumerate() {
+        let payload = match m.payload.0 {
+            Ok(payload) => payload,
+            Err(e) => {
+                let field = format!("messages[{i}].payload");
+                return Err(ApiError::bad_request(
+                    &field,
+                    format!("{field} is not valid base64: {e}"),
+                ));
+            }
+        };
         if payload.is_empty() {
             return Err(ApiError::new(
                 Class::BadRequest,
@@ -254,8 +286,7 @@ pub(crate) async fn send(
 ) -> ApiResult<Response> {
     let s = identifier("stream_id", &stream_id)?;
     let t = identifier("topic_id", &topic_id)?;
-    let (partitioning, messages) = parse_batch(&body)?;
-    drop(body);
+    let (partitioning, messages) = parse_batch(body)?;
     let quick = |e: &_, (s, t): &_| Sluice::waits_on_no_sync(e, s, t, DataWrite::Messages);
     let (sent, sid, tid) = state
         .engine_quick((s, t), quick, move |e, (s, t)| {
@@ -322,84 +353,11 @@ fn polling_strategy(query: &ApiQuery) -> ApiResult<PollingStrategy> {
     })
 }
 
-#[derive(Serialize)]
-pub(crate) struct PolledMessages {
-    partition_id: u32,
-    current_offset: u64,
-    count: u32,
-    messages: Vec<PolledMessage>,
-}
-
-#[derive(Serialize)]
-struct PolledMessage {
-    header: MessageHeader,
-    payload: String,
-    user_headers: Vec<HeaderEntryOut>,
-}
-
-#[derive(Serialize)]
-struct MessageHeader {
-    checksum: u64,
-    id: u128,
-    offset: u64,
-    timestamp: u64,
-    origin_timestamp: u64,
-    user_headers_length: u32,
-    payload_length: u32,
-    reserved: u64,
-}
-
-#[derive(Serialize)]
-struct HeaderEntryOut {
-    key: HeaderFieldOut,
-    value: HeaderFieldOut,
-}
-
-#[derive(Serialize)]
-struct HeaderFieldOut {
-    kind: &'static str,
-    value: String,
-}
-
-fn render(m: Message) -> PolledMessage {
-    let headers: Vec<HeaderEntryOut> = m
-        .headers
-        .iter()
-        .flatten()
-        .map(|(k, v)| HeaderEntryOut {
-            key: HeaderFieldOut {
-                kind: kind_name(k.kind),
-                value: STANDARD.encode(&k.value),
-            },
-            value: HeaderFieldOut {
-                kind: kind_name(v.kind),
-                value: STANDARD.encode(&v.value),
-            },
-        })
-        .collect();
-    // Iggy's wire size of the headers: per entry kind + length + bytes, twice.
-    let headers_len = header_kinds::wire_len(m.headers.as_ref());
-    PolledMessage {
-        header: MessageHeader {
-            checksum: u64::from(m.checksum),
-            id: m.id,
-            offset: m.offset,
-            timestamp: m.timestamp,
-            origin_timestamp: m.origin(),
-            user_headers_length: u32::try_from(headers_len).unwrap_or(u32::MAX),
-            payload_length: u32::try_from(m.payload.len()).unwrap_or(u32::MAX),
-            reserved: 0,
-        },
-        payload: STANDARD.encode(&m.payload),
-        user_headers: headers,
-    }
-}
-
 pub(crate) async fn poll(
     State(state): State<AppState>,
     ApiPath((stream_id, topic_id)): ApiPath<(String, String)>,
     query: ApiQuery,
-) -> ApiResult<Json<PolledMessages>> {
+) -> ApiResult<Response> {
     let s = identifier("stream_id", &stream_id)?;
     let t = identifier("topic_id", &topic_id)?;
     let consumer = parse_consumer(query.get("consumer_id"), query.get("consumer_kind"))?;
@@ -428,12 +386,16 @@ pub(crate) async fn poll(
             )?)
         })
         .await?;
-    Ok(Json(PolledMessages {
-        partition_id: polled.partition_id,
-        current_offset: polled.current_offset,
-        count: u32::try_from(polled.messages.len()).unwrap_or(u32::MAX),
-        messages: polled.messages.into_iter().map(render).collect(),
-    }))
+    let body =
+        super::polled_json::polled(polled.partition_id, polled.current_offset, &polled.messages);
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
 }
 
 #[cfg(test)]
@@ -456,7 +418,7 @@ mod tests {
                 {"id": "0123456789abcdef0123456789abcdef", "payload": STANDARD.encode("b")}
             ]
         }));
-        let (p, msgs) = parse_batch(&b).unwrap();
+        let (p, msgs) = parse_batch(b).unwrap();
         assert_eq!(p, Partitioning::PartitionId(2));
         assert_eq!(msgs[0].id, 7);
         assert_eq!(msgs[1].id, 0x0123456789abcdef0123456789abcdef);
@@ -476,7 +438,7 @@ mod tests {
                 {"payload": "***not base64***"}
             ]
         }));
-        let e = parse_batch(&b).unwrap_err();
+        let e = parse_batch(b).unwrap_err();
         assert_eq!(e.class, Class::BadRequest);
         assert_eq!(e.body.field.as_deref(), Some("messages[1].payload"));
     }
@@ -487,6 +449,6 @@ mod tests {
             "partitioning": {"kind": "partition_id", "value": STANDARD.encode([1u8, 2])},
             "messages": [{"payload": STANDARD.encode("x")}]
         }));
-        assert!(parse_batch(&b).is_err());
+        assert!(parse_batch(b).is_err());
     }
 }

@@ -29,6 +29,7 @@ pub(crate) mod metrics;
 pub(crate) mod model;
 pub mod obligations;
 pub(crate) mod offsets;
+mod polled_json;
 pub mod status;
 pub(crate) mod streams;
 pub(crate) mod system;

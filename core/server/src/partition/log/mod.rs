@@ -805,10 +805,17 @@ mod tests {
             let (a, b) = (&pair[0], &pair[1]);
             let gap = (b.payload.as_ptr() as usize).wrapping_sub(a.payload.as_ptr() as usize);
             // Between them in the record: a's payload, then b's fields as
-            // bincode varints: offset, timestamp, id, checksum (1 byte each,
-            // all below 251), `headers: None` (1 byte) and the payload's
-            // length (701 to 703: 0xFB and a u16, 3 bytes).
-            assert_eq!(gap, a.payload.len() + 8, "payload of {} at {gap}", b.offset);
+            // bincode varints: offset, timestamp, id (1 byte each, all below
+            // 251), the checksum (its payload's CRC32C, at least 251: 0xFC
+            // and a u32, 5 bytes), `headers: None` (1 byte) and the
+            // payload's length (701 to 703: 0xFB and a u16, 3 bytes).
+            assert!(b.checksum >= 251);
+            assert_eq!(
+                gap,
+                a.payload.len() + 12,
+                "payload of {} at {gap}",
+                b.offset
+            );
         }
     }
 }
