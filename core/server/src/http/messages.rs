@@ -25,8 +25,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
 use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
@@ -87,7 +85,7 @@ impl<'de> Deserialize<'de> for Base64Payload {
                 f.write_str("a string")
             }
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Base64Payload, E> {
-                Ok(Base64Payload(STANDARD.decode(text)))
+                Ok(Base64Payload(super::base64::decode(text)))
             }
         }
         d.deserialize_str(Visitor)
@@ -107,8 +105,7 @@ struct HeaderFieldBody {
 }
 
 fn decode_base64(field: &str, value: &str) -> ApiResult<Vec<u8>> {
-    STANDARD
-        .decode(value)
+    super::base64::decode(value)
         .map_err(|e| ApiError::bad_request(field, format!("{field} is not valid base64: {e}")))
 }
 
@@ -401,6 +398,8 @@ pub(crate) async fn poll(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
 
     fn body(json: serde_json::Value) -> SendBody {
         serde_json::from_value(json).unwrap()

@@ -22,6 +22,7 @@
 
 pub(crate) mod access;
 pub mod auth;
+mod base64;
 pub(crate) mod error;
 pub(crate) mod extract;
 pub(crate) mod messages;

@@ -22,9 +22,6 @@
 //!   names. A header kind's name goes through `serde_json`, so a name that
 //!   needed escaping would still be valid JSON.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
-
 use super::messages::kind_name;
 use crate::iggy::header_kinds;
 use crate::partition::log::Message;
@@ -71,7 +68,7 @@ fn message(out: &mut String, m: &Message) {
     out.push_str(",\"payload_length\":");
     number(out, u32::try_from(m.payload.len()).unwrap_or(u32::MAX));
     out.push_str(",\"reserved\":0},\"payload\":\"");
-    STANDARD.encode_string(&m.payload, out);
+    super::base64::encode_into(&m.payload, out);
     out.push_str("\",\"user_headers\":[");
     for (i, (k, v)) in m.headers.iter().flatten().enumerate() {
         if i > 0 {
@@ -95,7 +92,7 @@ fn field(out: &mut String, kind: u8, value: &[u8]) {
         Err(_) => out.push_str("\"raw\""),
     }
     out.push_str(",\"value\":\"");
-    STANDARD.encode_string(value, out);
+    super::base64::encode_into(value, out);
     out.push_str("\"}");
 }
 
@@ -117,6 +114,8 @@ fn headers_estimate(m: &Message) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
     use bytes::Bytes;
     use proptest::prelude::*;
     use serde::Serialize;
