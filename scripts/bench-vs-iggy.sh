@@ -389,16 +389,16 @@ pretty_server() {
     esac
 }
 
-# option_value WORDS... : the value after -T/-m/-P style options, by name ($1), in
-# the rest of the words ("-" when absent).
+# option_value NAME WORDS...: the value after the last NAME (-T, -m, -P) in the
+# words ("-" when absent).
 option_value() {
-    local name=$1 w prev=
+    local name=$1 w prev= value=-
     shift
     for w in "$@"; do
-        [[ $prev == "$name" ]] && { echo "$w"; return; }
+        [[ $prev == "$name" ]] && value=$w
         prev=$w
     done
-    echo "-"
+    echo "$value"
 }
 
 # sync_reference SPEC: prints the MB/s (decimal, as iggy-bench's) of SYNC_REF writers
@@ -409,13 +409,20 @@ sync_reference() {
     total=$(option_value -T "${words[@]}")
     size=$(option_value -m "${words[@]}")
     batch=$(option_value -P "${words[@]}")
-    [[ $total != - && $size != - && $batch != - ]] || { echo "-"; return; }
-    python3 - "$SYNC_REF" "$total" "$((size * batch))" <<'PY'
+    # Fixed sizes only: a range (-m 100..1000) has no one write size.
+    [[ $total != - && $size =~ ^[1-9][0-9]*$ && $batch =~ ^[1-9][0-9]*$ ]] || { echo "-"; return; }
+    python3 - "$SYNC_REF" "$total" "$((size * batch))" <<'PY' || echo "-"
 import os, re, sys, tempfile, threading, time
 writers, total, block = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-m = re.fullmatch(r"([0-9.]+)\s*([KMG]?)B?", total.upper())
-total = int(float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)])
-per_writer = max(1, total // block // writers)
+# iggy-bench's sizes: decimal units (KB, MB, GB, TB) or binary ones (KiB, ...).
+m = re.fullmatch(r"([0-9.]+)\s*([KMGT]?)(I?)B?", total.strip().upper())
+if not m:
+    sys.exit(1)
+power = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}[m.group(2)]
+total = int(float(m.group(1)) * (1024 if m.group(3) else 1000) ** power)
+per_writer = total // block // writers
+if per_writer < 1:
+    sys.exit(1)
 buf = b"\x5a" * block
 where = tempfile.mkdtemp(prefix="bench-vs-iggy-sync-", dir="/tmp")
 def write(i):
@@ -597,7 +604,7 @@ has() {
         echo "| # | benchmark | write + fdatasync MB/s | Iggy / reference | sluice / reference |"
         echo "|---|---|---|---|---|"
         for si in "${!SPECS[@]}"; do
-            ref=$(awk -F'\t' -v s="$si" '$1 == s && $3 != "-" { print $3 }' "$SYNC_RESULTS" | median)
+            ref=$(awk -F'\t' -v s="$si" '$1 == s && $3 != "-" && $3 != "" { print $3 }' "$SYNC_RESULTS" | median)
             [[ $ref == - ]] && continue
             echo "| $((si + 1)) | $(spec_name "${SPECS[$si]}") | $ref | $(ratio "$(col "$si" iggy Producers 6 | median)" "$ref") | $(ratio "$(col "$si" sluice Producers 6 | median)" "$ref") |"
         done

@@ -41,9 +41,10 @@ fn mul_mod(a: u32, mut b: u32) -> u32 {
     product
 }
 
-/// `x^(2^k) mod P` for `k` in `0..64`, squared from `x^1`.
-fn powers_of_x() -> [u32; 64] {
-    let mut out = [0u32; 64];
+/// `x^(2^k) mod P` for `k` in `0..67`, squared from `x^1`: enough for the
+/// exponent `8n` of any `u64` length (its bits 3 to 66).
+fn powers_of_x() -> [u32; 67] {
+    let mut out = [0u32; 67];
     out[0] = ONE >> 1;
     for k in 1..out.len() {
         out[k] = mul_mod(out[k - 1], out[k - 1]);
@@ -54,19 +55,15 @@ fn powers_of_x() -> [u32; 64] {
 /// `x^(8n) mod P`: square-and-multiply over the bits of `8n`.
 fn x_pow_bytes(n: u64) -> u32 {
     thread_local! {
-        static POWERS: [u32; 64] = powers_of_x();
+        static POWERS: [u32; 67] = powers_of_x();
     }
     POWERS.with(|powers| {
         let mut result = ONE;
-        // 8n = n << 3: bit j of n is power 2^(j + 3).
-        let mut rest = n;
-        let mut k = 3;
-        while rest != 0 {
-            if rest & 1 != 0 {
-                result = mul_mod(powers[k % 64], result);
+        // 8n = n << 3: bit j of n is power 2^(j + 3), j < 64.
+        for (j, power) in powers[3..].iter().enumerate() {
+            if n >> j & 1 != 0 {
+                result = mul_mod(*power, result);
             }
-            rest >>= 1;
-            k += 1;
         }
         result
     })
@@ -152,6 +149,22 @@ mod tests {
         }
         // The check value of CRC32C.
         assert_eq!(crc32c::crc32c(whole), 0xE306_9283);
+    }
+
+    #[test]
+    fn given_lengths_past_2_pow_61_when_shifted_then_the_powers_compose() {
+        // x^(8(a+b)) = x^(8a) · x^(8b): checked where 8n overflows 64 bits.
+        for (a, b) in [
+            (1u64 << 61, 1u64 << 61),
+            (u64::MAX / 2, u64::MAX / 2),
+            (1 << 62, 3),
+        ] {
+            assert_eq!(
+                x_pow_bytes(a.wrapping_add(b)),
+                mul_mod(x_pow_bytes(a), x_pow_bytes(b)),
+                "{a} + {b}"
+            );
+        }
     }
 
     proptest! {

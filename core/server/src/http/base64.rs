@@ -49,6 +49,27 @@ mod tests {
             prop_assert_eq!(decode(&text).ok(), STANDARD.decode(&text).ok());
         }
 
+        /// Long enough for the SIMD path (38 characters and more), then one
+        /// byte changed anywhere, or the end cut or padded.
+        #[test]
+        fn a_long_encoding_mutated_decodes_as_the_base64_crate_decodes_it(
+            bytes in proptest::collection::vec(any::<u8>(), 30..400),
+            at in any::<prop::sample::Index>(),
+            to in any::<u8>(),
+            cut in 0usize..4,
+        ) {
+            let good = STANDARD.encode(&bytes);
+            let mut changed = good.clone().into_bytes();
+            let i = at.index(changed.len());
+            changed[i] = to;
+            let changed = String::from_utf8_lossy(&changed).into_owned();
+            let cut_end = good[..good.len() - cut].to_string();
+            let padded = format!("{good}=");
+            for text in [&changed, &cut_end, &padded] {
+                prop_assert_eq!(decode(text).ok(), STANDARD.decode(text).ok(), "{:?}", text);
+            }
+        }
+
         #[test]
         fn encoded_bytes_decode_back_and_match_the_base64_crate(
             bytes in proptest::collection::vec(any::<u8>(), 0..300),

@@ -22,7 +22,7 @@
 //!   may no longer match the durable state, and recovery is the only trusted
 //!   way back.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::time::{Duration, SystemTime};
 
 use super::clients::ClientRegistry;
@@ -106,10 +106,17 @@ impl AppState {
         })?
     }
 
-    /// Runs `f(engine, args)` on the calling worker if the lock is free at
-    /// once and `waits_on_no_sync(engine, &args)` holds (the call waits on no
-    /// sync); otherwise as [`AppState::engine`], which reports a poisoned
-    /// lock. `args` is what both need (the identifiers the check resolves).
+    /// Runs `f(engine, args)` on the calling worker if the lock is free and
+    /// `waits_on_no_sync(engine, &args)` holds (the call waits on no sync);
+    /// otherwise as [`AppState::engine`], which reports a poisoned lock.
+    /// `args` is what both need (the identifiers the check resolves).
+    ///
+    /// A lock held by another call is tried again after yielding the worker
+    /// to its other tasks, up to `BUSY_YIELDS` times, before the call goes to
+    /// the blocking pool: under eight producers the lock was taken at the
+    /// first try by half the sends, and each of those crossed to a blocking
+    /// thread and back (docs/performance.md, issue 30). The lock itself is
+    /// never waited for on a worker.
     pub(crate) async fn engine_quick<A, T, Q, F>(
         &self,
         args: A,
@@ -119,40 +126,51 @@ impl AppState {
     where
         A: Send + 'static,
         T: Send + 'static,
-        Q: FnOnce(&Engine, &A) -> bool,
+        Q: Fn(&Engine, &A) -> bool + Send,
         F: FnOnce(&mut Engine, A) -> ApiResult<T> + Send + 'static,
     {
-        match run_if_free(&self.engine, args, waits_on_no_sync, f) {
-            Quick::Ran(out) => out,
-            Quick::Deferred(args, f) => self.engine(move |e| f(e, args)).await,
+        let (mut args, mut f) = (args, f);
+        for _ in 0..BUSY_YIELDS {
+            match run_if_free(&self.engine, args, &waits_on_no_sync, f) {
+                Quick::Ran(out) => return out,
+                Quick::Deferred(a, g) => return self.engine(move |e| g(e, a)).await,
+                Quick::Busy(a, g) => {
+                    (args, f) = (a, g);
+                    tokio::task::yield_now().await;
+                }
+            }
         }
+        self.engine(move |e| f(e, args)).await
     }
 }
+
+/// How many times a quick call finds the engine lock held, yielding between
+/// tries, before it goes to the blocking pool.
+const BUSY_YIELDS: usize = 4;
 
 /// What [`run_if_free`] did.
 enum Quick<T, A, F> {
     /// `f` ran on this thread and answered this.
     Ran(T),
-    /// The lock was taken (or poisoned), or the call may sync: `f` and its
-    /// arguments, not run.
+    /// The lock was held by another call: `f` and its arguments, not run.
+    Busy(A, F),
+    /// The lock is poisoned, or the call may sync: `f` and its arguments,
+    /// not run, for the blocking path.
     Deferred(A, F),
 }
 
 /// Runs `f(guarded, args)` on this thread, under the lock, only if the lock
 /// is free at once and `quick(guarded, &args)` holds; never waits for the
 /// lock.
-fn run_if_free<E, A, T, Q, F>(lock: &Mutex<E>, args: A, quick: Q, f: F) -> Quick<T, A, F>
+fn run_if_free<E, A, T, Q, F>(lock: &Mutex<E>, args: A, quick: &Q, f: F) -> Quick<T, A, F>
 where
-    Q: FnOnce(&E, &A) -> bool,
+    Q: Fn(&E, &A) -> bool,
     F: FnOnce(&mut E, A) -> T,
 {
-    let Ok(mut guard) = lock.try_lock() else {
-        return Quick::Deferred(args, f);
-    };
-    if quick(&guard, &args) {
-        Quick::Ran(f(&mut guard, args))
-    } else {
-        Quick::Deferred(args, f)
+    match lock.try_lock() {
+        Ok(mut guard) if quick(&guard, &args) => Quick::Ran(f(&mut guard, args)),
+        Ok(_) | Err(TryLockError::Poisoned(_)) => Quick::Deferred(args, f),
+        Err(TryLockError::WouldBlock) => Quick::Busy(args, f),
     }
 }
 
@@ -165,15 +183,10 @@ mod tests {
         // given a free lock and a call that waits on no sync
         let lock = Mutex::new(1u32);
         // when it is offered
-        let out = run_if_free(
-            &lock,
-            1,
-            |_, _| true,
-            |v: &mut u32, by| {
-                *v += by;
-                *v
-            },
-        );
+        let out = run_if_free(&lock, 1, &|_: &u32, _: &u32| true, |v: &mut u32, by| {
+            *v += by;
+            *v
+        });
         // then it ran here, under the lock
         assert!(matches!(out, Quick::Ran(2)));
         assert_eq!(*lock.lock().unwrap(), 2);
@@ -182,7 +195,9 @@ mod tests {
     #[test]
     fn a_call_that_may_sync_is_handed_back_unrun() {
         let lock = Mutex::new(1u32);
-        let out = run_if_free(&lock, 1, |_, _| false, |v: &mut u32, by| *v += by);
+        let out = run_if_free(&lock, 1, &|_: &u32, _: &u32| false, |v: &mut u32, by| {
+            *v += by
+        });
         assert!(matches!(out, Quick::Deferred(1, _)));
         assert_eq!(*lock.lock().unwrap(), 1, "the call must not have run");
     }
@@ -192,9 +207,11 @@ mod tests {
         // given the lock held elsewhere
         let lock = Mutex::new(1u32);
         let held = lock.lock().unwrap();
-        // when a quick call is offered, then it comes back unrun at once
-        let out = run_if_free(&lock, 1, |_, _| true, |v: &mut u32, by| *v += by);
-        assert!(matches!(out, Quick::Deferred(1, _)));
+        // when a quick call is offered, then it comes back unrun at once, as busy
+        let out = run_if_free(&lock, 1, &|_: &u32, _: &u32| true, |v: &mut u32, by| {
+            *v += by
+        });
+        assert!(matches!(out, Quick::Busy(1, _)));
         drop(held);
         assert_eq!(*lock.lock().unwrap(), 1);
     }
@@ -208,7 +225,9 @@ mod tests {
             panic!("poison it");
         })
         .join();
-        let out = run_if_free(&lock, 1, |_, _| true, |v: &mut u32, by| *v += by);
+        let out = run_if_free(&lock, 1, &|_: &u32, _: &u32| true, |v: &mut u32, by| {
+            *v += by
+        });
         assert!(matches!(out, Quick::Deferred(1, _)));
     }
 }
