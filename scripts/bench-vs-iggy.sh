@@ -52,6 +52,10 @@
 #   --sluice-log FILTER  SLUICE_LOG    RUST_LOG for sluice (default info)
 #   --warm-mib N         WARM_MIB      before each server start, write and delete an N MiB
 #                                      file in /tmp (default 4096; 0: none), see below
+#   --drop-caches        DROP_CACHES=1 before each warm-up, sync and drop the page cache
+#                                      (needs root): a cache full of other work (a build,
+#                                      a test run) made one-second runs here 2x slower and
+#                                      unrepeatable
 #   --sync-ref N         SYNC_REF      for each spec that asks for --enforce-fsync, after
 #                                      each repetition's servers, measure the disk's
 #                                      write + fdatasync throughput for the same bytes: N
@@ -98,6 +102,7 @@ KEEP_DATA=${KEEP_DATA:-0}
 SLUICE_LOG=${SLUICE_LOG:-info}
 WARM_MIB=${WARM_MIB:-4096}
 SYNC_REF=${SYNC_REF:-0}
+DROP_CACHES=${DROP_CACHES:-0}
 
 usage() {
     sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0"
@@ -127,6 +132,7 @@ while (($#)); do
         --sluice-log) SLUICE_LOG=$2; shift 2 ;;
         --warm-mib) WARM_MIB=$2; shift 2 ;;
         --sync-ref) SYNC_REF=$2; shift 2 ;;
+        --drop-caches) DROP_CACHES=1; shift ;;
         -h | --help) usage 0 ;;
         --) shift; SPECS+=("$@"); break ;;
         -*) die "unknown option $1 (--help lists them)" ;;
@@ -226,6 +232,10 @@ loadavg() {
 
 # warm_page_cache: writes and deletes WARM_MIB MiB in /tmp (see --warm-mib).
 warm_page_cache() {
+    if ((DROP_CACHES)); then
+        sync
+        echo 3 >/proc/sys/vm/drop_caches || die "--drop-caches: cannot write /proc/sys/vm/drop_caches (root?)"
+    fi
     ((WARM_MIB > 0)) || return 0
     local f
     f=$(mktemp /tmp/bench-vs-iggy-warm.XXXXXX)
