@@ -152,22 +152,35 @@ async fn send(client: &dyn Client, round: &str, range: std::ops::Range<usize>) -
 
 /// Every message of partition 0 from offset 0 on, polled by offset, `count` at a time.
 async fn poll_all(client: &dyn Client, count: u32) -> Vec<(u64, String)> {
+    poll_until_empty(client, "by-offset", count, false).await
+}
+
+/// A named consumer polling `Next` with auto-commit until nothing is left.
+async fn consume_next(client: &dyn Client, name: &str) -> Vec<String> {
+    let polled = poll_until_empty(client, name, 7, true).await;
+    polled.into_iter().map(|(_, payload)| payload).collect()
+}
+
+/// Polls partition 0 as consumer `name`, `count` at a time, until a poll
+/// comes back empty: `Next` with auto-commit (`next`), or by offset from 0.
+async fn poll_until_empty(
+    client: &dyn Client,
+    name: &str,
+    count: u32,
+    next: bool,
+) -> Vec<(u64, String)> {
     let s = Identifier::named(STREAM).unwrap();
     let t = Identifier::named(TOPIC).unwrap();
-    let consumer = Consumer::new(Identifier::named("by-offset").unwrap());
-    let mut out = Vec::new();
-    let mut next = 0u64;
+    let consumer = Consumer::new(Identifier::named(name).unwrap());
+    let mut out: Vec<(u64, String)> = Vec::new();
     loop {
+        let strategy = match out.last() {
+            _ if next => PollingStrategy::next(),
+            Some((offset, _)) => PollingStrategy::offset(offset + 1),
+            None => PollingStrategy::offset(0),
+        };
         let polled = client
-            .poll_messages(
-                &s,
-                &t,
-                Some(0),
-                &consumer,
-                &PollingStrategy::offset(next),
-                count,
-                false,
-            )
+            .poll_messages(&s, &t, Some(0), &consumer, &strategy, count, next)
             .await
             .unwrap();
         if polled.messages.is_empty() {
@@ -179,38 +192,6 @@ async fn poll_all(client: &dyn Client, count: u32) -> Vec<(u64, String)> {
                 String::from_utf8(m.payload.to_vec()).unwrap(),
             ));
         }
-        next = out.last().unwrap().0 + 1;
-    }
-}
-
-/// A named consumer polling `Next` with auto-commit until nothing is left.
-async fn consume_next(client: &dyn Client, name: &str) -> Vec<String> {
-    let s = Identifier::named(STREAM).unwrap();
-    let t = Identifier::named(TOPIC).unwrap();
-    let consumer = Consumer::new(Identifier::named(name).unwrap());
-    let mut out = Vec::new();
-    loop {
-        let polled = client
-            .poll_messages(
-                &s,
-                &t,
-                Some(0),
-                &consumer,
-                &PollingStrategy::next(),
-                7,
-                true,
-            )
-            .await
-            .unwrap();
-        if polled.messages.is_empty() {
-            return out;
-        }
-        out.extend(
-            polled
-                .messages
-                .iter()
-                .map(|m| String::from_utf8(m.payload.to_vec()).unwrap()),
-        );
     }
 }
 

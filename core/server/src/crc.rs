@@ -11,8 +11,9 @@
 //! where `x^0` is the top bit.
 //!
 //! Invariants:
-//! - `concat(crc32c(a), crc32c(b), b.len()) == crc32c(a ‖ b)` for all `a`
-//!   and `b` (the property tests below check it against the `crc32c` crate).
+//! - `Shift::new(b.len()).concat(crc32c(a), crc32c(b)) == crc32c(a ‖ b)` for
+//!   all `a` and `b` (the property tests below check it against the `crc32c`
+//!   crate).
 //! - `Shift::new(n).apply(c) == shift(c, n)`: a shift is linear in `c` over
 //!   GF(2), so four tables of the images of each byte position, built once
 //!   per length, give it in four lookups.
@@ -67,11 +68,6 @@ fn x_pow_bytes(n: u64) -> u32 {
         }
         result
     })
-}
-
-/// `crc32c(a ‖ b)` from `crc32c(a)`, `crc32c(b)` and `b`'s length.
-pub fn concat(crc_a: u32, crc_b: u32, len_b: u64) -> u32 {
-    mul_mod(x_pow_bytes(len_b), crc_a) ^ crc_b
 }
 
 /// The shift of a CRC over `len` bytes, as four byte tables.
@@ -135,6 +131,12 @@ pub const SHIFT_PAYS_AT: usize = 64 << 10;
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// `crc32c(a ‖ b)` from `crc32c(a)`, `crc32c(b)` and `b`'s length, for
+    /// any length: the definition `Shift` tabulates for one.
+    fn concat(crc_a: u32, crc_b: u32, len_b: u64) -> u32 {
+        mul_mod(x_pow_bytes(len_b), crc_a) ^ crc_b
+    }
 
     #[test]
     fn given_known_parts_when_concatenated_then_the_crc_is_the_whole_strings() {
