@@ -34,6 +34,7 @@ mod purge_regression;
 mod purge_snapshots;
 mod retention_regression;
 mod retention_snapshots;
+mod send_many;
 mod sim_explore;
 mod sim_teeth;
 mod storage_differential;

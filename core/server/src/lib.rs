@@ -17,6 +17,7 @@ pub(crate) mod dirchain;
 pub(crate) mod dirsync;
 pub mod engine;
 pub mod error;
+pub(crate) mod fanout;
 pub mod frame;
 pub mod http;
 pub mod identifier;
@@ -37,8 +38,8 @@ pub mod users;
 
 pub use engine::{
     CleanupRun, DataWrite, DeletePhase, Engine, EngineConfig, LocalRetention, MemberPoll,
-    Partitioning, PurgeMode, ReconcilerWaker, RecoveryReport, Sent, TierFigures, TierPlan,
-    TierReport, TieredTopic, TieringConfig,
+    Partitioning, PurgeMode, ReconcilerWaker, RecoveryReport, SendRequest, Sent, TierFigures,
+    TierPlan, TierReport, TieredTopic, TieringConfig,
 };
 pub use error::{EngineError, Result};
 pub use identifier::Identifier;

@@ -275,6 +275,7 @@ pub async fn start(
     engine.set_reconciler_waker(ReconcilerWaker::new(move || waker.notify_one()));
     let state = AppState {
         engine: Arc::new(Mutex::new(engine)),
+        sends: Arc::default(),
         auth: Arc::new(Auth::new(
             Arc::new(users),
             sessions,

@@ -7,14 +7,25 @@
 //!   (`ensure_metadata_durable` first): a restart could otherwise read
 //!   metadata that does not name what was acknowledged.
 //! - A group's offsets are stored and read only for a live group.
+//! - A combined send (`send_many`, ADR 0030) answers each request as the
+//!   same sends called one by one in its order would: requests are planned
+//!   in order (ids, partition choice, the metadata made durable) before any
+//!   append, a partition's batches are appended in request order, and only
+//!   appends of different partitions run at the same time, each on its own
+//!   `&mut Partition` (the borrow checker, not a convention, keeps two
+//!   threads off one partition). Every planned send is appended exactly once
+//!   (asserted).
+
+use std::collections::BTreeMap;
 
 use super::{Engine, TopicKey};
 use crate::error::{EngineError, Result};
+use crate::fanout;
 use crate::identifier::Identifier;
 use crate::metadata::{Durability, PartitionKey};
 use crate::partition::log::{Message, NewMessage};
 use crate::partition::offsets::OffsetKind;
-use crate::partition::{Consumer, Polled, PollingStrategy};
+use crate::partition::{Consumer, Partition, Polled, PollingStrategy};
 
 /// How a send picks its partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +44,38 @@ pub struct Sent {
     pub base_offset: u64,
     pub count: u64,
     pub(crate) durability: Durability,
+}
+
+/// One send of a combined call ([`Engine::send_many`]).
+#[derive(Debug)]
+pub struct SendRequest {
+    pub stream: Identifier,
+    pub topic: Identifier,
+    pub partitioning: Partitioning,
+    pub messages: Vec<NewMessage>,
+}
+
+/// A send whose partition, ids and time are chosen: what is left is the
+/// append (`sent` is its answer once the offsets are known).
+struct Planned {
+    key: PartitionKey,
+    messages: Vec<Message>,
+    sent: Sent,
+}
+
+/// A partition's batches of a combined send: (request index, its
+/// messages), in request order.
+type Batches = Vec<(usize, Vec<Message>)>;
+
+/// Their outcomes: (request index, base offset and count or the error).
+type Outcomes = Vec<(usize, Result<(u64, u64)>)>;
+
+/// The appends a combined send makes to one partition, in request order.
+struct PartitionAppends<'a> {
+    key: PartitionKey,
+    partition: &'a mut Partition,
+    batches: Batches,
+    appended: Outcomes,
 }
 
 /// What a data-path call may write, for [`Engine::waits_on_no_sync`].
@@ -119,6 +162,7 @@ impl Engine {
         Ok(topic.partition(id))
     }
 
+    /// One send: [`Engine::send_many`] of one request.
     pub fn send(
         &mut self,
         stream: &Identifier,
@@ -126,10 +170,91 @@ impl Engine {
         partitioning: &Partitioning,
         messages: Vec<NewMessage>,
     ) -> Result<Sent> {
-        let topic = self.resolve_topic(stream, topic)?;
-        let key = self.pick_partition(topic, partitioning)?;
+        self.send_request(SendRequest {
+            stream: stream.clone(),
+            topic: topic.clone(),
+            partitioning: partitioning.clone(),
+            messages,
+        })
+    }
+
+    /// One send, as a request: [`Engine::send_many`] of one.
+    pub fn send_request(&mut self, request: SendRequest) -> Result<Sent> {
+        match <[_; 1]>::try_from(self.send_many(vec![request])) {
+            Ok([sent]) => sent,
+            Err(answers) => unreachable!("one send answered {} times", answers.len()),
+        }
+    }
+
+    /// Several sends as one engine call, answered in their order, each as
+    /// if it had been called alone in that order (ADR 0030): first every
+    /// request is planned in order (its topic and partition resolved, its
+    /// ids drawn, the metadata made durable), then each partition's batches
+    /// are appended in request order, different partitions on up to
+    /// `append_concurrency` threads at once (a `persisted` append's sync
+    /// waits on the disk, which serves several at a time), then retention
+    /// notes every partition written.
+    ///
+    /// Planning touches no partition and an append touches nothing but its
+    /// own partition's files (the file pool is shared and thread-safe), so
+    /// the answers and the bytes written are those of the sequential calls.
+    pub fn send_many(&mut self, requests: Vec<SendRequest>) -> Vec<Result<Sent>> {
+        let planned: Vec<Result<Planned>> =
+            requests.into_iter().map(|r| self.plan_send(r)).collect();
+        let mut batches: BTreeMap<PartitionKey, Batches> = BTreeMap::new();
+        let mut answers: Vec<Result<Sent>> = Vec::with_capacity(planned.len());
+        for (i, plan) in planned.into_iter().enumerate() {
+            answers.push(plan.map(|plan| {
+                batches
+                    .entry(plan.key)
+                    .or_default()
+                    .push((i, plan.messages));
+                plan.sent
+            }));
+        }
+        let appended = self.append_batches(batches);
+        for key in appended.keys() {
+            // Even a failed append may have rolled (sealed) a segment.
+            self.note_retention_change(*key);
+        }
+        for (i, outcome) in appended.into_values().flatten() {
+            let answer = &mut answers[i];
+            match (answer.as_mut(), outcome) {
+                (Ok(sent), Ok((base_offset, count))) => {
+                    assert!(
+                        sent.count == 0 && count > 0,
+                        "send {i} appended twice, or nothing"
+                    );
+                    (sent.base_offset, sent.count) = (base_offset, count);
+                }
+                (Ok(_), Err(e)) => *answer = Err(e),
+                (Err(_), _) => unreachable!("send {i} was appended though its plan failed"),
+            }
+        }
+        // Every planned send was appended exactly once.
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_ref().map_or(true, |s| s.count > 0)),
+            "a planned send was never appended"
+        );
+        answers
+    }
+
+    /// What a send does before its append, under the engine lock and in
+    /// request order: resolve, pick the partition, give the messages their
+    /// ids and time, make the metadata durable.
+    fn plan_send(&mut self, request: SendRequest) -> Result<Planned> {
+        let SendRequest {
+            stream,
+            topic,
+            partitioning,
+            messages,
+        } = request;
+        let topic = self.resolve_topic(&stream, &topic)?;
+        let key = self.pick_partition(topic, &partitioning)?;
         let now = self.clock.now_micros();
-        let stored: Vec<Message> = messages
+        let messages: Vec<Message> = messages
             .into_iter()
             .map(|m| {
                 let id = if m.id == 0 {
@@ -141,19 +266,56 @@ impl Engine {
             })
             .collect();
         self.ensure_metadata_durable()?;
-        let p = self.partition_at(key)?;
-        let durability = p.options().durability;
-        let appended = p.append(stored);
-        // Even a failed append may have rolled (sealed) a segment.
-        self.note_retention_change(key);
-        let (base_offset, count) = appended?;
-        Ok(Sent {
-            topic,
-            partition_id: key.partition,
-            base_offset,
-            count,
-            durability,
+        let durability = self.partition_at(key)?.options().durability;
+        Ok(Planned {
+            key,
+            messages,
+            sent: Sent {
+                topic,
+                partition_id: key.partition,
+                base_offset: 0,
+                count: 0,
+                durability,
+            },
         })
+    }
+
+    /// Appends each partition's batches in order, partitions in parallel
+    /// (`fanout`); the outcome of each batch by its request's index.
+    fn append_batches(
+        &mut self,
+        batches: BTreeMap<PartitionKey, Batches>,
+    ) -> BTreeMap<PartitionKey, Outcomes> {
+        let (Some(first), Some(last)) = (
+            batches.first_key_value().map(|(k, _)| *k),
+            batches.last_key_value().map(|(k, _)| *k),
+        ) else {
+            return BTreeMap::new();
+        };
+        let threads = self.config.append_concurrency;
+        let mut work: Vec<PartitionAppends<'_>> = Vec::with_capacity(batches.len());
+        let mut batches = batches.into_iter().peekable();
+        for (key, partition) in self.partitions.range_mut(first..=last) {
+            if let Some((_, mine)) = batches.next_if(|(k, _)| k == key) {
+                work.push(PartitionAppends {
+                    key: *key,
+                    partition,
+                    batches: mine,
+                    appended: Vec::new(),
+                });
+            }
+        }
+        assert!(
+            batches.next().is_none(),
+            "a planned send's partition is not live"
+        );
+        fanout::fan_out(work.iter_mut().collect(), threads, |appends| {
+            for (i, messages) in std::mem::take(&mut appends.batches) {
+                let outcome = appends.partition.append(messages);
+                appends.appended.push((i, outcome));
+            }
+        });
+        work.into_iter().map(|w| (w.key, w.appended)).collect()
     }
 
     #[allow(clippy::too_many_arguments)]

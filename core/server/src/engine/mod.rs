@@ -69,7 +69,7 @@ pub use crate::partition::reconciler::CleanupRun;
 pub use deletion::DeletePhase;
 pub(crate) use keys::TopicKey;
 pub use membership::MemberPoll;
-pub use messages::{DataWrite, Partitioning, Sent};
+pub use messages::{DataWrite, Partitioning, SendRequest, Sent};
 pub use recovery::RecoveryReport;
 
 /// Ids assigned by the server start here, as in Iggy 0.11: the first stream,
@@ -95,7 +95,16 @@ pub struct EngineConfig {
     /// behaviour before the pool; the simulator's worlds keep it so their
     /// seeds keep their meaning).
     pub max_open_files: Option<usize>,
+    /// A combined send (`Engine::send_many`) appends to at most this many
+    /// partitions at once, on scoped threads under the engine lock (ADR
+    /// 0030); 1 appends one partition after another on the calling thread.
+    pub append_concurrency: usize,
 }
+
+/// Partitions a combined send appends to at once by default: a `persisted`
+/// append waits on the disk, which serves several syncs at a time, so this
+/// is not bounded by the cores.
+pub const DEFAULT_APPEND_CONCURRENCY: usize = 8;
 
 /// How purges clean up. Only `Obligation` exists in a normal build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,16 +133,18 @@ impl EngineConfig {
             purge_mode: PurgeMode::default(),
             default_message_expiry_us: 0,
             max_open_files: None,
+            append_concurrency: DEFAULT_APPEND_CONCURRENCY,
         }
     }
 
-    /// As `new`, with cleanups run one after another on the calling thread:
-    /// a pass's I/O then comes in a fixed order, so a simulation (and a trace
-    /// snapshot) is a pure function of its seed. Everything else is the
+    /// As `new`, with cleanups and a combined send's appends run one after
+    /// another on the calling thread: their I/O then comes in a fixed order,
+    /// so a simulation (and a trace snapshot) is a pure function of its seed. Everything else is the
     /// shipped default.
     pub fn deterministic(data_dir: impl Into<PathBuf>, seed: u64) -> Self {
         let mut config = EngineConfig::new(data_dir, seed);
         config.reconciler.concurrency = 1;
+        config.append_concurrency = 1;
         config
     }
 }

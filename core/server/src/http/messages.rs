@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::extract::{ApiJson, ApiPath, ApiQuery, identifier};
-use crate::engine::{DataWrite, Engine as Sluice, FIRST_ID, Partitioning};
+use crate::engine::{DataWrite, Engine as Sluice, FIRST_ID, Partitioning, SendRequest};
 use crate::iggy::AppState;
 use crate::iggy::consumer::ConsumerId;
 use crate::iggy::error::{ApiError, ApiResult, Class};
@@ -284,13 +284,15 @@ pub(crate) async fn send(
     let s = identifier("stream_id", &stream_id)?;
     let t = identifier("topic_id", &topic_id)?;
     let (partitioning, messages) = parse_batch(body)?;
-    let quick = |e: &_, (s, t): &_| Sluice::waits_on_no_sync(e, s, t, DataWrite::Messages);
-    let (sent, sid, tid) = state
-        .engine_quick((s, t), quick, move |e, (s, t)| {
-            let sent = e.send(&s, &t, &partitioning, messages)?;
-            Ok((sent, sent.topic.stream, sent.topic.topic))
+    let sent = state
+        .send(SendRequest {
+            stream: s,
+            topic: t,
+            partitioning,
+            messages,
         })
         .await?;
+    let (sid, tid) = (sent.topic.stream, sent.topic.topic);
     let (iggy, sluice) = match sent.durability {
         Durability::Buffered => ("replicated", "buffered"),
         Durability::Persisted => ("persisted", "persisted"),

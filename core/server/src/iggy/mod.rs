@@ -22,6 +22,7 @@ pub(crate) mod consumer;
 pub(crate) mod error;
 pub(crate) mod header_kinds;
 pub mod permissions;
+pub(crate) mod sends;
 pub(crate) mod state;
 pub mod stats;
 pub(crate) mod topic_options;

@@ -27,9 +27,10 @@ use std::time::{Duration, SystemTime};
 
 use super::clients::ClientRegistry;
 use super::error::{ApiError, ApiResult};
+use super::sends::{self, SendQueue};
 use super::stats::Listeners;
 use crate::auth::Auth;
-use crate::engine::Engine;
+use crate::engine::{DataWrite, Engine, SendRequest, Sent};
 
 /// Request limits and settings the handlers need.
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +79,9 @@ impl ServerInfo {
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub(crate) engine: Arc<Mutex<Engine>>,
+    /// Sends waiting for the engine lock on the blocking pool, taken into
+    /// one engine call by whichever gets it (`iggy/sends.rs`).
+    pub(crate) sends: Arc<SendQueue>,
     pub(crate) auth: Arc<Auth>,
     pub(crate) limits: Limits,
     pub info: Arc<ServerInfo>,
@@ -129,18 +133,60 @@ impl AppState {
         Q: Fn(&Engine, &A) -> bool + Send,
         F: FnOnce(&mut Engine, A) -> ApiResult<T> + Send + 'static,
     {
+        match self.try_quick(args, waits_on_no_sync, f).await {
+            Ok(out) => out,
+            Err((args, f)) => self.engine(move |e| f(e, args)).await,
+        }
+    }
+
+    /// A send: on the calling worker as [`AppState::engine_quick`] when it
+    /// waits on no sync and the lock is free (or frees up within a few
+    /// yields); otherwise combined on the blocking pool with the other
+    /// sends waiting there (`iggy/sends.rs`, ADR 0030).
+    pub(crate) async fn send(&self, request: SendRequest) -> ApiResult<Sent> {
+        let quick = |e: &Engine, r: &SendRequest| {
+            e.waits_on_no_sync(&r.stream, &r.topic, DataWrite::Messages)
+        };
+        let alone = |e: &mut Engine, r: SendRequest| Ok(e.send_request(r)?);
+        let request = match self.try_quick(request, quick, alone).await {
+            Ok(out) => return out,
+            Err((request, _)) => request,
+        };
+        let (engine, queue) = (self.engine.clone(), self.sends.clone());
+        tokio::task::spawn_blocking(move || sends::send_combined(&engine, &queue, request))
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "engine task failed");
+                ApiError::internal("the engine task failed")
+            })?
+    }
+
+    /// `f(engine, args)` on the calling worker if it waits on no sync and
+    /// the lock is free, tried again after a yield up to `BUSY_YIELDS`
+    /// times while the lock is held; `Err` hands `f` and `args` back, not
+    /// run, for the blocking pool (which reports a poisoned lock).
+    async fn try_quick<A, T, Q, F>(
+        &self,
+        args: A,
+        waits_on_no_sync: Q,
+        f: F,
+    ) -> Result<ApiResult<T>, (A, F)>
+    where
+        Q: Fn(&Engine, &A) -> bool,
+        F: FnOnce(&mut Engine, A) -> ApiResult<T>,
+    {
         let (mut args, mut f) = (args, f);
         for _ in 0..BUSY_YIELDS {
             match run_if_free(&self.engine, args, &waits_on_no_sync, f) {
-                Quick::Ran(out) => return out,
-                Quick::Deferred(a, g) => return self.engine(move |e| g(e, a)).await,
+                Quick::Ran(out) => return Ok(out),
+                Quick::Deferred(a, g) => return Err((a, g)),
                 Quick::Busy(a, g) => {
                     (args, f) = (a, g);
                     tokio::task::yield_now().await;
                 }
             }
         }
-        self.engine(move |e| f(e, args)).await
+        Err((args, f))
     }
 }
 

@@ -18,7 +18,7 @@ use super::codec::{self, ConsumerId, Request, WireTopicOptions};
 use super::encode;
 use super::frame::{self, HEADER_SIZE, RequestHeader, op};
 use super::reply::ReplyFrame;
-use crate::engine::{DataWrite, FIRST_ID, MemberPoll};
+use crate::engine::{DataWrite, FIRST_ID, MemberPoll, SendRequest};
 use crate::error::EngineError;
 use crate::identifier::Identifier;
 use crate::iggy::AppState;
@@ -577,25 +577,24 @@ async fn run(state: &AppState, session: &mut Session, request: Request) -> Resul
             partitioning,
             messages,
         } => {
-            engine_quick(
-                state,
-                (stream, topic),
-                DataWrite::Messages,
-                move |e, (stream, topic)| {
-                    let sent = e.send(&stream, &topic, &partitioning, messages)?;
-                    let (sid, tid) = (sent.topic.stream, sent.topic.topic);
-                    let mut out = Vec::with_capacity(24);
-                    encode::send_confirmation(
-                        &mut out,
-                        sid,
-                        tid,
-                        sent.partition_id,
-                        sent.base_offset,
-                    );
-                    Ok(out)
-                },
-            )
-            .await
+            let sent = state
+                .send(SendRequest {
+                    stream,
+                    topic,
+                    partitioning,
+                    messages,
+                })
+                .await
+                .map_err(api_code)?;
+            let mut out = Vec::with_capacity(24);
+            encode::send_confirmation(
+                &mut out,
+                sent.topic.stream,
+                sent.topic.topic,
+                sent.partition_id,
+                sent.base_offset,
+            );
+            Ok(out)
         }
         Request::PollMessages {
             consumer,

@@ -199,32 +199,13 @@ impl CleanupRun {
     /// one after another on this thread, in key order.
     pub fn perform_waits(&mut self) {
         let storage = self.storage.clone();
-        let mut waiting: Vec<&mut PurgeJob> = self
+        let waiting: Vec<&mut PurgeJob> = self
             .jobs
             .iter_mut()
             .filter(|j| matches!(j.state, JobState::Waiting(_)))
             .collect();
-        let threads = self.concurrency.clamp(1, waiting.len().max(1));
-        if threads == 1 {
-            for job in waiting {
-                job.perform(storage.as_ref());
-            }
-            return;
-        }
-        // Deal the jobs out round-robin so each thread gets a share.
-        let mut shares: Vec<Vec<&mut PurgeJob>> = (0..threads).map(|_| Vec::new()).collect();
-        for (i, job) in waiting.drain(..).enumerate() {
-            shares[i % threads].push(job);
-        }
-        std::thread::scope(|scope| {
-            for share in shares {
-                let storage = storage.clone();
-                scope.spawn(move || {
-                    for job in share {
-                        job.perform(storage.as_ref());
-                    }
-                });
-            }
+        crate::fanout::fan_out(waiting, self.concurrency, |job| {
+            job.perform(storage.as_ref())
         });
     }
 }
