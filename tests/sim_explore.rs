@@ -20,6 +20,7 @@ const WITHOUT_RETENTION: Rates = Rates {
     crash_ppm: 60_000,
     catalog_ppm: 80_000,
     retention_ppm: 0,
+    combined_ppm: 0,
 };
 
 /// CI's share of the space: every 5th operation, a few second-crash points
@@ -309,6 +310,7 @@ fn seed_60_at_harsh_rates_keeps_every_acknowledged_send() {
         // The purge-only schedule these seeds and rates were tuned on.
         catalog_ppm: 0,
         retention_ppm: 0,
+        combined_ppm: 0,
     };
     let r = run(60, 300, harsh).unwrap();
     assert!(

@@ -83,6 +83,7 @@ pub(crate) fn harsh(level: u32) -> Rates {
             // The purge-only schedule these seeds and rates were tuned on.
             catalog_ppm: 0,
             retention_ppm: 0,
+            combined_ppm: 0,
         };
     }
     Rates {
@@ -96,6 +97,7 @@ pub(crate) fn harsh(level: u32) -> Rates {
         // The purge-only schedule these seeds and rates were tuned on.
         catalog_ppm: 0,
         retention_ppm: 0,
+        combined_ppm: 0,
     }
 }
 

@@ -58,6 +58,11 @@ pub struct Rates {
     /// advancing (retention by age falls due; the reconciler steps enforce
     /// it). 0 draws nothing for it: the schedules from before retention.
     pub retention_ppm: u32,
+    /// Chance that a drawn send is a combined one (`Step::Sends`: 2 to 4
+    /// batches to live partitions, the drawn one first, repeats allowed),
+    /// as the server combines sends that queued for the engine lock (ADR
+    /// 0030). 0 draws nothing for it: the schedules from before.
+    pub combined_ppm: u32,
 }
 
 impl Default for Rates {
@@ -72,6 +77,7 @@ impl Default for Rates {
             crash_ppm: 60_000,
             catalog_ppm: 80_000,
             retention_ppm: 60_000,
+            combined_ppm: 200_000,
         }
     }
 }
@@ -286,6 +292,24 @@ pub fn run_with(
                 rng.below(10)
             };
             let step = match pick {
+                0..=3 if rates.combined_ppm > 0 && rng.chance_ppm(rates.combined_ppm) => {
+                    let batches = 2 + rng.below(3);
+                    let sends = (0..batches)
+                        .map(|b| {
+                            let to = match b {
+                                0 => partition,
+                                _ => live[rng.below(live.len() as u64) as usize],
+                            };
+                            sent += 1;
+                            let count = 1 + rng.below(3) as usize;
+                            let payloads = (0..count)
+                                .map(|i| format!("g{generation_tag}-s{sent}-{i}"))
+                                .collect();
+                            (to, payloads)
+                        })
+                        .collect();
+                    Step::Sends(sends)
+                }
                 0..=3 => {
                     sent += 1;
                     let count = 1 + rng.below(3) as usize;

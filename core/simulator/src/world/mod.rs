@@ -36,7 +36,7 @@ use sluice_server::partition::purge::{LoadedObligation, PurgeState, decode_file}
 use sluice_server::partition::{Consumer, PollingStrategy};
 use sluice_server::{
     CleanupRun, Engine, EngineConfig, EngineError, Identifier, ObligationKey, Partitioning,
-    PurgeMode, ReconcilerWaker, RecoveryReport, Sent,
+    PurgeMode, ReconcilerWaker, RecoveryReport, SendRequest, Sent,
 };
 use sluice_storage::{
     Crash, DurableStorage, Fault, OpKind, OpMatcher, SimConfig, SimStorage, SyncFailureSemantics,
@@ -67,6 +67,10 @@ pub(crate) enum Step {
         partition: PartitionKey,
         payloads: Vec<String>,
     },
+    /// Several sends as one combined engine call (`Engine::send_many`, what
+    /// the server makes of sends that queued for the engine lock: ADR
+    /// 0030), answered and acknowledged each on its own, in order.
+    Sends(Vec<(PartitionKey, Vec<String>)>),
     Store {
         partition: PartitionKey,
         group: bool,
@@ -552,6 +556,17 @@ impl World {
                 self.oracle.sent(*partition, payloads, base);
                 base.is_some()
             }
+            Step::Sends(sends) => {
+                let answers = self.send_many(sends);
+                let mut any = false;
+                for ((partition, payloads), answer) in sends.iter().zip(answers) {
+                    let base = answer.ok().map(|s| s.base_offset);
+                    self.served_if_deleted(*partition, None, base.is_some(), "a combined send");
+                    self.oracle.sent(*partition, payloads, base);
+                    any |= base.is_some();
+                }
+                any
+            }
             Step::Store {
                 partition,
                 group,
@@ -844,6 +859,33 @@ impl World {
         let (s, t) = ids_of(k.stream, k.topic);
         self.call()?
             .send(&s, &t, &Partitioning::PartitionId(k.partition), batch)
+    }
+
+    /// Sends each batch of `payloads` to its partition, all in one
+    /// combined call; an answer per batch, in order.
+    fn send_many(
+        &mut self,
+        sends: &[(PartitionKey, Vec<String>)],
+    ) -> Vec<Result<Sent, EngineError>> {
+        let requests = sends
+            .iter()
+            .map(|(k, payloads)| {
+                let (stream, topic) = ids_of(k.stream, k.topic);
+                SendRequest {
+                    stream,
+                    topic,
+                    partitioning: Partitioning::PartitionId(k.partition),
+                    messages: payloads
+                        .iter()
+                        .map(|p| NewMessage::new(p.as_bytes().to_vec()))
+                        .collect(),
+                }
+            })
+            .collect();
+        match self.call() {
+            Ok(engine) => engine.send_many(requests),
+            Err(e) => sends.iter().map(|_| Err(e.clone())).collect(),
+        }
     }
 
     fn store_offset_at(
