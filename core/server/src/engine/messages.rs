@@ -63,20 +63,9 @@ struct Planned {
     sent: Sent,
 }
 
-/// A partition's batches of a combined send: (request index, its
-/// messages), in request order.
-type Batches = Vec<(usize, Vec<Message>)>;
-
-/// Their outcomes: (request index, base offset and count or the error).
-type Outcomes = Vec<(usize, Result<(u64, u64)>)>;
-
-/// The appends a combined send makes to one partition, in request order.
-struct PartitionAppends<'a> {
-    key: PartitionKey,
-    partition: &'a mut Partition,
-    batches: Batches,
-    appended: Outcomes,
-}
+/// A partition's sends of a combined call: (request index, its plan), in
+/// request order.
+type Batches = Vec<(usize, Planned)>;
 
 /// What a data-path call may write, for [`Engine::waits_on_no_sync`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,46 +188,51 @@ impl Engine {
     /// own partition's files (the file pool is shared and thread-safe), so
     /// the answers and the bytes written are those of the sequential calls.
     pub fn send_many(&mut self, requests: Vec<SendRequest>) -> Vec<Result<Sent>> {
-        let planned: Vec<Result<Planned>> =
-            requests.into_iter().map(|r| self.plan_send(r)).collect();
+        let answers: std::sync::Mutex<Vec<Option<Result<Sent>>>> =
+            std::sync::Mutex::new(requests.iter().map(|_| None).collect());
+        self.send_many_answering(requests, &|i, answer| {
+            let mut answers = answers.lock().unwrap_or_else(|p| p.into_inner());
+            assert!(
+                answers[i].replace(answer).is_none(),
+                "send {i} answered twice"
+            );
+        });
+        answers
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .into_iter()
+            .enumerate()
+            .map(|(i, answer)| match answer {
+                Some(answer) => answer,
+                None => panic!("send {i} was never answered"),
+            })
+            .collect()
+    }
+
+    /// As [`Engine::send_many`], each request's answer handed to
+    /// `answer(index, answer)` as soon as it is known, from whichever thread
+    /// knows it: a refused plan's at once, an append's when its partition's
+    /// appends reached it (so a producer whose partition synced first hears
+    /// so while the others still sync). Every request is answered exactly
+    /// once before this returns.
+    pub fn send_many_answering(
+        &mut self,
+        requests: Vec<SendRequest>,
+        answer: &(dyn Fn(usize, Result<Sent>) + Sync),
+    ) {
         let mut batches: BTreeMap<PartitionKey, Batches> = BTreeMap::new();
-        let mut answers: Vec<Result<Sent>> = Vec::with_capacity(planned.len());
-        for (i, plan) in planned.into_iter().enumerate() {
-            answers.push(plan.map(|plan| {
-                batches
-                    .entry(plan.key)
-                    .or_default()
-                    .push((i, plan.messages));
-                plan.sent
-            }));
-        }
-        let appended = self.append_batches(batches);
-        for key in appended.keys() {
-            // Even a failed append may have rolled (sealed) a segment.
-            self.note_retention_change(*key);
-        }
-        for (i, outcome) in appended.into_values().flatten() {
-            let answer = &mut answers[i];
-            match (answer.as_mut(), outcome) {
-                (Ok(sent), Ok((base_offset, count))) => {
-                    assert!(
-                        sent.count == 0 && count > 0,
-                        "send {i} appended twice, or nothing"
-                    );
-                    (sent.base_offset, sent.count) = (base_offset, count);
-                }
-                (Ok(_), Err(e)) => *answer = Err(e),
-                (Err(_), _) => unreachable!("send {i} was appended though its plan failed"),
+        for (i, request) in requests.into_iter().enumerate() {
+            match self.plan_send(request) {
+                Ok(plan) => batches.entry(plan.key).or_default().push((i, plan)),
+                Err(e) => answer(i, Err(e)),
             }
         }
-        // Every planned send was appended exactly once.
-        assert!(
-            answers
-                .iter()
-                .all(|a| a.as_ref().map_or(true, |s| s.count > 0)),
-            "a planned send was never appended"
-        );
-        answers
+        let written: Vec<PartitionKey> = batches.keys().copied().collect();
+        self.append_batches(batches, answer);
+        for key in written {
+            // Even a failed append may have rolled (sealed) a segment.
+            self.note_retention_change(key);
+        }
     }
 
     /// What a send does before its append, under the engine lock and in
@@ -281,41 +275,46 @@ impl Engine {
     }
 
     /// Appends each partition's batches in order, partitions in parallel
-    /// (`fanout`); the outcome of each batch by its request's index.
+    /// (`fanout`), answering each send as its append ends.
     fn append_batches(
         &mut self,
         batches: BTreeMap<PartitionKey, Batches>,
-    ) -> BTreeMap<PartitionKey, Outcomes> {
+        answer: &(dyn Fn(usize, Result<Sent>) + Sync),
+    ) {
         let (Some(first), Some(last)) = (
             batches.first_key_value().map(|(k, _)| *k),
             batches.last_key_value().map(|(k, _)| *k),
         ) else {
-            return BTreeMap::new();
+            return;
         };
         let threads = self.config.append_concurrency;
-        let mut work: Vec<PartitionAppends<'_>> = Vec::with_capacity(batches.len());
+        let mut work: Vec<(&mut Partition, Batches)> = Vec::with_capacity(batches.len());
         let mut batches = batches.into_iter().peekable();
         for (key, partition) in self.partitions.range_mut(first..=last) {
             if let Some((_, mine)) = batches.next_if(|(k, _)| k == key) {
-                work.push(PartitionAppends {
-                    key: *key,
-                    partition,
-                    batches: mine,
-                    appended: Vec::new(),
-                });
+                work.push((partition, mine));
             }
         }
         assert!(
             batches.next().is_none(),
             "a planned send's partition is not live"
         );
-        fanout::fan_out(work.iter_mut().collect(), threads, |appends| {
-            for (i, messages) in std::mem::take(&mut appends.batches) {
-                let outcome = appends.partition.append(messages);
-                appends.appended.push((i, outcome));
+        fanout::fan_out(work, threads, |(partition, mine)| {
+            for (i, plan) in mine {
+                let appended = partition.append(plan.messages);
+                answer(
+                    i,
+                    appended.map(|(base_offset, count)| {
+                        assert!(count > 0, "send {i} appended nothing");
+                        Sent {
+                            base_offset,
+                            count,
+                            ..plan.sent
+                        }
+                    }),
+                );
             }
         });
-        work.into_iter().map(|w| (w.key, w.appended)).collect()
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -3,127 +3,183 @@
 //! A send that may not run on its connection's worker (a `persisted` one
 //! waits on a sync; a `buffered` one found the lock held) runs on the
 //! blocking pool, where it would wait for the engine lock behind every other
-//! send. Instead it queues itself first: whichever send takes the lock next
-//! takes every queued send with it into one `Engine::send_many`, which
-//! appends to their partitions in parallel. Eight producers' `persisted`
-//! sends then sync at the same time instead of one after another.
+//! send. Instead it queues itself: one waiting send at a time is the
+//! *leader*, which takes every queued send into one `Engine::send_many`,
+//! whose partitions are appended in parallel; the others wait for their
+//! answer, each handed over as soon as its partition's append ended. Eight
+//! producers' `persisted` sends then sync at the same time instead of one
+//! after another, and a producer whose partition synced first sends its
+//! next batch while the others still sync.
 //!
-//! Invariants:
-//! - A queued send is answered exactly once, and before the lock that
-//!   answered it is released: a send is taken from the queue only under the
-//!   engine lock, and answered under that same hold. So a send that gets the
-//!   lock and finds no answer is still queued, and takes the queue itself.
+//! Invariants (all of the queue's state is under its one mutex, and every
+//! change to it is announced on its condition variable):
+//! - A queued send is answered exactly once: it is taken from the queue by
+//!   one leader only, which answers it, or answers it with an internal error
+//!   if the engine is poisoned or the call panics (`Lead`'s drop).
+//! - There is at most one leader, and when there is none every waiting send
+//!   is either answered or still queued; the leader's end is announced, so a
+//!   send still queued then becomes the next leader. No send waits for an
+//!   answer that nobody will give.
 //! - Each send is answered as it would be alone: `send_many`'s promise
 //!   (requests in queue order, each partition's batches in that order).
-//! - A send never waits for the lock on an async worker (this runs on the
-//!   blocking pool), and one that started runs to completion whether or not
-//!   its client is still there, as any engine call (`iggy/state.rs`).
-//! - A poisoned engine lock answers every send with an internal error, and
-//!   a send that found it so leaves the queue: nothing waits there for an
-//!   engine that will never take it.
+//! - A send never waits on an async worker (this runs on the blocking pool),
+//!   and one that started runs to completion whether or not its client is
+//!   still there, as any engine call (`iggy/state.rs`).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::error::{ApiError, ApiResult};
 use crate::engine::{Engine, SendRequest, Sent};
-use crate::error::EngineError;
 
-/// Where a send waits for its answer.
-type Answer = Mutex<Option<Result<Sent, EngineError>>>;
-
-/// The sends waiting for the engine lock, in arrival order.
+/// The sends waiting for the engine, and their answers.
 #[derive(Debug, Default)]
 pub(crate) struct SendQueue {
-    queued: Mutex<Vec<Queued>>,
+    state: Mutex<Queue>,
+    /// An answer was given, or the leader ended.
+    changed: Condvar,
 }
 
-#[derive(Debug)]
-struct Queued {
-    request: SendRequest,
-    answer: Arc<Answer>,
+#[derive(Debug, Default)]
+struct Queue {
+    /// Not yet taken by a leader, in arrival order, by ticket.
+    queued: Vec<(u64, SendRequest)>,
+    /// Taken by the leader, not yet answered.
+    taken: BTreeSet<u64>,
+    /// Answered, not yet collected by their sender.
+    answers: BTreeMap<u64, ApiResult<Sent>>,
+    leading: bool,
+    next_ticket: u64,
+    /// How many leaders there were.
+    #[cfg(test)]
+    leads: usize,
 }
 
 impl SendQueue {
-    fn push(&self, request: SendRequest) -> Arc<Answer> {
-        let answer = Arc::new(Mutex::new(None));
-        self.lock().push(Queued {
-            request,
-            answer: answer.clone(),
-        });
-        answer
+    /// The queue is plain data, changed only in whole steps under its
+    /// mutex: a panic elsewhere never leaves it half changed.
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn take_all(&self) -> Vec<Queued> {
-        std::mem::take(&mut *self.lock())
+    fn push(&self, request: SendRequest) -> u64 {
+        let mut q = self.lock();
+        let ticket = q.next_ticket;
+        q.next_ticket += 1;
+        q.queued.push((ticket, request));
+        ticket
     }
 
-    /// Sends every queued send as one engine call and answers each; the
-    /// caller holds the engine lock. How many were sent.
-    fn serve(&self, engine: &mut Engine) -> usize {
-        let (requests, answers): (Vec<_>, Vec<_>) = self
-            .take_all()
-            .into_iter()
-            .map(|q| (q.request, q.answer))
-            .unzip();
-        if requests.len() > 1 {
-            tracing::trace!(
-                sends = requests.len(),
-                "sends combined into one engine call"
-            );
-        }
-        let sent = engine.send_many(requests);
-        assert_eq!(sent.len(), answers.len(), "every combined send is answered");
-        for (slot, result) in answers.iter().zip(sent) {
-            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
-        }
-        answers.len()
-    }
-
-    fn withdraw(&self, answer: &Arc<Answer>) {
-        self.lock().retain(|q| !Arc::ptr_eq(&q.answer, answer));
+    /// Hands `ticket` its answer and wakes the senders.
+    fn answer(&self, ticket: u64, answer: ApiResult<Sent>) {
+        let mut q = self.lock();
+        assert!(q.taken.remove(&ticket), "send {ticket} answered twice");
+        q.answers.insert(ticket, answer);
+        self.changed.notify_all();
     }
 
     #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+    pub(crate) fn waiting(&self) -> usize {
+        let q = self.lock();
+        q.queued.len() + q.taken.len()
     }
 
-    /// The queue is a plain list: a panic while it is held leaves it whole.
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {
-        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    #[cfg(test)]
+    pub(crate) fn leads(&self) -> usize {
+        self.lock().leads
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_idle(&self) -> bool {
+        let q = self.lock();
+        q.queued.is_empty() && q.taken.is_empty() && q.answers.is_empty() && !q.leading
     }
 }
 
-fn take(answer: &Answer) -> Option<Result<Sent, EngineError>> {
-    answer.lock().unwrap_or_else(PoisonError::into_inner).take()
+/// The leader's hold on the sends it took: whatever is left unanswered when
+/// it ends (the engine poisoned, or a panic in the call) is answered with an
+/// internal error, and its end is announced.
+struct Lead<'a> {
+    queue: &'a SendQueue,
+    tickets: Vec<u64>,
 }
 
-/// Sends `request` together with every send queued when this one gets the
-/// engine lock, or finds it answered by the send that took it. Blocks: call
-/// it on the blocking pool.
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        let mut q = self.queue.lock();
+        for ticket in &self.tickets {
+            if q.taken.remove(ticket) {
+                q.answers.insert(
+                    *ticket,
+                    Err(ApiError::internal(
+                        "the engine failed during an earlier request and refuses service until restart",
+                    )),
+                );
+            }
+        }
+        q.leading = false;
+        self.queue.changed.notify_all();
+    }
+}
+
+/// Sends `request`, combined with every send queued when it (or the send
+/// leading then) takes the queue. Blocks: call it on the blocking pool.
 pub(crate) fn send_combined(
     engine: &Mutex<Engine>,
     queue: &SendQueue,
     request: SendRequest,
 ) -> ApiResult<Sent> {
-    let answer = queue.push(request);
+    let ticket = queue.push(request);
+    let mut q = queue.lock();
+    loop {
+        if let Some(answer) = q.answers.remove(&ticket) {
+            return answer;
+        }
+        if q.leading {
+            q = queue
+                .changed
+                .wait(q)
+                .unwrap_or_else(PoisonError::into_inner);
+            continue;
+        }
+        // No leader, and this send unanswered: it is still queued (the
+        // invariant). Lead: take the queue, and answer it.
+        q.leading = true;
+        #[cfg(test)]
+        {
+            q.leads += 1;
+        }
+        let (tickets, requests): (Vec<u64>, Vec<SendRequest>) =
+            std::mem::take(&mut q.queued).into_iter().unzip();
+        assert!(
+            tickets.contains(&ticket),
+            "send {ticket} is neither answered nor queued"
+        );
+        q.taken.extend(tickets.iter().copied());
+        drop(q);
+        lead(engine, queue, Lead { queue, tickets }, requests);
+        q = queue.lock();
+    }
+}
+
+/// The leader's engine call.
+fn lead(engine: &Mutex<Engine>, queue: &SendQueue, lead: Lead<'_>, requests: Vec<SendRequest>) {
+    // A poisoned engine answers nothing here: `lead`'s drop refuses them.
     let Ok(mut engine) = engine.lock() else {
-        queue.withdraw(&answer);
-        return Err(ApiError::internal(
-            "the engine failed during an earlier request and refuses service until restart",
-        ));
+        return;
     };
-    let mut done = take(&answer);
-    if done.is_none() {
-        // Not answered, so still queued (the invariant): take them all.
-        queue.serve(&mut engine);
-        done = take(&answer);
+    if requests.len() > 1 {
+        tracing::trace!(
+            sends = requests.len(),
+            "sends combined into one engine call"
+        );
     }
+    let tickets = &lead.tickets;
+    engine.send_many_answering(requests, &|i, answer| {
+        queue.answer(tickets[i], answer.map_err(ApiError::from))
+    });
     drop(engine);
-    match done {
-        Some(done) => Ok(done?),
-        None => unreachable!("a send unanswered under the engine lock was not queued"),
-    }
+    drop(lead);
 }
 
 #[cfg(test)]
@@ -131,6 +187,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::path::Path;
+    use std::sync::Arc;
     use std::time::Duration;
 
     use sluice_storage::{DurableStorage, SimConfig, SimStorage};
@@ -185,30 +242,31 @@ mod tests {
     }
 
     #[test]
-    fn sends_queued_behind_the_lock_are_answered_by_its_holder_in_queue_order() {
-        // Given the engine lock held, and four sends queued behind it one
-        // after another.
+    fn sends_queued_behind_a_leader_are_taken_by_the_next_in_queue_order() {
+        // Given the engine lock held, a first send leading (it took the
+        // queue and waits for the engine), and three more queued behind it.
         let (engine, queue) = (engine(), Arc::new(SendQueue::default()));
-        let mut held = engine.lock().unwrap();
+        let held = engine.lock().unwrap();
         let mut senders = Vec::new();
         for i in 0..4 {
             let (engine, queued) = (engine.clone(), queue.clone());
             senders.push(std::thread::spawn(move || {
                 send_combined(&engine, &queued, two_messages())
             }));
-            wait_until("the send is queued", || queue.len() == i + 1);
+            wait_until("the send waits", || queue.waiting() == i + 1);
         }
-        // When the holder serves the queue: one engine call for all four.
-        assert_eq!(queue.serve(&mut held), 4);
+        assert_eq!(queue.leads(), 1);
+        // When the engine is free.
         drop(held);
-        // Then each send finds its answer, in queue order, and none was sent
-        // again (offsets 0 to 7, no more).
+        // Then the first is sent alone and the three others in one call, in
+        // queue order, each once (offsets 0 to 7, no more).
         let offsets: Vec<u64> = senders
             .into_iter()
             .map(|s| s.join().unwrap().unwrap().base_offset)
             .collect();
         assert_eq!(offsets, [0, 2, 4, 6]);
-        assert_eq!(queue.len(), 0);
+        assert_eq!(queue.leads(), 2);
+        assert!(queue.is_idle());
         let sent = engine.lock().unwrap().send_request(two_messages()).unwrap();
         assert_eq!(sent.base_offset, 8);
     }
@@ -233,23 +291,31 @@ mod tests {
             .collect();
         offsets.sort_unstable();
         assert_eq!(offsets, (0..200).map(|i| i * 2).collect::<Vec<u64>>());
-        assert_eq!(queue.len(), 0);
+        assert!(queue.is_idle());
     }
 
     #[test]
-    fn a_failed_engine_refuses_the_send_and_keeps_nothing_queued() {
-        let (engine, queue) = (engine(), SendQueue::default());
+    fn a_failed_engine_refuses_every_send_and_keeps_nothing() {
+        let (engine, queue) = (engine(), Arc::new(SendQueue::default()));
         let poisoner = engine.clone();
         let _ = std::thread::spawn(move || {
             let _held = poisoner.lock().unwrap();
             panic!("an engine call failed");
         })
         .join();
-        let refused = send_combined(&engine, &queue, two_messages()).unwrap_err();
-        assert!(
-            format!("{refused:?}").contains("refuses service"),
-            "{refused:?}"
-        );
-        assert_eq!(queue.len(), 0);
+        let senders: Vec<_> = (0..4)
+            .map(|_| {
+                let (engine, queue) = (engine.clone(), queue.clone());
+                std::thread::spawn(move || send_combined(&engine, &queue, two_messages()))
+            })
+            .collect();
+        for sender in senders {
+            let refused = sender.join().unwrap().unwrap_err();
+            assert!(
+                format!("{refused:?}").contains("refuses service"),
+                "{refused:?}"
+            );
+        }
+        assert!(queue.is_idle());
     }
 }
