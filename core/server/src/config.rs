@@ -33,6 +33,7 @@ pub(crate) const DEFAULT_RECONCILER_PERIOD_MS: u64 = 1000;
 pub const DEFAULT_RECONCILER_CONCURRENCY: usize =
     crate::partition::reconciler::DEFAULT_CLEANUP_CONCURRENCY;
 const MAX_RECONCILER_CONCURRENCY: u64 = 256;
+const MAX_APPEND_CONCURRENCY: u64 = 256;
 /// About 584 years less a margin: the expiry in microseconds fits a u64.
 const MAX_MESSAGE_EXPIRY_SECS: u64 = u64::MAX / 1_000_000 / 2;
 pub(crate) const DEFAULT_TOKEN_EXPIRY_SECS: u64 = 3600;
@@ -130,6 +131,9 @@ pub struct FileSettings {
     /// `None` (the default, `max_open = 0`): no pool, one descriptor per
     /// data file for the life of the process.
     pub max_open: Option<usize>,
+    /// Partitions a combined send appends to at once (`[files]
+    /// append_concurrency`, ADR 0030); 1 appends them one after another.
+    pub append_concurrency: usize,
 }
 
 /// Retention defaults (ADR 0016).
@@ -236,7 +240,10 @@ impl Default for ServerConfig {
             retention: RetentionSettings {
                 message_expiry: None,
             },
-            files: FileSettings { max_open: None },
+            files: FileSettings {
+                max_open: None,
+                append_concurrency: crate::engine::DEFAULT_APPEND_CONCURRENCY,
+            },
             tiering: None,
         }
     }
@@ -404,6 +411,7 @@ impl FileTiering {
 #[serde(deny_unknown_fields)]
 struct FileFiles {
     max_open: Option<u64>,
+    append_concurrency: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -501,6 +509,10 @@ pub(crate) const ENV_KEYS: &[(&str, &str)] = &[
         "retention.message_expiry_secs",
     ),
     ("SLUICE_FILES_MAX_OPEN", "files.max_open"),
+    (
+        "SLUICE_FILES_APPEND_CONCURRENCY",
+        "files.append_concurrency",
+    ),
     ("SLUICE_AUTH_TOKEN_EXPIRY_SECS", "auth.token_expiry_secs"),
     (
         "SLUICE_AUTH_FAILED_LOGIN_DELAY_MS",
@@ -644,6 +656,7 @@ impl ServerConfig {
                 file.retention.message_expiry_secs,
             ),
             ("files.max_open", file.files.max_open),
+            ("files.append_concurrency", file.files.append_concurrency),
             ("auth.token_expiry_secs", file.auth.token_expiry_secs),
             (
                 "auth.failed_login_delay_ms",
@@ -770,6 +783,12 @@ impl ServerConfig {
                         usize::try_from(n).map_err(|_| v.invalid("too large for this platform"))?,
                     ),
                 };
+            }
+            "files.append_concurrency" => {
+                // Bounded by MAX_APPEND_CONCURRENCY, so it fits usize.
+                self.files.append_concurrency =
+                    usize::try_from(v.number(1, MAX_APPEND_CONCURRENCY)?)
+                        .map_err(|_| v.invalid("too large for this platform"))?;
             }
             "auth.token_expiry_secs" => {
                 self.auth.token_expiry = Duration::from_secs(v.number(1, MAX_TOKEN_EXPIRY_SECS)?);
@@ -979,6 +998,25 @@ mod tests {
         .unwrap();
         assert_eq!(from_env.retention.message_expiry, None);
         assert_eq!(ServerConfig::default().retention.message_expiry, None);
+    }
+
+    #[test]
+    fn given_an_append_concurrency_when_layered_then_env_overrides_file_and_0_is_refused() {
+        let sim = SimStorage::default();
+        write(&sim, "/sluice.toml", "[files]\nappend_concurrency = 2\n");
+        let path = Path::new("/sluice.toml");
+        let load = |env: &[(&str, &str)]| {
+            ServerConfig::load(&sim, Some(path), &env_of(env), &FlagOverrides::default())
+        };
+        assert_eq!(load(&[]).unwrap().files.append_concurrency, 2);
+        let from_env = load(&[("SLUICE_FILES_APPEND_CONCURRENCY", "1")]).unwrap();
+        assert_eq!(from_env.files.append_concurrency, 1);
+        assert_eq!(
+            ServerConfig::default().files.append_concurrency,
+            crate::engine::DEFAULT_APPEND_CONCURRENCY
+        );
+        let zero = load(&[("SLUICE_FILES_APPEND_CONCURRENCY", "0")]).unwrap_err();
+        assert!(zero.to_string().contains("append_concurrency"), "{zero}");
     }
 
     #[test]

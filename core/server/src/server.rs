@@ -218,6 +218,7 @@ pub async fn start(
     engine_config.reconciler.max_per_pass = config.reconciler.concurrency.max(1);
     engine_config.reconciler.steps_per_hold = SERVER_STEPS_PER_HOLD;
     engine_config.max_open_files = config.files.max_open;
+    engine_config.append_concurrency = config.files.append_concurrency;
     engine_config.default_message_expiry_us = config
         .retention
         .message_expiry

@@ -13,8 +13,9 @@
 //!   append, a partition's batches are appended in request order, and only
 //!   appends of different partitions run at the same time, each on its own
 //!   `&mut Partition` (the borrow checker, not a convention, keeps two
-//!   threads off one partition). Every planned send is appended exactly once
-//!   (asserted).
+//!   threads off one partition). Every request is answered exactly once
+//!   (asserted by `send_many`'s collector and the send queue's), a planned
+//!   one when its append ended.
 
 use std::collections::BTreeMap;
 

@@ -2,9 +2,11 @@
 //!
 //! Data flows one way: a caller (HTTP, TCP, simulator, test) → `Engine` →
 //! `Partition` → `DurableStorage`. The engine is single-threaded (`&mut self`);
-//! the server serialises calls (docs/adr/0001-architecture.md). The one
-//! exception is a purge cleanup's waits for the disk, which a `CleanupRun`
-//! performs between two engine calls (docs/adr/0019).
+//! the server serialises calls (docs/adr/0001-architecture.md). Two
+//! exceptions: a purge cleanup's waits for the disk, which a `CleanupRun`
+//! performs between two engine calls (docs/adr/0019), and a combined send's
+//! appends, one partition per scoped thread within the call (`send_many`,
+//! docs/adr/0030).
 //!
 //! One job per module:
 //! - `keys`: identifiers resolved once, at the API edge, into typed keys

@@ -13,8 +13,8 @@
 //!   from `http/` or `tcp/`, and neither transport imports from the other
 //!   (`tests/tidy.rs` fails otherwise). What both transports need lives
 //!   here, so a rule changes in one place and both answer it the same way.
-//! - Every engine call of a request goes through `AppState::engine` (the
-//!   blocking pool, one engine lock), whichever transport it came by.
+//! - Every engine call of a request goes through `AppState` (`engine`,
+//!   `engine_quick`, `send`: one engine lock), whichever transport it came by.
 
 pub(crate) mod access;
 pub mod clients;

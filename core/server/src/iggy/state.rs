@@ -12,7 +12,9 @@
 //!   (`try_lock`): that one runs on the connection's own worker
 //!   (`AppState::engine_quick`), which saves two thread hand-offs per request
 //!   (docs/performance.md, "Issue 30"). Such a call writes into the page
-//!   cache and reads, as the blocking pool would have done for it.
+//!   cache and reads, as the blocking pool would have done for it. A send
+//!   that does not run there joins the send queue on the blocking pool
+//!   (`AppState::send`, `iggy/sends.rs`, ADR 0030).
 //! - A call that started runs to completion even if the client goes away, so
 //!   no request is ever half-applied by a cancelled future: on the blocking
 //!   pool because the task is not cancelled, on the worker because the call
