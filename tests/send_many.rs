@@ -245,3 +245,25 @@ proptest! {
         assert_same_files(&a, &b);
     }
 }
+
+#[test]
+fn with_a_file_pool_a_combined_send_appends_one_partition_at_a_time() {
+    // A pool's open may evict another partition's file in the middle of
+    // its append (ADR 0030): with a bound the appends do not run at once.
+    let storage: Arc<dyn DurableStorage> = Arc::new(new_sim());
+    let mut pooled = config(Path::new(DATA_DIR));
+    pooled.append_concurrency = 8;
+    pooled.max_open_files = Some(16);
+    let (engine, _) = Engine::open(
+        storage.clone(),
+        Arc::new(ManualClock::new(START_MICROS)),
+        pooled.clone(),
+    )
+    .unwrap();
+    assert_eq!(engine.append_threads(), 1);
+    drop(engine);
+    pooled.max_open_files = None;
+    let (engine, _) =
+        Engine::open(storage, Arc::new(ManualClock::new(START_MICROS)), pooled).unwrap();
+    assert_eq!(engine.append_threads(), 8);
+}

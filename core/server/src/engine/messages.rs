@@ -181,7 +181,7 @@ impl Engine {
     /// request is planned in order (its topic and partition resolved, its
     /// ids drawn, the metadata made durable), then each partition's batches
     /// are appended in request order, different partitions on up to
-    /// `append_concurrency` threads at once (a `persisted` append's sync
+    /// `append_threads()` threads at once (a `persisted` append's sync
     /// waits on the disk, which serves several at a time), then retention
     /// notes every partition written.
     ///
@@ -288,7 +288,7 @@ impl Engine {
         ) else {
             return;
         };
-        let threads = self.config.append_concurrency;
+        let threads = self.append_threads();
         let mut work: Vec<(&mut Partition, Batches)> = Vec::with_capacity(batches.len());
         let mut batches = batches.into_iter().peekable();
         for (key, partition) in self.partitions.range_mut(first..=last) {

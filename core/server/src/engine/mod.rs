@@ -215,6 +215,21 @@ impl Engine {
         &self.storage
     }
 
+    /// How many partitions a combined send appends to at once: the
+    /// configured `append_concurrency`, but 1 with a file pool. A pool's
+    /// open evicts the least recently used idle file, and may sync it: run
+    /// beside another partition's append, that could evict one of its
+    /// segment files between the segment's settle of the pool's failed
+    /// syncs and its write, which the log's invariants rule out (ADR 0018,
+    /// `partition/log`: nothing opens another file in between). Appends
+    /// through a pool therefore run one after another (ADR 0030).
+    pub fn append_threads(&self) -> usize {
+        match self.pool {
+            Some(_) => 1,
+            None => self.config.append_concurrency.max(1),
+        }
+    }
+
     /// The file pool's counters (`None` without a bound).
     pub fn file_pool_stats(&self) -> Option<PoolStats> {
         self.pool.as_ref().map(PooledStorage::stats)
