@@ -13,7 +13,7 @@
 //!   (`AppState::engine_quick`), which saves two thread hand-offs per request
 //!   (docs/performance.md, "Issue 30"). Such a call writes into the page
 //!   cache and reads, as the blocking pool would have done for it. A send
-//!   that does not run there joins the send queue on the blocking pool
+//!   that may sync joins the send queue on the blocking pool instead
 //!   (`AppState::send`, `iggy/sends.rs`, ADR 0030).
 //! - A call that started runs to completion even if the client goes away, so
 //!   no request is ever half-applied by a cancelled future: on the blocking
@@ -137,14 +137,18 @@ impl AppState {
     {
         match self.try_quick(args, waits_on_no_sync, f).await {
             Ok(out) => out,
-            Err((args, f)) => self.engine(move |e| f(e, args)).await,
+            Err(Slow::MaySync(args, f) | Slow::Busy(args, f)) => {
+                self.engine(move |e| f(e, args)).await
+            }
         }
     }
 
-    /// A send: on the calling worker as [`AppState::engine_quick`] when it
-    /// waits on no sync and the lock is free (or frees up within a few
-    /// yields); otherwise combined on the blocking pool with the other
-    /// sends waiting there (`iggy/sends.rs`, ADR 0030).
+    /// A send: as [`AppState::engine_quick`] when it waits on no sync;
+    /// otherwise (it syncs) combined on the blocking pool with the other
+    /// sends waiting there (`iggy/sends.rs`, ADR 0030). A `buffered` send
+    /// that found the lock held goes to the blocking pool alone: combining
+    /// those held the lock longer for no gain, and sent more of the quick
+    /// sends there too (10-message batches measured 7% slower).
     pub(crate) async fn send(&self, request: SendRequest) -> ApiResult<Sent> {
         let quick = |e: &Engine, r: &SendRequest| {
             e.waits_on_no_sync(&r.stream, &r.topic, DataWrite::Messages)
@@ -152,7 +156,10 @@ impl AppState {
         let alone = |e: &mut Engine, r: SendRequest| Ok(e.send_request(r)?);
         let request = match self.try_quick(request, quick, alone).await {
             Ok(out) => return out,
-            Err((request, _)) => request,
+            Err(Slow::Busy(request, alone)) => {
+                return self.engine(move |e| alone(e, request)).await;
+            }
+            Err(Slow::MaySync(request, _)) => request,
         };
         let (engine, queue) = (self.engine.clone(), self.sends.clone());
         tokio::task::spawn_blocking(move || sends::send_combined(&engine, &queue, request))
@@ -172,7 +179,7 @@ impl AppState {
         args: A,
         waits_on_no_sync: Q,
         f: F,
-    ) -> Result<ApiResult<T>, (A, F)>
+    ) -> Result<ApiResult<T>, Slow<A, F>>
     where
         Q: Fn(&Engine, &A) -> bool,
         F: FnOnce(&mut Engine, A) -> ApiResult<T>,
@@ -181,15 +188,23 @@ impl AppState {
         for _ in 0..BUSY_YIELDS {
             match run_if_free(&self.engine, args, &waits_on_no_sync, f) {
                 Quick::Ran(out) => return Ok(out),
-                Quick::Deferred(a, g) => return Err((a, g)),
+                Quick::Deferred(a, g) => return Err(Slow::MaySync(a, g)),
                 Quick::Busy(a, g) => {
                     (args, f) = (a, g);
                     tokio::task::yield_now().await;
                 }
             }
         }
-        Err((args, f))
+        Err(Slow::Busy(args, f))
     }
+}
+
+/// Why a call did not run on its worker: `f` and its arguments, not run.
+enum Slow<A, F> {
+    /// It may sync (or the lock is poisoned).
+    MaySync(A, F),
+    /// The lock stayed held through every yield.
+    Busy(A, F),
 }
 
 /// How many times a quick call finds the engine lock held, yielding between
