@@ -18,6 +18,10 @@
 //!   calling thread works on the first share itself (one spawn fewer).
 //! - A panic on any thread is a programmer error: it propagates to the
 //!   caller when the scope ends (and poisons the engine's lock there).
+//! - Thread-local state does not cross: the test builds' teeth switches
+//!   (`teeth.rs`) are per thread, so a test that turns a mechanism off runs
+//!   its engine with one thread (`EngineConfig::deterministic`, as every
+//!   teeth test does), or the spawned threads would keep it on.
 
 /// Runs `work` on every item, on at most `threads` threads (the caller's
 /// included).

@@ -5,8 +5,8 @@
 //! the server serialises calls (docs/adr/0001-architecture.md). Two
 //! exceptions: a purge cleanup's waits for the disk, which a `CleanupRun`
 //! performs between two engine calls (docs/adr/0019), and a combined send's
-//! appends, one partition per scoped thread within the call (`send_many`,
-//! docs/adr/0030).
+//! appends, partitions dealt to scoped threads within the call (each
+//! partition on one thread: `send_many`, docs/adr/0030).
 //!
 //! One job per module:
 //! - `keys`: identifiers resolved once, at the API edge, into typed keys

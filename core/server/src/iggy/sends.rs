@@ -1,22 +1,24 @@
-//! Sends combined into one engine call (ADR 0030).
+//! Sends that sync, combined into one engine call (ADR 0030).
 //!
-//! A send that may not run on its connection's worker (a `persisted` one
-//! waits on a sync; a `buffered` one found the lock held) runs on the
-//! blocking pool, where it would wait for the engine lock behind every other
-//! send. Instead it queues itself: one waiting send at a time is the
-//! *leader*, which takes every queued send into one `Engine::send_many`,
-//! whose partitions are appended in parallel; the others wait for their
-//! answer, each handed over as soon as its partition's append ended. Eight
-//! producers' `persisted` sends then sync at the same time instead of one
-//! after another, and a producer whose partition synced first sends its
-//! next batch while the others still sync.
+//! A send that may sync (a `persisted` one, or any while the metadata is in
+//! doubt) runs on the blocking pool, where it would wait for the engine lock
+//! behind every other send and sync alone. Instead it queues itself: one
+//! waiting send at a time is the *leader*, which takes every queued send
+//! into one `Engine::send_many_answering`, whose partitions are appended in
+//! parallel; the others wait for their answer, each handed over as soon as
+//! its partition's append ended. Eight producers' `persisted` sends then
+//! sync at the same time instead of one after another, and a producer whose
+//! partition synced first sends its next batch while the others still sync
+//! (the leader's own producer hears only when the whole call ended: its
+//! thread is the one making it).
 //!
 //! Invariants (all of the queue's state is under its one mutex; each
 //! waiting send has its own condition variable on it, notified when its
 //! answer is given or when it is the first queued as a leader ends):
 //! - A queued send is answered exactly once: it is taken from the queue by
 //!   one leader only, which answers it, or answers it with an internal error
-//!   if the engine is poisoned or the call panics (`Lead`'s drop).
+//!   if the engine is poisoned or the call panics (`Lead`'s drop; the
+//!   leader catches the panic and collects its own answer like the others).
 //! - There is at most one leader, and when there is none every waiting send
 //!   is either answered or still queued; a leader's end wakes the first send
 //!   still queued, which leads next (or finds it need not). No send waits
@@ -58,6 +60,11 @@ struct Queue {
     /// How many leaders there were.
     #[cfg(test)]
     leads: usize,
+    /// Tests: the engine call panics right after giving this many answers.
+    #[cfg(test)]
+    panic_after: Option<usize>,
+    #[cfg(test)]
+    answered: usize,
 }
 
 impl Queue {
@@ -66,6 +73,13 @@ impl Queue {
         self.answers.insert(ticket, answer);
         if let Some(wake) = self.wakes.get(&ticket) {
             wake.notify_one();
+        }
+        #[cfg(test)]
+        {
+            self.answered += 1;
+            if self.panic_after == Some(self.answered) && !std::thread::panicking() {
+                panic!("test: the engine call panics");
+            }
         }
     }
 
@@ -182,7 +196,19 @@ pub(crate) fn send_combined(
         );
         q.taken.extend(tickets.iter().copied());
         drop(q);
-        lead(engine, queue, Lead { queue, tickets }, requests);
+        // A panic in the call (a broken invariant) has poisoned the engine,
+        // which refuses everything after; `Lead`'s drop has answered every
+        // send it had not answered. This send's own answer is collected
+        // like the others', so a send whose data the call had already made
+        // durable is told so, not "the task failed".
+        let led = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            lead(engine, queue, Lead { queue, tickets }, requests)
+        }));
+        if led.is_err() {
+            tracing::error!(
+                "a combined send's engine call panicked; the engine refuses service until restart"
+            );
+        }
         q = queue.lock();
     }
 }
@@ -317,6 +343,34 @@ mod tests {
         offsets.sort_unstable();
         assert_eq!(offsets, (0..200).map(|i| i * 2).collect::<Vec<u64>>());
         assert!(queue.is_idle());
+    }
+
+    /// Given a send queued ahead of the leader's own, when the engine call
+    /// panics right after `answers` answers: what the leader's caller and
+    /// the other send are told.
+    fn panic_in_the_call_after(answers: usize) -> (ApiResult<Sent>, ApiResult<Sent>) {
+        let (engine, queue) = (engine(), SendQueue::default());
+        queue.lock().panic_after = Some(answers);
+        let (other, _) = queue.push(two_messages());
+        let mine = send_combined(&engine, &queue, two_messages());
+        let theirs = queue.lock().answers.remove(&other).unwrap();
+        assert!(engine.is_poisoned());
+        (mine, theirs)
+    }
+
+    #[test]
+    fn a_panic_in_the_call_answers_the_unanswered_with_an_error_and_keeps_given_answers() {
+        // Panic after the first answer: the leader's own send was not
+        // answered yet, and is refused; the other keeps its offsets.
+        let (mine, theirs) = panic_in_the_call_after(1);
+        assert!(format!("{:?}", mine.unwrap_err()).contains("refuses service"));
+        assert_eq!(theirs.unwrap().base_offset, 0);
+        // Panic after both: the leader's send was appended, and says so.
+        let (mine, theirs) = panic_in_the_call_after(2);
+        assert_eq!(
+            (theirs.unwrap().base_offset, mine.unwrap().base_offset),
+            (0, 2)
+        );
     }
 
     #[test]
