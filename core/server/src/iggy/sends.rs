@@ -62,10 +62,8 @@ struct Queue {
     leading: bool,
     next_ticket: u64,
     /// Each waiting send's own wake-up (on the queue's mutex): an answer
-    /// wakes its sender only, and a leader's end wakes only the first send
-    /// still queued, the next leader. (One shared condition variable woke
-    /// every sender on every answer: 10-message batches measured 10%
-    /// slower.)
+    /// wakes its sender only, not every sender (one shared condition
+    /// variable did that), and a leader's end wakes the sends still queued.
     wakes: BTreeMap<u64, Arc<Condvar>>,
     /// How many leaders there were.
     #[cfg(test)]
@@ -94,9 +92,8 @@ impl Queue {
     }
 
     /// A leader ended: every send still queued is woken, and the first to
-    /// run leads next. (Waking only the first queued measured 10 to 20%
-    /// slower `persisted` rounds on two busy cores: the next round waited
-    /// for that one thread to be scheduled.)
+    /// run leads next (not a chosen one, which the next round would wait
+    /// for to be scheduled on busy cores).
     fn lead_ended(&mut self) {
         self.leading = false;
         for (ticket, _) in &self.queued {
