@@ -40,7 +40,9 @@ enum Catcher {
 /// The fault rates of a [`Catcher::Runs`].
 #[derive(Debug, Clone, Copy)]
 enum RunRates {
-    /// Exactly `sluice sim run`'s defaults: the sweep's seeds reproduce.
+    /// `sluice sim run`'s defaults as they were before combined sends were
+    /// drawn (`combined_ppm: 0`, ADR 0030): the schedules the sweep's seeds
+    /// were found on, draw for draw.
     Sweep,
     /// [`harsh`] rates of this level (1, 2 or 3).
     Harsh(u32),
@@ -49,7 +51,10 @@ enum RunRates {
 impl RunRates {
     fn rates(self) -> Rates {
         match self {
-            RunRates::Sweep => Rates::default(),
+            RunRates::Sweep => Rates {
+                combined_ppm: 0,
+                ..Rates::default()
+            },
             RunRates::Harsh(level) => harsh(level),
         }
     }
@@ -65,6 +70,8 @@ pub(crate) fn harsh(level: u32) -> Rates {
         return Rates {
             sync_ppm: 150_000,
             catalog_ppm: 250_000,
+            // The schedules its seeds were found on (before ADR 0030).
+            combined_ppm: 0,
             ..Rates::default()
         };
     }
