@@ -297,7 +297,7 @@ impl Engine {
         };
         // A thread costs tens of microseconds to start: worth it for a sync,
         // or for copies of enough bytes, not for a few small buffered
-        // batches (10 messages per batch measured 10% slower with threads).
+        // batches.
         let worth_threads = batches
             .values()
             .flatten()

@@ -196,6 +196,14 @@ impl ApiError {
     pub(crate) fn internal(reason: impl Into<String>) -> Self {
         ApiError::new(Class::Internal, 1, "error", reason, None)
     }
+
+    /// The answer of every engine call once an earlier one panicked (the
+    /// engine lock is poisoned: memory may not match the disk).
+    pub(crate) fn engine_failed() -> Self {
+        ApiError::internal(
+            "the engine failed during an earlier request and refuses service until restart",
+        )
+    }
 }
 
 /// Maps an engine error to Iggy's id, code, class and field.

@@ -179,12 +179,7 @@ impl Drop for Lead<'_> {
         let mut q = self.queue.lock();
         for ticket in &self.tickets {
             if q.taken.contains(ticket) {
-                q.answer(
-                    *ticket,
-                    Err(ApiError::internal(
-                        "the engine failed during an earlier request and refuses service until restart",
-                    )),
-                );
+                q.answer(*ticket, Err(ApiError::engine_failed()));
             }
         }
         q.lead_ended();

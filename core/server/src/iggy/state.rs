@@ -81,8 +81,8 @@ impl ServerInfo {
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub(crate) engine: Arc<Mutex<Engine>>,
-    /// Sends waiting for the engine lock on the blocking pool, taken into
-    /// one engine call by whichever gets it (`iggy/sends.rs`).
+    /// Sends that may sync, waiting on the blocking pool for one leader to
+    /// take them into one engine call (`iggy/sends.rs`).
     pub(crate) sends: Arc<SendQueue>,
     pub(crate) auth: Arc<Auth>,
     pub(crate) limits: Limits,
@@ -97,19 +97,11 @@ impl AppState {
         F: FnOnce(&mut Engine) -> ApiResult<T> + Send + 'static,
     {
         let engine = self.engine.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = engine.lock().map_err(|_| {
-                ApiError::internal(
-                    "the engine failed during an earlier request and refuses service until restart",
-                )
-            })?;
+        on_blocking_pool(move || {
+            let mut guard = engine.lock().map_err(|_| ApiError::engine_failed())?;
             f(&mut guard)
         })
         .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "engine task failed");
-            ApiError::internal("the engine task failed")
-        })?
     }
 
     /// Runs `f(engine, args)` on the calling worker if the lock is free and
@@ -166,12 +158,7 @@ impl AppState {
             }
             Err(Slow::MaySync(request, _) | Slow::Busy(request, _)) => {
                 let (engine, queue) = (self.engine.clone(), self.sends.clone());
-                tokio::task::spawn_blocking(move || sends::send_combined(&engine, &queue, request))
-                    .await
-                    .map_err(|e| {
-                        tracing::error!(error = %e, "engine task failed");
-                        ApiError::internal("the engine task failed")
-                    })?
+                on_blocking_pool(move || sends::send_combined(&engine, &queue, request)).await
             }
         };
         if let Ok(sent) = &sent {
@@ -216,6 +203,17 @@ enum Slow<A, F> {
     MaySync(A, F),
     /// The lock stayed held through every yield.
     Busy(A, F),
+}
+
+/// Runs `f` on tokio's blocking pool; a task that failed (panicked) is an
+/// internal error.
+async fn on_blocking_pool<T: Send + 'static>(
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        tracing::error!(error = %e, "engine task failed");
+        ApiError::internal("the engine task failed")
+    })?
 }
 
 /// How many times a quick call finds the engine lock held, yielding between
