@@ -153,6 +153,65 @@ fn given_an_evicted_handle_when_its_name_is_renamed_aside_and_back_then_it_reach
     assert_eq!(sim.read_file(&file(0)).unwrap(), b"mine!");
 }
 
+/// `sim run --seed 32 --steps 1000 --max-open-files 2`: a re-dirty renames
+/// a live segment aside; the pool's reopen of its evicted handle fails, and
+/// the rename itself fails (in either mode, the pool cannot tell whether the
+/// file moved). The rename must be refused before it is made, or the closed
+/// handle is cut off from a file that is still there.
+#[test]
+fn given_an_evicted_handle_whose_reopen_fails_when_its_name_is_renamed_then_the_rename_is_refused_and_the_handle_still_reaches_its_file()
+ {
+    for rename_fault in [FaultMode::Before, FaultMode::After] {
+        // Given: `a` written, synced and evicted by two later opens.
+        let sim = harsh_sim();
+        let pool = pool_on(&sim, 2);
+        let a = pool.open(&file(0), OpenMode::CreateNew).unwrap();
+        a.write_at(0, b"mine").unwrap();
+        a.sync().unwrap();
+        let _others: Vec<_> = (1..3)
+            .map(|i| pool.open(&file(i), OpenMode::CreateNew).unwrap())
+            .collect();
+        let aside = PathBuf::from(format!("{DATA_DIR}/f0.redirty"));
+        sim.fail_when(
+            OpMatcher::kind(OpKind::Open).path_ends_with("/f0"),
+            Fault::io(FaultMode::Before),
+            0,
+            1,
+        );
+        sim.fail_when(
+            OpMatcher::kind(OpKind::Rename),
+            Fault::io(rename_fault),
+            0,
+            1,
+        );
+
+        // When: the re-dirty's first rename meets the failed reopen.
+        let err = pool.rename(&file(0), &aside).unwrap_err();
+
+        // Then: refused with the reopen's error, nothing moved, and the
+        // handle reopens by its unchanged name.
+        assert_eq!(err.op, OpKind::Open, "{rename_fault}: {err}");
+        assert!(sim.exists(&file(0)).unwrap(), "{rename_fault}");
+        assert!(!sim.exists(&aside).unwrap(), "{rename_fault}");
+        assert_eq!(a.read_to_end().unwrap(), b"mine", "{rename_fault}");
+
+        // And a retry, whose reopen succeeds, fails on the rename itself:
+        // the handle is now open and pinned, so it keeps its file wherever
+        // the name went, and the redo's second rename puts the name back.
+        drop(_others);
+        let _others: Vec<_> = (1..3)
+            .map(|i| pool.open(&file(i), OpenMode::ReadWrite).unwrap())
+            .collect();
+        pool.rename(&file(0), &aside).unwrap_err();
+        assert_eq!(a.read_to_end().unwrap(), b"mine", "{rename_fault}");
+        if rename_fault == FaultMode::After {
+            pool.rename(&aside, &file(0)).unwrap();
+        }
+        assert_eq!(a.read_to_end().unwrap(), b"mine", "{rename_fault}");
+        assert_eq!(sim.read_file(&file(0)).unwrap(), b"mine", "{rename_fault}");
+    }
+}
+
 #[test]
 fn given_an_evicted_handle_when_its_name_is_replaced_then_it_keeps_its_own_file() {
     let sim = harsh_sim();

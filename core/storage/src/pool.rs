@@ -28,15 +28,17 @@
 //!   aside and back, and an evicted handle reopens wherever its file is
 //!   now). Before a rename or a removal, the evicted handles at the names it
 //!   touches are opened again, so their descriptors follow their files
-//!   whatever the call does. Afterwards a handle whose name is replaced
-//!   (renamed over) or removed, or whose rename failed (moved or not, the
-//!   pool cannot tell), is *pinned*: never evicted, it keeps its file as a
-//!   plain descriptor would. A closed handle (one that could not be opened
-//!   again first) follows a successful rename by path; after a removal, a
-//!   failed rename or the removal of a directory above it, it is cut off:
-//!   its calls fail with `NotFound` rather than reach another file. A
-//!   reopen never creates: it opens an existing name read-write (or
-//!   read-only).
+//!   whatever the call does; if one cannot be opened, the call is refused
+//!   with that error and changes nothing (a closed handle stays where its
+//!   file is). Afterwards a handle whose name is replaced (renamed over) or
+//!   removed, or whose rename failed (moved or not, the pool cannot tell),
+//!   is *pinned*: never evicted, it keeps its file as a plain descriptor
+//!   would. A handle still closed then is one whose name led to no file
+//!   (its reopen found none); it follows a successful rename by path, and
+//!   after a removal, a failed rename or the removal of a directory above
+//!   it (whose handles are not reopened first), it is cut off: its calls
+//!   fail with `NotFound` rather than reach another file. A reopen never
+//!   creates: it opens an existing name read-write (or read-only).
 //! - **Deterministic.** Eviction order is least-recently-used by a counter
 //!   the pool bumps on each call (no clock), kept in `BTreeMap`s (no hash
 //!   order); on `SimStorage` every reopen and eviction sync is a traced call.
@@ -252,14 +254,21 @@ impl PooledStorage {
 
     /// Opens again every evicted handle at `path`, before a rename or
     /// removal that may make the name lead elsewhere: an open descriptor
-    /// follows its file whatever the call does. A handle that cannot be
-    /// opened stays closed: a successful rename moves it, and a removal or
-    /// a failed rename cuts it off (its calls fail) rather than leave it to
-    /// reopen by a name that may lead to another file.
-    fn reopen_at(&self, path: &Path) {
+    /// follows its file whatever the call does. If one cannot be opened,
+    /// the error is returned and the caller does not make the call: a
+    /// failed call's outcome is unknown (a torn rename may have moved the
+    /// file), and a closed handle would have to be cut off for good rather
+    /// than reopen by a name that may lead to another file. Refused, the
+    /// call changed nothing and the handle stays where its file is (`sim
+    /// run --seed 32 --steps 1000 --max-open-files 2`: a re-dirty's torn
+    /// rename of a live segment, after its reopen failed, cut the log off
+    /// its own segment until a restart). `NotFound` is not an error here:
+    /// no file is at `path`, so the call has nothing of the handle's to
+    /// move or remove.
+    fn reopen_at(&self, path: &Path) -> Result<()> {
         let mut st = self.lock();
         let Some(ids) = st.by_path.get(path).cloned() else {
-            return;
+            return Ok(());
         };
         for id in ids {
             let closed = st
@@ -271,19 +280,21 @@ impl PooledStorage {
             }
             let mode = st.slots.get(&id).map_or(OpenMode::Read, |s| s.reopen);
             self.make_room(&mut st);
-            // Left closed if it cannot be opened: if the call succeeds the
-            // pool knows where the file went (a rename moves it, a removal
-            // cuts it off); only an uncertain outcome cuts it off (`unname`).
-            if let Ok(file) = self.inner.open(path, mode) {
-                st.open += 1;
-                self.counters.open.fetch_add(1, Ordering::Relaxed);
-                self.counters.reopens.fetch_add(1, Ordering::Relaxed);
-                if let Some(slot) = st.slots.get_mut(&id) {
-                    slot.file = Some(Arc::from(file));
+            match self.inner.open(path, mode) {
+                Ok(file) => {
+                    st.open += 1;
+                    self.counters.open.fetch_add(1, Ordering::Relaxed);
+                    self.counters.reopens.fetch_add(1, Ordering::Relaxed);
+                    if let Some(slot) = st.slots.get_mut(&id) {
+                        slot.file = Some(Arc::from(file));
+                    }
+                    st.touch(id);
                 }
-                st.touch(id);
+                Err(e) if e.kind == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
             }
         }
+        Ok(())
     }
 
     /// The handles at `path` no longer reach their file by that name: an
@@ -417,7 +428,7 @@ impl DurableStorage for PooledStorage {
     fn remove_file(&self, path: &Path) -> Result<()> {
         // Whether or not the removal happened, the name may no longer lead
         // to the file the handles there hold.
-        self.reopen_at(path);
+        self.reopen_at(path)?;
         let r = self.inner.remove_file(path);
         self.unname(path);
         r
@@ -427,8 +438,8 @@ impl DurableStorage for PooledStorage {
         if from == to {
             return self.inner.rename(from, to);
         }
-        self.reopen_at(from);
-        self.reopen_at(to);
+        self.reopen_at(from)?;
+        self.reopen_at(to)?;
         let r = self.inner.rename(from, to);
         // The target's old file is replaced (or, after a failure, may be).
         self.unname(to);
