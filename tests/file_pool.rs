@@ -124,17 +124,27 @@ fn given_a_dirty_handle_whose_sync_fails_at_eviction_when_its_owner_syncs_then_t
     a.sync().unwrap();
 }
 
+/// A handle on `file(0)` holding `mine`, synced, then evicted by opening
+/// `count` new files after it (returned, so they stay open).
+fn evicted_by_later_opens(
+    pool: &PooledStorage,
+    count: usize,
+) -> (Box<dyn DurableFile>, Vec<Box<dyn DurableFile>>) {
+    let a = pool.open(&file(0), OpenMode::CreateNew).unwrap();
+    a.write_at(0, b"mine").unwrap();
+    a.sync().unwrap();
+    let others = (1..=count)
+        .map(|i| pool.open(&file(i), OpenMode::CreateNew).unwrap())
+        .collect();
+    (a, others)
+}
+
 #[test]
 fn given_an_evicted_handle_when_its_name_is_renamed_aside_and_back_then_it_reaches_its_file_throughout()
  {
     let sim = harsh_sim();
     let pool = pool_on(&sim, 2);
-    let a = pool.open(&file(0), OpenMode::CreateNew).unwrap();
-    a.write_at(0, b"mine").unwrap();
-    a.sync().unwrap();
-    let others: Vec<_> = (1..4)
-        .map(|i| pool.open(&file(i), OpenMode::CreateNew).unwrap())
-        .collect();
+    let (a, others) = evicted_by_later_opens(&pool, 3);
     // A re-dirty whose second rename has not happened yet.
     let aside = PathBuf::from(format!("{DATA_DIR}/f0.redirty"));
     pool.rename(&file(0), &aside).unwrap();
@@ -165,12 +175,7 @@ fn given_an_evicted_handle_whose_reopen_fails_when_its_name_is_renamed_then_the_
         // Given: `a` written, synced and evicted by two later opens.
         let sim = harsh_sim();
         let pool = pool_on(&sim, 2);
-        let a = pool.open(&file(0), OpenMode::CreateNew).unwrap();
-        a.write_at(0, b"mine").unwrap();
-        a.sync().unwrap();
-        let _others: Vec<_> = (1..3)
-            .map(|i| pool.open(&file(i), OpenMode::CreateNew).unwrap())
-            .collect();
+        let (a, others) = evicted_by_later_opens(&pool, 2);
         let aside = PathBuf::from(format!("{DATA_DIR}/f0.redirty"));
         sim.fail_when(
             OpMatcher::kind(OpKind::Open).path_ends_with("/f0"),
@@ -198,7 +203,7 @@ fn given_an_evicted_handle_whose_reopen_fails_when_its_name_is_renamed_then_the_
         // And a retry, whose reopen succeeds, fails on the rename itself:
         // the handle is now open and pinned, so it keeps its file wherever
         // the name went, and the redo's second rename puts the name back.
-        drop(_others);
+        drop(others);
         let _others: Vec<_> = (1..3)
             .map(|i| pool.open(&file(i), OpenMode::ReadWrite).unwrap())
             .collect();
