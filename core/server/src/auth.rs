@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use rand_core::{OsRng, RngCore};
 use serde::{Deserialize, Serialize};
-use sluice_storage::{DurableStorage, ErrorKind};
+use sluice_storage::{DurableStorage, ErrorKind, OpKind, StorageError};
 
 use crate::iggy::error::{ApiError, ApiResult};
 use crate::iggy::permissions::Permissions;
@@ -271,7 +271,7 @@ pub fn setup_root(
         (RootSource::StoredOrGenerated, None) => {
             let password = generate_password();
             let user = RootUser::new(DEFAULT_ROOT_USERNAME, hash_password(&password)?);
-            store_credentials(storage, data_dir, &user).map_err(file_error)?;
+            store_credentials(storage, data_dir, &user).map_err(|e| file_error(e.to_string()))?;
             Ok(RootSetup {
                 user,
                 generated_password: Some(password),
@@ -281,12 +281,21 @@ pub fn setup_root(
 }
 
 /// Stores the root user's credentials durably (`persist::replace_file`).
+/// The storage error is returned whole, so a full disk stays a full disk
+/// (`UsersError::NoSpace`, answered `storage_full` like every other write).
 pub(crate) fn store_credentials(
     storage: &dyn DurableStorage,
     data_dir: &Path,
     user: &RootUser,
-) -> Result<(), String> {
-    let bytes = serde_json::to_vec(user).map_err(|e| e.to_string())?;
+) -> Result<(), StorageError> {
+    let bytes = serde_json::to_vec(user).map_err(|e| {
+        StorageError::new(
+            OpKind::Write,
+            &data_dir.join(CREDENTIALS_FILE),
+            ErrorKind::Io,
+        )
+        .with_detail(format!("the credentials record does not encode: {e}"))
+    })?;
     crate::persist::replace_file(
         storage,
         data_dir,
@@ -294,7 +303,6 @@ pub(crate) fn store_credentials(
         crate::layout::CREDENTIALS_TMP,
         &bytes,
     )
-    .map_err(|e| e.to_string())
 }
 
 /// Who made an authenticated request (a request extension set by the

@@ -510,12 +510,8 @@ impl Users {
             next.password_hash = hash;
         }
         next.changed_through_api = true;
-        crate::auth::store_credentials(self.storage.as_ref(), &self.dir, &next).map_err(
-            |reason| UsersError::Storage {
-                path: self.dir.join(crate::layout::CREDENTIALS_FILE),
-                reason,
-            },
-        )?;
+        crate::auth::store_credentials(self.storage.as_ref(), &self.dir, &next)
+            .map_err(|e| storage_error(self.dir.join(crate::layout::CREDENTIALS_FILE), &e))?;
         *root = next;
         Ok(())
     }
@@ -911,6 +907,29 @@ mod tests {
             let found = cut_everywhere(SaveMode::InPlaceUnsynced, change);
             assert!(found.is_err(), "{what}: an in-place save went unnoticed");
         }
+    }
+
+    #[test]
+    fn given_a_full_disk_when_root_changes_its_password_then_no_space_is_answered_and_nothing_changed()
+     {
+        // Given saved users and a disk with no byte left,
+        let (sim, users) = saved_users();
+        let before = users.credentials("iggy");
+        sim.set_capacity(Some(0));
+        // when root is renamed and given a new password,
+        let refused = users.change_root(Some("admin"), Some("h9".into()));
+        // then it is refused as a full disk (`storage_full`, not an
+        // internal error), and root is unchanged,
+        assert!(
+            matches!(refused, Err(UsersError::NoSpace { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(users.credentials("iggy"), before);
+        assert_eq!(users.credentials("admin"), None);
+        // and the same change succeeds once space returns.
+        sim.set_capacity(None);
+        users.change_root(Some("admin"), Some("h9".into())).unwrap();
+        assert_eq!(users.credentials("admin"), Some((0, 0, "h9".into())));
     }
 
     #[test]
