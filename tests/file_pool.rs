@@ -217,6 +217,40 @@ fn given_an_evicted_handle_whose_reopen_fails_when_its_name_is_renamed_then_the_
     }
 }
 
+/// The handles a rename reopens are held open until it ends: its own
+/// reopen at the target's name (or another thread's open) must not evict
+/// the source's handle it just reopened, or a failed rename cuts that
+/// handle off from a file that is still there (ADR 0018 finding 13).
+#[test]
+fn given_a_rename_whose_target_reopen_needs_room_when_the_rename_fails_then_the_sources_handle_still_reaches_its_file()
+ {
+    // Given a bound of 2 with one descriptor pinned (its name removed), and
+    // handles on the rename's source and target both evicted,
+    let sim = harsh_sim();
+    let pool = pool_on(&sim, 2);
+    let pinned = pool.open(&file(9), OpenMode::CreateNew).unwrap();
+    pool.remove_file(&file(9)).unwrap();
+    assert_eq!(pool.stats().pinned, 1);
+    let (source, _others) = evicted_by_later_opens(&pool, 1);
+    let target = pool.open(&file(1), OpenMode::ReadWrite).unwrap();
+    let _last = pool.open(&file(2), OpenMode::CreateNew).unwrap();
+    sim.fail_when(
+        OpMatcher::kind(OpKind::Rename),
+        Fault::io(FaultMode::Before),
+        0,
+        1,
+    );
+
+    // when the rename reopens both (the second reopen finds no room but the
+    // first's handle) and then fails,
+    pool.rename(&file(0), &file(1)).unwrap_err();
+
+    // then the source's handle kept its descriptor: it reads its file.
+    assert_eq!(source.read_to_end().unwrap(), b"mine");
+    assert_eq!(target.read_to_end().unwrap(), b"");
+    drop(pinned);
+}
+
 #[test]
 fn given_an_evicted_handle_when_its_name_is_replaced_then_it_keeps_its_own_file() {
     let sim = harsh_sim();

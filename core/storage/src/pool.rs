@@ -27,18 +27,23 @@
 //!   handles open on its source to the target (a re-dirty renames a name
 //!   aside and back, and an evicted handle reopens wherever its file is
 //!   now). Before a rename or a removal, the evicted handles at the names it
-//!   touches are opened again, so their descriptors follow their files
-//!   whatever the call does; if one cannot be opened, the call is refused
-//!   with that error and changes nothing (a closed handle stays where its
-//!   file is). Afterwards a handle whose name is replaced (renamed over) or
+//!   touches are opened again, and every handle there is *held* (not
+//!   evictable) until the call's bookkeeping is done, so their descriptors
+//!   follow their files whatever the call does, whatever other threads
+//!   open meanwhile. If one cannot be opened, the call is refused with that
+//!   error and changes no name (a closed handle stays where its file is;
+//!   `refusals` counts it, and the caller retries as after any failed
+//!   call). Afterwards a handle whose name is replaced (renamed over) or
 //!   removed, or whose rename failed (moved or not, the pool cannot tell),
 //!   is *pinned*: never evicted, it keeps its file as a plain descriptor
 //!   would. A handle still closed then is one whose name led to no file
 //!   (its reopen found none); it follows a successful rename by path, and
-//!   after a removal, a failed rename or the removal of a directory above
-//!   it (whose handles are not reopened first), it is cut off: its calls
-//!   fail with `NotFound` rather than reach another file. A reopen never
-//!   creates: it opens an existing name read-write (or read-only).
+//!   after a removal or a failed rename it is cut off: its calls fail with
+//!   `NotFound` rather than reach another file. So is every closed handle
+//!   under a directory `remove_dir_all` is asked to remove, whatever the
+//!   outcome (only deleted trees are removed whole, and their handles are
+//!   not opened again first). A reopen never creates: it opens an existing
+//!   name read-write (or read-only).
 //! - **Deterministic.** Eviction order is least-recently-used by a counter
 //!   the pool bumps on each call (no clock), kept in `BTreeMap`s (no hash
 //!   order); on `SimStorage` every reopen and eviction sync is a traced call.
@@ -74,6 +79,9 @@ pub struct PoolStats {
     pub eviction_sync_failures: u64,
     /// Descriptors opened again for an evicted handle.
     pub reopens: u64,
+    /// Renames and removals refused because a handle at a name they touch
+    /// could not be opened again first (they changed no name).
+    pub refusals: u64,
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +94,7 @@ struct Counters {
     eviction_syncs: AtomicU64,
     eviction_sync_failures: AtomicU64,
     reopens: AtomicU64,
+    refusals: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -245,6 +254,7 @@ impl PooledStorage {
             eviction_syncs: c.eviction_syncs.load(Ordering::Relaxed),
             eviction_sync_failures: c.eviction_sync_failures.load(Ordering::Relaxed),
             reopens: c.reopens.load(Ordering::Relaxed),
+            refusals: c.refusals.load(Ordering::Relaxed),
         }
     }
 
@@ -253,19 +263,23 @@ impl PooledStorage {
     }
 
     /// Opens again every evicted handle at `path`, before a rename or
-    /// removal that may make the name lead elsewhere: an open descriptor
-    /// follows its file whatever the call does. If one cannot be opened,
-    /// the error is returned and the caller does not make the call: a
-    /// failed call's outcome is unknown (a torn rename may have moved the
-    /// file), and a closed handle would have to be cut off for good rather
-    /// than reopen by a name that may lead to another file. Refused, the
-    /// call changed nothing and the handle stays where its file is (`sim
-    /// run --seed 32 --steps 1000 --max-open-files 2`: a re-dirty's torn
+    /// removal that may make the name lead elsewhere, and holds every handle
+    /// there open until [`PooledStorage::release`]: an open descriptor
+    /// follows its file whatever the call does, and a held one is not
+    /// evictable (`in_use`), so no other thread's open, nor the same call's
+    /// reopen at its other name, closes it between this and the call. If a
+    /// handle cannot be opened, the holds taken so far are released and the
+    /// error is returned, and the caller does not make the call: a failed
+    /// call's outcome is unknown (a torn rename may have moved the file),
+    /// and a closed handle would have to be cut off for good rather than
+    /// reopen by a name that may lead to another file. Refused, the call
+    /// changed no name and the handle stays where its file is (`sim run
+    /// --seed 32 --steps 1000 --max-open-files 2`: a re-dirty's failed
     /// rename of a live segment, after its reopen failed, cut the log off
-    /// its own segment until a restart). `NotFound` is not an error here:
-    /// no file is at `path`, so the call has nothing of the handle's to
-    /// move or remove.
-    fn reopen_at(&self, path: &Path) -> Result<()> {
+    /// its own segment until a restart). `NotFound` is not an error here: no
+    /// file is at `path`, so the call has nothing of the handle's to move or
+    /// remove. Returns the held handles.
+    fn hold_at(&self, path: &Path, held: &mut Vec<u64>) -> Result<()> {
         let mut st = self.lock();
         let Some(ids) = st.by_path.get(path).cloned() else {
             return Ok(());
@@ -275,26 +289,49 @@ impl PooledStorage {
                 .slots
                 .get(&id)
                 .is_some_and(|s| s.file.is_none() && !s.gone);
-            if !closed {
-                continue;
-            }
-            let mode = st.slots.get(&id).map_or(OpenMode::Read, |s| s.reopen);
-            self.make_room(&mut st);
-            match self.inner.open(path, mode) {
-                Ok(file) => {
-                    st.open += 1;
-                    self.counters.open.fetch_add(1, Ordering::Relaxed);
-                    self.counters.reopens.fetch_add(1, Ordering::Relaxed);
-                    if let Some(slot) = st.slots.get_mut(&id) {
-                        slot.file = Some(Arc::from(file));
+            if closed {
+                let mode = st.slots.get(&id).map_or(OpenMode::Read, |s| s.reopen);
+                self.make_room(&mut st);
+                match self.inner.open(path, mode) {
+                    Ok(file) => {
+                        st.open += 1;
+                        self.counters.open.fetch_add(1, Ordering::Relaxed);
+                        self.counters.reopens.fetch_add(1, Ordering::Relaxed);
+                        if let Some(slot) = st.slots.get_mut(&id) {
+                            slot.file = Some(Arc::from(file));
+                        }
+                        st.touch(id);
                     }
-                    st.touch(id);
+                    Err(e) if e.kind == ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        drop(st);
+                        self.release(held);
+                        self.counters.refusals.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(path = %path.display(), error = %e, "a rename or removal is refused: a pooled handle at the name could not be opened again first");
+                        return Err(e);
+                    }
                 }
-                Err(e) if e.kind == ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+            }
+            if let Some(slot) = st.slots.get_mut(&id)
+                && slot.file.is_some()
+            {
+                slot.in_use += 1;
+                st.unlist(id);
+                held.push(id);
             }
         }
         Ok(())
+    }
+
+    /// Gives back the holds of [`PooledStorage::hold_at`].
+    fn release(&self, held: &[u64]) {
+        let mut st = self.lock();
+        for &id in held {
+            if let Some(slot) = st.slots.get_mut(&id) {
+                slot.in_use = slot.in_use.saturating_sub(1);
+            }
+            st.refile(id);
+        }
     }
 
     /// The handles at `path` no longer reach their file by that name: an
@@ -428,9 +465,11 @@ impl DurableStorage for PooledStorage {
     fn remove_file(&self, path: &Path) -> Result<()> {
         // Whether or not the removal happened, the name may no longer lead
         // to the file the handles there hold.
-        self.reopen_at(path)?;
+        let mut held = Vec::new();
+        self.hold_at(path, &mut held)?;
         let r = self.inner.remove_file(path);
         self.unname(path);
+        self.release(&held);
         r
     }
 
@@ -438,8 +477,9 @@ impl DurableStorage for PooledStorage {
         if from == to {
             return self.inner.rename(from, to);
         }
-        self.reopen_at(from)?;
-        self.reopen_at(to)?;
+        let mut held = Vec::new();
+        self.hold_at(from, &mut held)?;
+        self.hold_at(to, &mut held)?;
         let r = self.inner.rename(from, to);
         // The target's old file is replaced (or, after a failure, may be).
         self.unname(to);
@@ -448,6 +488,7 @@ impl DurableStorage for PooledStorage {
             // Moved or not: the name is not known to lead to the file.
             Err(_) => self.unname(from),
         }
+        self.release(&held);
         r
     }
 

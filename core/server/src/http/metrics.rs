@@ -24,7 +24,9 @@
 //!   closed to make room), `sluice_file_eviction_syncs_total` and
 //!   `sluice_file_eviction_sync_failures_total` (closed with unsynced writes,
 //!   synced first; a failure is reported to the file's next sync),
-//!   `sluice_file_reopens_total`.
+//!   `sluice_file_reopens_total`, `sluice_file_refusals_total` (renames and
+//!   removals refused because a file at the name could not be opened again
+//!   first; they changed nothing and their owner retries them).
 //! - The remote tier (ADR 0027), when one is attached:
 //!   `sluice_tier_uploads_total`, `sluice_tier_uploaded_bytes_total`,
 //!   `sluice_tier_failed_uploads_total`, `sluice_tier_deleted_objects_total`,
@@ -351,6 +353,12 @@ impl Collector for EngineCollector {
                 "sluice_file_reopens",
                 "Evicted data files opened again",
                 files.reopens,
+            )?;
+            counter(
+                &mut encoder,
+                "sluice_file_refusals",
+                "Renames and removals refused: a file at the name could not be opened again first",
+                files.refusals,
             )?;
         }
         Ok(())

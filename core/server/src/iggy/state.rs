@@ -232,10 +232,14 @@ async fn on_blocking_pool<T: Send + 'static>(
 /// 10-message batch holds the lock for tens of microseconds; four tries
 /// (the first value) often ran out within one such hold, and the hop to a
 /// blocking thread and back (two futex wake-ups) cost more than the append.
-/// Sixty-four: the same throughput, 14% less server CPU at 10 messages per
-/// batch (eleven paired runs, docs/performance.md "Issue 30, fifth
-/// session"), no change measurable at 1,000 per batch. Each try yields to
-/// the worker's other tasks first, so the wait does their work meanwhile.
+/// Sixty-four, measured at 10 messages per batch (docs/performance.md
+/// "Issue 30, fifth session"): alone, 14% less server CPU at the same
+/// throughput (eleven paired runs); with a syncing topic's send trying once
+/// (`AppState::send`), about 30% less CPU and 170 to 219 MB/s on average
+/// (four pairs, 156 to 268 MB/s); nothing measurable at 1,000 per batch.
+/// Each try yields to the worker's other tasks first, so the wait does
+/// their work meanwhile; with none ready it spins, at most 63 yields
+/// (tens of microseconds) before the blocking pool.
 const BUSY_YIELDS: usize = 64;
 
 /// What [`run_if_free`] did.
