@@ -114,6 +114,37 @@ async fn given_no_valid_token_when_calling_the_api_then_every_route_but_ping_ans
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_file_pool_when_messages_flow_then_metrics_report_its_bound_and_counters() {
+    // Given a server whose data files go through a pool of 2 descriptors,
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server_with(dir.path(), |c| c.files.max_open = Some(2)).await;
+    let api = Api::login(&server).await;
+    // when messages are sent and polled (a partition's segment and index
+    // alone fill the bound),
+    api.create_stream_and_topic("s", "t", 3).await;
+    for _ in 0..3 {
+        assert_eq!(api.send_to("s", "t", &["a", "b"]).await.status, 201);
+    }
+    assert_eq!(api.poll("s", "t", "count=10").await.len(), 6);
+
+    // then /metrics reports the bound, what is open and every counter.
+    let metrics = api.get("/metrics").await.text;
+    assert!(metrics.contains("sluice_open_files_limit 2"), "{metrics}");
+    for name in [
+        "sluice_open_files ",
+        "sluice_open_files_pinned ",
+        "sluice_file_evictions_total ",
+        "sluice_file_eviction_syncs_total ",
+        "sluice_file_eviction_sync_failures_total ",
+        "sluice_file_reopens_total ",
+        "sluice_file_refusals_total 0",
+    ] {
+        assert!(metrics.contains(name), "{name} missing: {metrics}");
+    }
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_short_token_expiry_when_the_token_expires_then_it_is_refused() {
     // Given tokens that live one second.
     let dir = tempfile::tempdir().unwrap();
