@@ -278,7 +278,8 @@ impl PooledStorage {
     /// rename of a live segment, after its reopen failed, cut the log off
     /// its own segment until a restart). `NotFound` is not an error here: no
     /// file is at `path`, so the call has nothing of the handle's to move or
-    /// remove. Returns the held handles.
+    /// remove. The handles held are added to `held`; on an error every hold
+    /// in `held` (earlier names' too) is given back.
     fn hold_at(&self, path: &Path, held: &mut Vec<u64>) -> Result<()> {
         let mut st = self.lock();
         let Some(ids) = st.by_path.get(path).cloned() else {
