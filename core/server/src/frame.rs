@@ -168,30 +168,30 @@ impl<'a> FrameBuilder<'a> {
         Ok(())
     }
 
-    /// Appends a byte string as the codec encodes one (`serialize_bytes`:
-    /// its length as a varint, then the bytes), borrowing large ones.
-    pub fn bytes(&mut self, bytes: &'a [u8]) -> Result<(), FrameError> {
-        self.encode(&(bytes.len() as u64))?;
-        self.payload_crc = crc32c::crc32c_append(self.payload_crc, bytes);
-        self.place(bytes);
-        Ok(())
-    }
-
-    /// As [`FrameBuilder::bytes`], for a byte string whose CRC32C (`crc`)
-    /// the caller already has: given a `shift` for its length, the frame's
-    /// CRC takes `crc` in without reading the bytes again (`crate::crc`).
-    pub fn bytes_with_crc(
+    /// Appends `value` encoded, then a byte string as the codec encodes one
+    /// (`serialize_bytes`: its length as a varint, then the bytes; large ones
+    /// borrowed), whose CRC32C (`crc`) the caller already has: given a `shift`
+    /// for its length, the frame's CRC takes `crc` in without reading the
+    /// bytes again (`crate::crc`). `value` and the string's length go
+    /// through the codec in one call, as the tuple `(value, len)`, whose
+    /// encoding is theirs one after the other (a tuple has no prefix): the
+    /// bytes are those of two calls, for half the codec and CRC calls per
+    /// message of a batch.
+    pub fn encoded_then_bytes<T: Serialize + ?Sized>(
         &mut self,
+        value: &T,
         bytes: &'a [u8],
         crc: u32,
         shift: Option<&Shift>,
     ) -> Result<(), FrameError> {
-        let Some(shift) = shift.filter(|s| s.len() == bytes.len()) else {
-            return self.bytes(bytes);
-        };
-        debug_assert_eq!(crc, crc32c::crc32c(bytes), "the CRC given is the bytes'");
-        self.encode(&(bytes.len() as u64))?;
-        self.payload_crc = shift.concat(self.payload_crc, crc);
+        self.encode(&(value, bytes.len() as u64))?;
+        match shift.filter(|s| s.len() == bytes.len()) {
+            Some(shift) => {
+                debug_assert_eq!(crc, crc32c::crc32c(bytes), "the CRC given is the bytes'");
+                self.payload_crc = shift.concat(self.payload_crc, crc);
+            }
+            None => self.payload_crc = crc32c::crc32c_append(self.payload_crc, bytes),
+        }
         self.place(bytes);
         Ok(())
     }

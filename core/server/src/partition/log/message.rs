@@ -303,6 +303,7 @@ pub(crate) fn frame_batch(
     let shift = batch_shift(messages);
     b.encode(&(generation, base_offset, messages.len() as u64))?;
     for m in messages {
+        let (payload, crc, shift) = (&m.payload[..], m.checksum, shift.as_deref());
         match version {
             BatchVersion::V1 => {
                 // Every key is a string (`for_batch`): bincode encodes a
@@ -312,18 +313,21 @@ pub(crate) fn frame_batch(
                         .map(|(k, v)| (k.as_str().unwrap_or_default(), v))
                         .collect::<BTreeMap<&str, &HeaderValue>>()
                 });
-                b.encode(&(m.offset, m.timestamp, m.id, m.checksum, &headers))?;
+                let fields = (m.offset, m.timestamp, m.id, m.checksum, &headers);
+                b.encoded_then_bytes(&fields, payload, crc, shift)?;
             }
-            BatchVersion::V2 => b.encode(&(
-                m.offset,
-                m.timestamp,
-                m.origin_timestamp,
-                m.id,
-                m.checksum,
-                &m.headers,
-            ))?,
+            BatchVersion::V2 => {
+                let fields = (
+                    m.offset,
+                    m.timestamp,
+                    m.origin_timestamp,
+                    m.id,
+                    m.checksum,
+                    &m.headers,
+                );
+                b.encoded_then_bytes(&fields, payload, crc, shift)?;
+            }
         }
-        b.bytes_with_crc(&m.payload, m.checksum, shift.as_deref())?;
     }
     b.finish(Magic::BATCH, version.code())
 }
