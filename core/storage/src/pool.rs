@@ -326,6 +326,9 @@ impl PooledStorage {
 
     /// Gives back the holds of [`PooledStorage::hold_at`].
     fn release(&self, held: &[u64]) {
+        if held.is_empty() {
+            return;
+        }
         let mut st = self.lock();
         for &id in held {
             if let Some(slot) = st.slots.get_mut(&id) {

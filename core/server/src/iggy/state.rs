@@ -154,14 +154,11 @@ impl AppState {
         // A busy lock is waited for on the worker only by a send that will
         // likely not sync: a syncing send's leader holds it for a sync, and
         // the queue is where the send will end up anyway.
-        let busy_tries = if self.sends.last_synced(&topic) {
-            1
-        } else {
-            BUSY_YIELDS
-        };
+        let likely_syncs = self.sends.last_synced(&topic);
+        let busy_tries = if likely_syncs { 1 } else { BUSY_YIELDS };
         let sent = match self.try_quick(request, quick, alone, busy_tries).await {
             Ok(out) => out,
-            Err(Slow::Busy(request, alone)) if !self.sends.last_synced(&topic) => {
+            Err(Slow::Busy(request, alone)) if !likely_syncs => {
                 self.engine(move |e| alone(e, request)).await
             }
             Err(Slow::MaySync(request, _) | Slow::Busy(request, _)) => {
