@@ -114,15 +114,94 @@ pub fn encode<T: Serialize>(magic: Magic, version: u16, value: &T) -> Result<Vec
         len: payload_len,
         max: u32::MAX as usize,
     })?;
-    let payload_crc = crc32c::crc32c(&out[HEADER_LEN..]);
+    let payload_crc = crate::crc::crc32c(&out[HEADER_LEN..]);
     out[0..4].copy_from_slice(&magic.0);
     out[4..6].copy_from_slice(&version.to_le_bytes());
     out[6..8].copy_from_slice(&0u16.to_le_bytes());
     out[8..12].copy_from_slice(&len32.to_le_bytes());
     out[12..16].copy_from_slice(&payload_crc.to_le_bytes());
-    let header_crc = crc32c::crc32c(&out[0..16]);
+    let header_crc = crate::crc::crc32c(&out[0..16]);
     out[16..20].copy_from_slice(&header_crc.to_le_bytes());
     Ok(out)
+}
+
+/// The most bytes a `Plain` holds: seven 128-bit fields.
+const PLAIN_MAX: usize = 7 * 17;
+
+/// Unsigned integers and options of them, encoded as the record codec
+/// encodes them (bincode's standard configuration: an unsigned integer of
+/// any width is a varint, its value itself below 251 and otherwise a marker
+/// byte (251, 252, 253, 254 for 2, 4, 8, 16 bytes) then its little-endian
+/// bytes; an option is a `0` byte, or a `1` byte then its value) without a
+/// codec call. The per-message fields of a batch are the one encode on the
+/// data path hot enough for the codec's per-call cost to show
+/// (docs/performance.md, "Issue 30, sixth session"); every other value goes
+/// through `encode`. The tests compare each shape with the codec's bytes.
+#[derive(Debug, Clone)]
+pub struct Plain {
+    bytes: [u8; PLAIN_MAX],
+    len: usize,
+    /// Set when a field did not fit: `bytes` then refuses.
+    overflowed: bool,
+}
+
+impl Default for Plain {
+    fn default() -> Self {
+        Plain {
+            bytes: [0; PLAIN_MAX],
+            len: 0,
+            overflowed: false,
+        }
+    }
+}
+
+impl Plain {
+    /// An unsigned integer of any width.
+    pub fn uint(self, value: impl Into<u128>) -> Self {
+        let value: u128 = value.into();
+        let le = value.to_le_bytes();
+        match value {
+            0..251 => self.put(&le[..1]),
+            251..=0xFFFF => self.put(&[251]).put(&le[..2]),
+            0x1_0000..=0xFFFF_FFFF => self.put(&[252]).put(&le[..4]),
+            0x1_0000_0000..=0xFFFF_FFFF_FFFF_FFFF => self.put(&[253]).put(&le[..8]),
+            _ => self.put(&[254]).put(&le),
+        }
+    }
+
+    /// An absent option of any type.
+    pub fn none(self) -> Self {
+        self.put(&[0])
+    }
+
+    /// An option of an unsigned integer.
+    pub fn option(self, value: Option<u64>) -> Self {
+        match value {
+            None => self.none(),
+            Some(value) => self.put(&[1]).uint(value),
+        }
+    }
+
+    fn put(mut self, bytes: &[u8]) -> Self {
+        match self.bytes.get_mut(self.len..self.len + bytes.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => self.overflowed = true,
+        }
+        self
+    }
+
+    /// The encoded fields.
+    pub fn bytes(&self) -> Result<&[u8], FrameError> {
+        if self.overflowed {
+            return Err(FrameError::Encode(format!(
+                "more than {PLAIN_MAX} bytes of plain fields"
+            )));
+        }
+        Ok(self.bytes.get(..self.len).unwrap_or_default())
+    }
 }
 
 /// A payload shorter than this is copied into the frame's own buffer
@@ -163,7 +242,7 @@ impl<'a> FrameBuilder<'a> {
         let start = self.own.len();
         bincode::serde::encode_into_std_write(value, &mut self.own, config())
             .map_err(|e| FrameError::Encode(e.to_string()))?;
-        self.payload_crc = crc32c::crc32c_append(self.payload_crc, &self.own[start..]);
+        self.payload_crc = crate::crc::crc32c_append(self.payload_crc, &self.own[start..]);
         self.payload_len += self.own.len() - start;
         Ok(())
     }
@@ -185,15 +264,44 @@ impl<'a> FrameBuilder<'a> {
         shift: Option<&Shift>,
     ) -> Result<(), FrameError> {
         self.encode(&(value, bytes.len() as u64))?;
+        self.then_bytes(bytes, crc, shift);
+        Ok(())
+    }
+
+    /// `encoded_then_bytes` for a value of plain fields: the same bytes as
+    /// the codec's for the tuple of those fields and the string's length,
+    /// written without a codec call (`Plain`).
+    pub fn plain_then_bytes(
+        &mut self,
+        fields: Plain,
+        bytes: &'a [u8],
+        crc: u32,
+        shift: Option<&Shift>,
+    ) -> Result<(), FrameError> {
+        let fields = fields.uint(bytes.len() as u64);
+        let encoded = fields.bytes()?;
+        self.payload_crc = crate::crc::crc32c_append(self.payload_crc, encoded);
+        self.payload_len += encoded.len();
+        self.own.extend_from_slice(encoded);
+        self.then_bytes(bytes, crc, shift);
+        Ok(())
+    }
+
+    /// A byte string's bytes after its length: taken into the CRC from
+    /// `crc` when `shift` is for its length, read again otherwise.
+    fn then_bytes(&mut self, bytes: &'a [u8], crc: u32, shift: Option<&Shift>) {
         match shift.filter(|s| s.len() == bytes.len()) {
             Some(shift) => {
-                debug_assert_eq!(crc, crc32c::crc32c(bytes), "the CRC given is the bytes'");
+                debug_assert_eq!(
+                    crc,
+                    crate::crc::crc32c(bytes),
+                    "the CRC given is the bytes'"
+                );
                 self.payload_crc = shift.concat(self.payload_crc, crc);
             }
-            None => self.payload_crc = crc32c::crc32c_append(self.payload_crc, bytes),
+            None => self.payload_crc = crate::crc::crc32c_append(self.payload_crc, bytes),
         }
         self.place(bytes);
-        Ok(())
     }
 
     /// Puts `bytes` (already counted in the CRC) in the frame: copied if
@@ -219,7 +327,7 @@ impl<'a> FrameBuilder<'a> {
         own[6..8].copy_from_slice(&0u16.to_le_bytes());
         own[8..12].copy_from_slice(&len32.to_le_bytes());
         own[12..16].copy_from_slice(&self.payload_crc.to_le_bytes());
-        let header_crc = crc32c::crc32c(&own[0..16]);
+        let header_crc = crate::crc::crc32c(&own[0..16]);
         own[16..20].copy_from_slice(&header_crc.to_le_bytes());
         Ok(Framed {
             own: self.own,
@@ -300,7 +408,7 @@ pub fn decode_header(magic: Magic, bytes: &[u8], max_payload: usize) -> Result<H
             expected: magic.0,
         });
     }
-    if crc32c::crc32c(&bytes[0..16]) != le_u32(&bytes[16..20]) {
+    if crate::crc::crc32c(&bytes[0..16]) != le_u32(&bytes[16..20]) {
         return Err(FrameError::BadHeaderChecksum);
     }
     let version = u16::from_le_bytes([bytes[4], bytes[5]]);
@@ -331,7 +439,7 @@ pub(crate) fn check_payload<'a>(
         });
     }
     let payload = &payload[..header.payload_len];
-    if crc32c::crc32c(payload) != header.payload_crc {
+    if crate::crc::crc32c(payload) != header.payload_crc {
         return Err(FrameError::BadPayloadChecksum);
     }
     if header.version != expected_version {
@@ -486,5 +594,57 @@ mod tests {
             decode::<Rec>(Magic::BATCH, 1, &bytes, 1024),
             Err(FrameError::BadMagic { .. })
         ));
+    }
+
+    /// The codec's bytes for `value`.
+    fn codec<T: Serialize>(value: &T) -> Vec<u8> {
+        bincode::serde::encode_to_vec(value, config()).unwrap_or_default()
+    }
+
+    #[test]
+    fn given_each_varint_width_when_encoded_plain_then_the_bytes_are_the_codecs() {
+        let edges: [u128; 12] = [
+            0,
+            250,
+            251,
+            0xFFFF,
+            0x1_0000,
+            0xFFFF_FFFF,
+            0x1_0000_0000,
+            u64::MAX as u128,
+            u64::MAX as u128 + 1,
+            u128::MAX,
+            1_764_000_000_000_000,
+            42,
+        ];
+        for v in edges {
+            let plain = Plain::default().uint(v);
+            assert_eq!(plain.bytes().ok(), Some(&codec(&v)[..]), "{v}");
+        }
+    }
+
+    #[test]
+    fn given_more_fields_than_fit_when_encoded_plain_then_it_is_a_typed_error() {
+        let plain = (0..8).fold(Plain::default(), |p, _| p.uint(u128::MAX));
+        assert!(matches!(plain.bytes(), Err(FrameError::Encode(_))));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_fields_are_the_codecs_tuple(
+            offset: u64, timestamp: u64, origin: Option<u64>, id: u128, checksum: u32, len: u64,
+        ) {
+            let plain = Plain::default()
+                .uint(offset)
+                .uint(timestamp)
+                .option(origin)
+                .uint(id)
+                .uint(checksum)
+                .none()
+                .uint(len);
+            let none: Option<Vec<u8>> = None;
+            let expected = codec(&(offset, timestamp, origin, id, checksum, none, len));
+            proptest::prop_assert_eq!(plain.bytes().ok(), Some(&expected[..]));
+        }
     }
 }

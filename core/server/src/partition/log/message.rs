@@ -33,7 +33,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::crc::{SHIFT_PAYS_AT, Shift};
-use crate::frame::{FrameBuilder, FrameError, Framed, Magic};
+use crate::frame::{FrameBuilder, FrameError, Framed, Magic, Plain};
 
 /// A user header value: Iggy's header kind code and raw bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,7 +131,7 @@ impl NewMessage {
             id: 0,
             origin_timestamp: None,
             headers: None,
-            checksum: crc32c::crc32c(&payload),
+            checksum: crate::crc::crc32c(&payload),
             payload,
         }
     }
@@ -160,7 +160,7 @@ impl NewMessage {
     pub(crate) fn stored(self, timestamp: u64, id: u128) -> Message {
         debug_assert_eq!(
             self.checksum,
-            crc32c::crc32c(&self.payload),
+            crate::crc::crc32c(&self.payload),
             "a new message's checksum is its payload's"
         );
         Message {
@@ -305,6 +305,27 @@ pub(crate) fn frame_batch(
     for m in messages {
         let (payload, crc, shift) = (&m.payload[..], m.checksum, shift.as_deref());
         match version {
+            // No headers (the usual message): the same fields without a
+            // codec call (`Plain`, its tests compare it with the codec).
+            BatchVersion::V1 if m.headers.is_none() => {
+                let fields = Plain::default()
+                    .uint(m.offset)
+                    .uint(m.timestamp)
+                    .uint(m.id)
+                    .uint(m.checksum)
+                    .none();
+                b.plain_then_bytes(fields, payload, crc, shift)?;
+            }
+            BatchVersion::V2 if m.headers.is_none() => {
+                let fields = Plain::default()
+                    .uint(m.offset)
+                    .uint(m.timestamp)
+                    .option(m.origin_timestamp)
+                    .uint(m.id)
+                    .uint(m.checksum)
+                    .none();
+                b.plain_then_bytes(fields, payload, crc, shift)?;
+            }
             BatchVersion::V1 => {
                 // Every key is a string (`for_batch`): bincode encodes a
                 // `str` as its bytes' length and the bytes.
@@ -470,7 +491,7 @@ mod tests {
             timestamp: 1_700_000_000_000_000 + offset,
             origin_timestamp: None,
             id: u128::from(offset) << 70 | 5,
-            checksum: crc32c::crc32c(&payload),
+            checksum: crate::crc::crc32c(&payload),
             headers,
             payload: Bytes::from(payload),
         }

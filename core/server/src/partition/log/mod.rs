@@ -793,7 +793,7 @@ mod tests {
                 timestamp: 10 + i,
                 origin_timestamp: None,
                 id: u128::from(i) + 1,
-                checksum: crc32c::crc32c(&vec![i as u8; 700 + i as usize]),
+                checksum: crate::crc::crc32c(&vec![i as u8; 700 + i as usize]),
                 headers: None,
                 payload: Bytes::from(vec![i as u8; 700 + i as usize]),
             })

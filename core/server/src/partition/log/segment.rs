@@ -1161,7 +1161,7 @@ mod tests {
                 timestamp: TIMESTAMP,
                 origin_timestamp: None,
                 id: u128::from(offset) + 1,
-                checksum: crc32c::crc32c(&[7u8; 40]),
+                checksum: crate::crc::crc32c(&[7u8; 40]),
                 headers: None,
                 payload: Bytes::from(vec![7u8; 40]),
             })
