@@ -156,33 +156,43 @@ impl Default for Plain {
 }
 
 impl Plain {
-    /// An unsigned integer of any width.
-    pub fn uint(self, value: impl Into<u128>) -> Self {
-        let value: u128 = value.into();
+    /// An unsigned integer of at most 64 bits.
+    pub fn uint(&mut self, value: u64) -> &mut Self {
         let le = value.to_le_bytes();
         match value {
             0..251 => self.put(&le[..1]),
-            251..=0xFFFF => self.put(&[251]).put(&le[..2]),
-            0x1_0000..=0xFFFF_FFFF => self.put(&[252]).put(&le[..4]),
-            0x1_0000_0000..=0xFFFF_FFFF_FFFF_FFFF => self.put(&[253]).put(&le[..8]),
-            _ => self.put(&[254]).put(&le),
+            251..=0xFFFF => self.marked(251, &le[..2]),
+            0x1_0000..=0xFFFF_FFFF => self.marked(252, &le[..4]),
+            _ => self.marked(253, &le),
+        }
+    }
+
+    /// A 128-bit unsigned integer.
+    pub fn uint128(&mut self, value: u128) -> &mut Self {
+        match u64::try_from(value) {
+            Ok(narrow) => self.uint(narrow),
+            Err(_) => self.marked(254, &value.to_le_bytes()),
         }
     }
 
     /// An absent option of any type.
-    pub fn none(self) -> Self {
+    pub fn none(&mut self) -> &mut Self {
         self.put(&[0])
     }
 
     /// An option of an unsigned integer.
-    pub fn option(self, value: Option<u64>) -> Self {
+    pub fn option(&mut self, value: Option<u64>) -> &mut Self {
         match value {
             None => self.none(),
             Some(value) => self.put(&[1]).uint(value),
         }
     }
 
-    fn put(mut self, bytes: &[u8]) -> Self {
+    fn marked(&mut self, marker: u8, le: &[u8]) -> &mut Self {
+        self.put(&[marker]).put(le)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> &mut Self {
         match self.bytes.get_mut(self.len..self.len + bytes.len()) {
             Some(slot) => {
                 slot.copy_from_slice(bytes);
@@ -273,13 +283,12 @@ impl<'a> FrameBuilder<'a> {
     /// written without a codec call (`Plain`).
     pub fn plain_then_bytes(
         &mut self,
-        fields: Plain,
+        fields: &mut Plain,
         bytes: &'a [u8],
         crc: u32,
         shift: Option<&Shift>,
     ) -> Result<(), FrameError> {
-        let fields = fields.uint(bytes.len() as u64);
-        let encoded = fields.bytes()?;
+        let encoded = fields.uint(bytes.len() as u64).bytes()?;
         self.payload_crc = crate::crc::crc32c_append(self.payload_crc, encoded);
         self.payload_len += encoded.len();
         self.own.extend_from_slice(encoded);
@@ -618,14 +627,21 @@ mod tests {
             42,
         ];
         for v in edges {
-            let plain = Plain::default().uint(v);
-            assert_eq!(plain.bytes().ok(), Some(&codec(&v)[..]), "{v}");
+            let mut plain = Plain::default();
+            assert_eq!(plain.uint128(v).bytes().ok(), Some(&codec(&v)[..]), "{v}");
+            if let Ok(narrow) = u64::try_from(v) {
+                let mut plain = Plain::default();
+                assert_eq!(plain.uint(narrow).bytes().ok(), Some(&codec(&narrow)[..]));
+            }
         }
     }
 
     #[test]
     fn given_more_fields_than_fit_when_encoded_plain_then_it_is_a_typed_error() {
-        let plain = (0..8).fold(Plain::default(), |p, _| p.uint(u128::MAX));
+        let mut plain = Plain::default();
+        for _ in 0..8 {
+            plain.uint128(u128::MAX);
+        }
         assert!(matches!(plain.bytes(), Err(FrameError::Encode(_))));
     }
 
@@ -634,12 +650,13 @@ mod tests {
         fn plain_fields_are_the_codecs_tuple(
             offset: u64, timestamp: u64, origin: Option<u64>, id: u128, checksum: u32, len: u64,
         ) {
-            let plain = Plain::default()
+            let mut plain = Plain::default();
+            plain
                 .uint(offset)
                 .uint(timestamp)
                 .option(origin)
-                .uint(id)
-                .uint(checksum)
+                .uint128(id)
+                .uint(u64::from(checksum))
                 .none()
                 .uint(len);
             let none: Option<Vec<u8>> = None;

@@ -308,23 +308,25 @@ pub(crate) fn frame_batch(
             // No headers (the usual message): the same fields without a
             // codec call (`Plain`, its tests compare it with the codec).
             BatchVersion::V1 if m.headers.is_none() => {
-                let fields = Plain::default()
+                let mut fields = Plain::default();
+                fields
                     .uint(m.offset)
                     .uint(m.timestamp)
-                    .uint(m.id)
-                    .uint(m.checksum)
+                    .uint128(m.id)
+                    .uint(u64::from(m.checksum))
                     .none();
-                b.plain_then_bytes(fields, payload, crc, shift)?;
+                b.plain_then_bytes(&mut fields, payload, crc, shift)?;
             }
             BatchVersion::V2 if m.headers.is_none() => {
-                let fields = Plain::default()
+                let mut fields = Plain::default();
+                fields
                     .uint(m.offset)
                     .uint(m.timestamp)
                     .option(m.origin_timestamp)
-                    .uint(m.id)
-                    .uint(m.checksum)
+                    .uint128(m.id)
+                    .uint(u64::from(m.checksum))
                     .none();
-                b.plain_then_bytes(fields, payload, crc, shift)?;
+                b.plain_then_bytes(&mut fields, payload, crc, shift)?;
             }
             BatchVersion::V1 => {
                 // Every key is a string (`for_batch`): bincode encodes a
