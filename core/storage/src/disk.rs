@@ -141,6 +141,33 @@ impl DurableFile for DiskFile {
         Ok(())
     }
 
+    fn reserve(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_writable(OpKind::Reserve)?;
+        let flags = rustix::fs::FallocateFlags::KEEP_SIZE;
+        loop {
+            match rustix::fs::fallocate(&self.file, flags, offset, len) {
+                Ok(()) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => {
+                    return Err(StorageError::from_io(
+                        OpKind::Reserve,
+                        &self.path,
+                        &e.into(),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn release_reserved(&self) -> Result<()> {
+        self.check_writable(OpKind::Reserve)?;
+        let err = |e: std::io::Error| StorageError::from_io(OpKind::Reserve, &self.path, &e);
+        // Setting the length it has frees the blocks past it, and changes
+        // no byte: nothing for a later sync to carry (`len_changed` stays).
+        let len = self.file.metadata().map_err(err)?.len();
+        self.file.set_len(len).map_err(err)
+    }
+
     fn sync(&self) -> Result<()> {
         let result = if self.len_changed.swap(false, Ordering::AcqRel) {
             self.file.sync_all()

@@ -88,6 +88,24 @@ pub trait DurableFile: Send + Sync + Debug {
     /// [`DurableStorage::sync_dir`].
     fn sync(&self) -> Result<()>;
 
+    /// Reserves the file's blocks for `len` bytes from `offset` without
+    /// changing its length or its bytes, so that writes there find their
+    /// blocks allocated (`DiskStorage`: `fallocate` with `KEEP_SIZE`; on
+    /// ext4 a buffered append into reserved blocks skips the delayed
+    /// allocation's per-block bookkeeping, ADR 0031). Advisory: a backend
+    /// may do nothing (`SimStorage` has no blocks to reserve), and a failure
+    /// changes nothing the file holds, so callers may go on without it.
+    fn reserve(&self, offset: u64, len: u64) -> Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
+    /// Gives back the blocks `reserve` left past the file's end; its length
+    /// and bytes are unchanged. Advisory, like `reserve`.
+    fn release_reserved(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// A failed sync a layer below made on this handle's behalf and not yet
     /// reported (the file pool syncs a file before it closes it, ADR 0018):
     /// taken once, by whichever comes first, this or the next `sync`, which

@@ -672,6 +672,16 @@ impl DurableFile for PooledFile {
         self.with(OpKind::Truncate, Effect::Write, |f| f.truncate(len))
     }
 
+    // A reservation changes no byte: nothing for an eviction's sync to
+    // carry, so it dirties nothing (`Effect::Read`).
+    fn reserve(&self, offset: u64, len: u64) -> Result<()> {
+        self.with(OpKind::Reserve, Effect::Read, |f| f.reserve(offset, len))
+    }
+
+    fn release_reserved(&self) -> Result<()> {
+        self.with(OpKind::Reserve, Effect::Read, |f| f.release_reserved())
+    }
+
     fn sync(&self) -> Result<()> {
         self.with(OpKind::SyncFile, Effect::Sync, |f| f.sync())
     }

@@ -134,6 +134,12 @@ impl DurableFile for CountingFile {
             .fetch_add(n as u64, Ordering::Relaxed);
         self.inner.write_vectored_at(offset, bufs)
     }
+    fn reserve(&self, offset: u64, len: u64) -> Result<()> {
+        self.inner.reserve(offset, len)
+    }
+    fn release_reserved(&self) -> Result<()> {
+        self.inner.release_reserved()
+    }
     fn append(&self, data: &[u8]) -> Result<u64> {
         self.counters
             .bytes_written

@@ -562,8 +562,12 @@ impl Log {
                 self.generation,
                 base_offset,
             )?;
-            // The segment being sealed is written no more: its size is final.
-            self.sealed_bytes += self.segments.last().map_or(0, |s| s.size);
+            // The segment being sealed is written no more: its size is final,
+            // and the blocks reserved past it are not needed.
+            if let Some(sealed) = self.segments.last_mut() {
+                self.sealed_bytes += sealed.size;
+                sealed.release_reserved();
+            }
             self.segments.push(seg);
         }
         let Some(seg) = self.segments.last_mut() else {
@@ -817,5 +821,65 @@ mod tests {
                 b.offset
             );
         }
+    }
+
+    /// Bytes the file system has allocated to the file at `path`.
+    fn allocated(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).unwrap().blocks() * 512
+    }
+
+    /// ADR 0031: on a real disk, a segment that has grown past
+    /// `RESERVE_AHEAD` has blocks reserved past its end, and gives them back
+    /// when it is sealed; what it serves is unchanged.
+    #[test]
+    fn given_a_growing_segment_on_disk_when_it_is_sealed_then_its_reserved_blocks_are_given_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn DurableStorage> = Arc::new(sluice_storage::DiskStorage::new());
+        let segment_size = 3 * super::segment::RESERVE_AHEAD;
+        let mut log = Log::empty(storage, dir.path(), 1, segment_size);
+        let payload = Bytes::from(vec![7u8; 64 << 10]);
+        let batch = |first: u64| -> Vec<Message> {
+            (first..first + 16)
+                .map(|i| Message {
+                    offset: i,
+                    timestamp: 10 + i,
+                    origin_timestamp: None,
+                    id: u128::from(i) + 1,
+                    checksum: crate::crc::crc32c(&payload),
+                    headers: None,
+                    payload: payload.clone(),
+                })
+                .collect()
+        };
+        log.append(batch(0), false).unwrap();
+        let mut next = 16;
+        // Given a segment past RESERVE_AHEAD (1 MiB batches).
+        while log.segments[0].size < super::segment::RESERVE_AHEAD + (2 << 20) {
+            log.append(batch(next), false).unwrap();
+            next += 16;
+        }
+        let first = log.segments[0].log_path.clone();
+        let len = std::fs::metadata(&first).unwrap().len();
+        assert!(
+            allocated(&first) >= len + super::segment::RESERVE_AHEAD / 2,
+            "reserved ahead: {} bytes allocated for {len}",
+            allocated(&first)
+        );
+        // When it is sealed by a roll.
+        while log.segments.len() == 1 {
+            log.append(batch(next), false).unwrap();
+            next += 16;
+        }
+        // Then the blocks past its end are given back, and every message reads back.
+        let len = std::fs::metadata(&first).unwrap().len();
+        assert!(
+            allocated(&first) < len + (1 << 20),
+            "released: {} bytes allocated for {len}",
+            allocated(&first)
+        );
+        let read = log.read(0, next).unwrap();
+        assert_eq!(read.len() as u64, next);
+        assert!(read.iter().all(|m| m.payload == payload));
     }
 }

@@ -124,7 +124,17 @@ pub(crate) struct Segment {
     /// Timestamps never decrease within a log (`Partition::append` keeps them
     /// so), so recovery finds it in the last batch, which its tail scan reads.
     pub(crate) newest_timestamp: u64,
+    /// The log file's blocks are reserved up to here (`reserve_ahead`); 0
+    /// before this process reserved any. Advisory: nothing read or
+    /// acknowledged depends on it.
+    reserved_to: u64,
 }
+
+/// A segment that already holds this many bytes has its log file's blocks
+/// reserved this far past each append's end (`reserve_ahead`, ADR 0031): a
+/// log that grows fast gets its blocks a few MiB at a time, and a partition
+/// that stays small never reserves any.
+pub(crate) const RESERVE_AHEAD: u64 = 8 << 20;
 
 /// What a recovery scan found wrong with a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -317,6 +327,7 @@ impl Segment {
             carried_to: 0,
             durable_to: 0,
             recheck_owed: false,
+            reserved_to: 0,
             newest_timestamp: 0,
         };
         seg.check_invariants();
@@ -353,6 +364,7 @@ impl Segment {
             carried_to: 0,
             durable_to: 0,
             recheck_owed: false,
+            reserved_to: 0,
             newest_timestamp: 0,
         };
         let first = seg.load_index(file_len)?;
@@ -650,6 +662,7 @@ impl Segment {
                     )));
                 }
             }
+            seg.reserve_ahead(at + encoded.len() as u64);
             // One write of the whole frame, from its pieces (`Framed`).
             let mut written = seg
                 .log
@@ -692,6 +705,37 @@ impl Segment {
             );
             Ok(())
         })
+    }
+
+    /// Reserves the log file's blocks up to `RESERVE_AHEAD` past `end` once
+    /// the segment holds `RESERVE_AHEAD` bytes, so the appends up to there
+    /// find their blocks allocated (ADR 0031). Best effort: a reservation
+    /// changes no byte, so a failed one (a full disk, a file system without
+    /// `fallocate`) is logged and the append goes on without it; it is tried
+    /// again `RESERVE_AHEAD` later.
+    fn reserve_ahead(&mut self, end: u64) {
+        if self.size < RESERVE_AHEAD || end <= self.reserved_to {
+            return;
+        }
+        let from = self.reserved_to.max(self.size);
+        let to = end.saturating_add(RESERVE_AHEAD);
+        if let Err(e) = self.log.reserve(from, to - from) {
+            tracing::debug!(path = %self.log_path.display(), error = %e, "blocks not reserved ahead of appends");
+        }
+        self.reserved_to = to;
+    }
+
+    /// Gives back what `reserve_ahead` reserved past the log's end: called
+    /// when the segment is sealed. Best effort, as the reservation: blocks
+    /// left reserved waste space until the segment is removed, nothing more.
+    pub(crate) fn release_reserved(&mut self) {
+        if self.reserved_to == 0 {
+            return;
+        }
+        if let Err(e) = self.log.release_reserved() {
+            tracing::debug!(path = %self.log_path.display(), error = %e, "blocks reserved past a sealed segment's end not released");
+        }
+        self.reserved_to = 0;
     }
 
     /// Cuts bytes a failed write left beyond `size`, if its own clean-up
