@@ -25,6 +25,15 @@ impl DiskStorage {
     pub fn new() -> Self {
         DiskStorage
     }
+
+    /// The file's length and the bytes the file system has allocated to it
+    /// (what `du` counts: blocks reserved past its end included, ADR 0031).
+    pub fn allocation(&self, path: &Path) -> Result<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let meta =
+            std::fs::metadata(path).map_err(|e| StorageError::from_io(OpKind::Len, path, &e))?;
+        Ok((meta.len(), meta.blocks().saturating_mul(512)))
+    }
 }
 
 #[derive(Debug)]

@@ -823,10 +823,9 @@ mod tests {
         }
     }
 
-    /// Bytes the file system has allocated to the file at `path`.
-    fn allocated(path: &Path) -> u64 {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(path).unwrap().blocks() * 512
+    /// The length of the file at `path` and the bytes allocated to it.
+    fn allocation(path: &Path) -> (u64, u64) {
+        sluice_storage::DiskStorage::new().allocation(path).unwrap()
     }
 
     /// ADR 0031: on a real disk, a segment that has grown past
@@ -860,11 +859,10 @@ mod tests {
             next += 16;
         }
         let first = log.segments[0].log_path.clone();
-        let len = std::fs::metadata(&first).unwrap().len();
+        let (len, allocated) = allocation(&first);
         assert!(
-            allocated(&first) >= len + super::segment::RESERVE_AHEAD / 2,
-            "reserved ahead: {} bytes allocated for {len}",
-            allocated(&first)
+            allocated >= len + super::segment::RESERVE_AHEAD / 2,
+            "reserved ahead: {allocated} bytes allocated for {len}"
         );
         // When it is sealed by a roll.
         while log.segments.len() == 1 {
@@ -872,11 +870,10 @@ mod tests {
             next += 16;
         }
         // Then the blocks past its end are given back, and every message reads back.
-        let len = std::fs::metadata(&first).unwrap().len();
+        let (len, allocated) = allocation(&first);
         assert!(
-            allocated(&first) < len + (1 << 20),
-            "released: {} bytes allocated for {len}",
-            allocated(&first)
+            allocated < len + (1 << 20),
+            "released: {allocated} bytes allocated for {len}"
         );
         let read = log.read(0, next).unwrap();
         assert_eq!(read.len() as u64, next);
