@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod bench;
+mod huge_pages;
 pub mod launch;
 mod limits;
 pub mod login;
@@ -183,6 +184,7 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!(?config, root_source = ?root, "configuration");
     let seed = u64::from(std::process::id()) ^ SystemClock.now_micros();
     let open_file_limit = limits::raise_open_files();
+    huge_pages::turn_off();
     let max_open_files = config.files.max_open.map(|n| n as u64);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

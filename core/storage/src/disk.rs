@@ -337,9 +337,9 @@ mod tests {
 
     /// More slices than one `pwritev` takes (IOV_MAX), some empty, at an
     /// offset past the end: the file holds exactly the concatenation there,
-    /// on the disk and in the simulator alike.
+    /// on the disk, in the simulator and through a file pool alike.
     #[test]
-    fn a_vectored_write_of_more_slices_than_iov_max_lands_whole_on_both_backends() {
+    fn a_vectored_write_of_more_slices_than_iov_max_lands_whole_on_every_backend() {
         let pieces: Vec<Vec<u8>> = (0..3000u32)
             .map(|i| vec![(i % 251) as u8; (i % 7) as usize])
             .collect();
@@ -351,9 +351,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let disk = DiskStorage::new();
         let sim = SimStorage::new(SimConfig::default());
-        let backends: [(&dyn DurableStorage, std::path::PathBuf); 2] = [
+        let pooled = crate::PooledStorage::new(std::sync::Arc::new(DiskStorage::new()), 2);
+        let backends: [(&dyn DurableStorage, std::path::PathBuf); 3] = [
             (&disk, dir.path().join("f")),
             (&sim, std::path::PathBuf::from("/f")),
+            (&pooled, dir.path().join("g")),
         ];
         for (storage, path) in backends {
             let f = storage.open(&path, OpenMode::CreateNew).unwrap();

@@ -660,6 +660,14 @@ impl DurableFile for PooledFile {
         self.with(OpKind::Write, Effect::Write, |f| f.write_at(offset, data))
     }
 
+    // Passed through, not the trait's default (which concatenates the
+    // slices first: a copy of every payload of a batch).
+    fn write_vectored_at(&self, offset: u64, bufs: &[std::io::IoSlice<'_>]) -> Result<()> {
+        self.with(OpKind::Write, Effect::Write, |f| {
+            f.write_vectored_at(offset, bufs)
+        })
+    }
+
     fn append(&self, data: &[u8]) -> Result<u64> {
         self.with(OpKind::Append, Effect::Write, |f| f.append(data))
     }
