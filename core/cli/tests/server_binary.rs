@@ -123,7 +123,8 @@ fn given_an_empty_data_directory_when_running_self_check_then_it_passes_and_leav
 
 /// ADR 0021: the server turns transparent huge pages off for itself, so a
 /// freed and reused span of memory faults back in 4 KiB at a time, not 2 MiB.
-/// (Where the kernel has them off for everyone, `THP_enabled` is 0 either way.)
+/// (`THP_enabled` is 0 when the process turned them off, or when the kernel
+/// is built without them; a sysfs setting of `never` does not make it 0.)
 #[test]
 fn given_the_shipped_server_when_it_runs_then_transparent_huge_pages_are_off_for_it() {
     let dir = tempfile::tempdir().unwrap();

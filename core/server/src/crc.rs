@@ -203,6 +203,28 @@ mod tests {
         assert_eq!(crc32c_append(crc32c(b"1234"), b"56789"), 0xE306_9283);
     }
 
+    #[test]
+    fn given_large_and_unaligned_inputs_when_checksummed_then_they_are_the_reference_crates() {
+        let bytes: Vec<u8> = (0..(1usize << 20) + 4099)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for (start, len) in [
+            (0, 1 << 20),
+            (1, (1 << 20) + 4097),
+            (3, 65_536),
+            (7, 65_537),
+        ] {
+            let b = &bytes[start..start + len];
+            assert_eq!(crc32c(b), crc32c::crc32c(b), "{start}+{len}");
+            let (head, tail) = b.split_at(len / 3);
+            assert_eq!(
+                crc32c_append(crc32c(head), tail),
+                crc32c::crc32c(b),
+                "{start}+{len} in two"
+            );
+        }
+    }
+
     proptest! {
         #[test]
         fn crc32c_and_append_are_the_reference_crates(

@@ -130,7 +130,8 @@ const PLAIN_MAX: usize = 7 * 17;
 
 /// Unsigned integers and options of them, encoded as the record codec
 /// encodes them (bincode's standard configuration: an unsigned integer of
-/// any width is a varint, its value itself below 251 and otherwise a marker
+/// 16 bits or wider is a varint (a `u8` is its byte, which `Plain` does not
+/// write), its value itself below 251 and otherwise a marker
 /// byte (251, 252, 253, 254 for 2, 4, 8, 16 bytes) then its little-endian
 /// bytes; an option is a `0` byte, or a `1` byte then its value) without a
 /// codec call. The per-message fields of a batch are the one encode on the
@@ -645,10 +646,37 @@ mod tests {
         assert!(matches!(plain.bytes(), Err(FrameError::Encode(_))));
     }
 
+    use proptest::prelude::*;
+
+    /// A `u64` from each varint width's range, its edges included, as often
+    /// as from the widest one.
+    fn widths() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            0u64..251,
+            251u64..=0xFFFF,
+            0x1_0000u64..=0xFFFF_FFFF,
+            0x1_0000_0000u64..=u64::MAX,
+            proptest::sample::select(vec![
+                250u64,
+                251,
+                0xFFFF,
+                0x1_0000,
+                0xFFFF_FFFF,
+                0x1_0000_0000,
+                u64::MAX
+            ]),
+        ]
+    }
+
     proptest::proptest! {
         #[test]
         fn plain_fields_are_the_codecs_tuple(
-            offset: u64, timestamp: u64, origin: Option<u64>, id: u128, checksum: u32, len: u64,
+            offset in widths(),
+            timestamp in widths(),
+            origin in proptest::option::of(widths()),
+            id in prop_oneof![widths().prop_map(u128::from), any::<u128>()],
+            checksum in prop_oneof![widths().prop_map(|v| v as u32), any::<u32>()],
+            len in widths(),
         ) {
             let mut plain = Plain::default();
             plain

@@ -17,7 +17,11 @@
 //!   descriptor opened later may never see it, so closing a file with
 //!   unsynced writes and reopening it to sync can report success for lost
 //!   data. A handle is *dirty* from a write, append or truncate through it
-//!   until a sync through it returns. Clean handles are evicted first; a
+//!   until a sync through it returns. A reservation and its release
+//!   (`reserve`, `release_reserved`, ADR 0031) do not dirty it: they change
+//!   no byte below the file's end, so no sync has anything of theirs to
+//!   carry (a release may zero the rest of the last block past the end,
+//!   which nothing reads). Clean handles are evicted first; a
 //!   dirty victim is synced before its descriptor is closed, and if that
 //!   sync fails the error is kept with the handle and returned by the
 //!   handle's next `sync` (as the kernel would have, had the descriptor
@@ -680,8 +684,9 @@ impl DurableFile for PooledFile {
         self.with(OpKind::Truncate, Effect::Write, |f| f.truncate(len))
     }
 
-    // A reservation changes no byte: nothing for an eviction's sync to
-    // carry, so it dirties nothing (`Effect::Read`).
+    // A reservation or release changes no byte below the file's end:
+    // nothing for an eviction's sync to carry, so it dirties nothing
+    // (`Effect::Read`; the module invariants).
     fn reserve(&self, offset: u64, len: u64) -> Result<()> {
         self.with(OpKind::Reserve, Effect::Read, |f| f.reserve(offset, len))
     }

@@ -100,12 +100,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Its HTTP base URL, `http://ip:port`.
     /// The server process's id.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// Its HTTP base URL, `http://ip:port`.
     pub fn base(&self) -> &str {
         &self.base
     }

@@ -835,6 +835,16 @@ mod tests {
     fn given_a_growing_segment_on_disk_when_it_is_sealed_then_its_reserved_blocks_are_given_back() {
         let dir = tempfile::tempdir().unwrap();
         let storage: Arc<dyn DurableStorage> = Arc::new(sluice_storage::DiskStorage::new());
+        let probe = storage
+            .open(
+                &dir.path().join("probe"),
+                sluice_storage::OpenMode::CreateNew,
+            )
+            .unwrap();
+        if let Err(e) = probe.reserve(0, 4096) {
+            eprintln!("skipped: the file system reserves no blocks ({e})");
+            return;
+        }
         let segment_size = 3 * super::segment::RESERVE_AHEAD;
         let mut log = Log::empty(storage, dir.path(), 1, segment_size);
         let payload = Bytes::from(vec![7u8; 64 << 10]);
