@@ -437,5 +437,6 @@ mod tests {
             syncs,
             "a release dirties nothing"
         );
+        drop(others);
     }
 }
