@@ -111,13 +111,15 @@ pub(crate) async fn serve(
                     // Membership ends with the connection, as in Iggy: its
                     // groups rebalance before its id can be given out again.
                     handler::leave_all_groups(&state, id).await;
+                    // The slot is free before the client leaves the list:
+                    // whoever sees the list without it can connect again.
+                    drop(permit);
                     drop(client);
                     match outcome {
                         Ok(Ok(())) => {}
                         Ok(Err(reason)) => tracing::debug!(%peer, %reason, "TCP connection closed"),
                         Err(e) => tracing::error!(%peer, error = %e, "a TCP connection's task failed; its memberships were ended"),
                     }
-                    drop(permit);
                 });
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
