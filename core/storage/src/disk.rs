@@ -392,25 +392,25 @@ mod tests {
         let (len, allocated) = disk.allocation(&a).unwrap();
         assert_eq!(len, 4096, "the length is unchanged");
         assert!(allocated >= 1 << 20, "{allocated} bytes allocated");
-        // When two more files evict its descriptor, and it is released.
-        let others: Vec<_> = ["b", "c"]
-            .iter()
-            .map(|name| {
-                let f = pool
-                    .open(&dir.path().join(name), OpenMode::CreateNew)
-                    .unwrap();
-                // Dirty, so that the pool would evict `a` first if it were.
-                f.write_at(0, b"x").unwrap();
-                f
-            })
-            .collect();
-        assert!(pool.stats().open <= 2, "the pool holds its bound");
-        assert_eq!(
-            pool.stats().eviction_syncs,
-            syncs,
-            "a reservation dirties nothing"
-        );
-        drop(others);
+        // Two more files, written (so that the pool would evict `a` first
+        // were it dirty), evict its descriptor: with no sync of it.
+        let evict_a = |what: &str| {
+            let others: Vec<_> = ["b", "c"]
+                .iter()
+                .map(|name| {
+                    let f = pool
+                        .open(&dir.path().join(name), OpenMode::CreateOrOpen)
+                        .unwrap();
+                    f.write_at(0, b"x").unwrap();
+                    f
+                })
+                .collect();
+            assert!(pool.stats().open <= 2, "the pool holds its bound");
+            assert_eq!(pool.stats().eviction_syncs, syncs, "{what} dirties nothing");
+            drop(others);
+        };
+        // When its descriptor is evicted, and it is released.
+        evict_a("a reservation");
         file.release_reserved().unwrap();
         // Then the blocks went back, the bytes did not change, and nothing was dirtied.
         let (len, allocated) = disk.allocation(&a).unwrap();
@@ -420,23 +420,6 @@ mod tests {
             "{allocated} bytes allocated after the release"
         );
         assert_eq!(file.read_to_end().unwrap(), vec![1u8; 4096]);
-        let others: Vec<_> = ["b", "c"]
-            .iter()
-            .map(|name| {
-                let f = pool
-                    .open(&dir.path().join(name), OpenMode::ReadWrite)
-                    .unwrap();
-                // Dirty, so that the pool would evict `a` first if it were.
-                f.write_at(0, b"x").unwrap();
-                f
-            })
-            .collect();
-        assert!(pool.stats().open <= 2, "the pool holds its bound");
-        assert_eq!(
-            pool.stats().eviction_syncs,
-            syncs,
-            "a release dirties nothing"
-        );
-        drop(others);
+        evict_a("a release");
     }
 }
