@@ -306,26 +306,15 @@ pub(crate) fn frame_batch(
         let (payload, crc, shift) = (&m.payload[..], m.checksum, shift.as_deref());
         match version {
             // No headers (the usual message): the same fields without a
-            // codec call (`Plain`, its tests compare it with the codec).
-            BatchVersion::V1 if m.headers.is_none() => {
+            // codec call (`Plain`, its tests compare it with the codec);
+            // version 2 adds the origin timestamp after the append time.
+            _ if m.headers.is_none() => {
                 let mut fields = Plain::default();
-                fields
-                    .uint(m.offset)
-                    .uint(m.timestamp)
-                    .uint128(m.id)
-                    .uint(u64::from(m.checksum))
-                    .none();
-                b.plain_then_bytes(&mut fields, payload, crc, shift)?;
-            }
-            BatchVersion::V2 if m.headers.is_none() => {
-                let mut fields = Plain::default();
-                fields
-                    .uint(m.offset)
-                    .uint(m.timestamp)
-                    .option(m.origin_timestamp)
-                    .uint128(m.id)
-                    .uint(u64::from(m.checksum))
-                    .none();
+                fields.uint(m.offset).uint(m.timestamp);
+                if version == BatchVersion::V2 {
+                    fields.option(m.origin_timestamp);
+                }
+                fields.uint128(m.id).uint(u64::from(m.checksum)).none();
                 b.plain_then_bytes(&mut fields, payload, crc, shift)?;
             }
             BatchVersion::V1 => {
