@@ -359,7 +359,15 @@ run_bench() {
     NO_COLOR=1 timeout --kill-after=10 "$BENCH_TIMEOUT" "$IGGY_BENCH" "${args[@]}" >>"$log" 2>&1 </dev/null
 }
 
-# parse_results LOG: prints "kind<TAB>MB/s<TAB>msg/s<TAB>p50<TAB>p99" per result line.
+# parse_results LOG: prints "kind<TAB>MB/s<TAB>msg/s<TAB>p50<TAB>p99<TAB>aggregate MB/s
+# <TAB>spread" per result line. MB/s is iggy-bench's "Total throughput", which is
+# the sum of each actor's own rate (its bytes over its own time): a server that
+# serves the actors one after another scores higher on it than one that serves them
+# together at the same total rate. So the aggregate is computed too, from the same
+# log's per-actor lines ("Producer #1 → sent ... in 0.96 s, total size: 125.00 MB",
+# logged when the actor ends): all the actors' bytes over the time from the first
+# actor's start (its end minus its time) to the last one's end. The spread is the
+# longest actor time over the shortest.
 parse_results() {
     sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '
         function field(re, prefix, suffix,   s) {
@@ -367,14 +375,69 @@ parse_results() {
             s = substr($0, RSTART, RLENGTH)
             return substr(s, length(prefix) + 1, length(s) - length(prefix) - length(suffix))
         }
+        # Days since 1970-01-01 of a civil date (mawk has no mktime).
+        function epoch_day(y, m, d,   era, yoe, doy, doe) {
+            y -= (m <= 2)
+            era = int(y / 400)
+            yoe = y - era * 400
+            doy = int((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1
+            doe = yoe * 365 + int(yoe / 4) - int(yoe / 100) + doy
+            return era * 146097 + doe - 719468
+        }
+        # Seconds since the epoch of a leading "2026-12-05T02:17:01.679413Z".
+        function stamp(s) {
+            return epoch_day(substr(s, 1, 4) + 0, substr(s, 6, 2) + 0, substr(s, 9, 2) + 0) * 86400 \
+                + substr(s, 12, 2) * 3600 + substr(s, 15, 2) * 60 + substr(s, 18)
+        }
+        function megabytes(n, unit) {
+            if (unit == "B") return n / 1e6
+            if (unit == "KB") return n / 1e3
+            if (unit == "GB") return n * 1e3
+            if (unit == "TB") return n * 1e6
+            if (unit == "KiB") return n * 1024 / 1e6
+            if (unit == "MiB") return n * 1048576 / 1e6
+            if (unit == "GiB") return n * 1073741824 / 1e6
+            return n
+        }
+        function note(kind, t, took, mb) {
+            if (!(kind in first) || t - took < first[kind]) first[kind] = t - took
+            if (!(kind in last) || t > last[kind]) last[kind] = t
+            if (!(kind in shortest) || took < shortest[kind]) shortest[kind] = took
+            if (!(kind in longest) || took > longest[kind]) longest[kind] = took
+            bytes[kind] += mb
+        }
+        match($0, /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:.]+Z .*(Producer|Consumer|ProducingConsumer) #[0-9]+ → (sent|polled).* in [0-9.]+ s, total size: [0-9.]+ [KMGT]?i?B,/) {
+            t = stamp($1)
+            took = field("in [0-9.]+ s, total size", "in ", " s, total size") + 0
+            size = field("total size: [0-9.]+ [KMGT]?i?B", "total size: ", "")
+            split(size, sz, " ")
+            mb = megabytes(sz[1] + 0, sz[2])
+            actor = $0
+            sub(/ #[0-9]+ → .*/, "", actor)
+            sub(/.* /, "", actor)
+            kind = actor == "Producer" ? "Producers" : actor == "Consumer" ? "Consumers" : "Producing Consumer"
+            note(kind, t, took, mb)
+            if (kind != "Producing Consumer") note("Aggregate", t, took, mb)
+            next
+        }
         match($0, /(Producers|Consumers|Aggregate|Producing Consumer) Results: Total throughput:/) {
             kind = substr($0, RSTART, RLENGTH)
             sub(/ Results: .*/, "", kind)
-            printf "%s\t%s\t%s\t%s\t%s\n", kind,
+            results[++n] = kind
+            line[n] = sprintf("%s\t%s\t%s\t%s\t%s", kind,
                 field("Total throughput: [0-9.]+ MB/s", "Total throughput: ", " MB/s"),
                 field("MB/s, [0-9]+ messages/s", "MB/s, ", " messages/s"),
                 field("p50 latency: [0-9.]+ ms", "p50 latency: ", " ms"),
-                field("p99 latency: [0-9.]+ ms", "p99 latency: ", " ms")
+                field("p99 latency: [0-9.]+ ms", "p99 latency: ", " ms"))
+        }
+        END {
+            for (i = 1; i <= n; i++) {
+                k = results[i]
+                agg = "-"; spread = "-"
+                if ((k in bytes) && last[k] > first[k]) agg = sprintf("%.2f", bytes[k] / (last[k] - first[k]))
+                if ((k in shortest) && shortest[k] > 0) spread = sprintf("%.2f", longest[k] / shortest[k])
+                printf "%s\t%s\t%s\n", line[i], agg, spread
+            }
         }'
 }
 
@@ -473,7 +536,7 @@ for si in "${!SPECS[@]}"; do
             blog=$OUT_DIR/$tag.bench.log
             echo "bench-vs-iggy: [$((si + 1))/${#SPECS[@]}] rep $rep/$REPS $server: $measured" >&2
             if ! start_server "$server" "$slog"; then
-                printf '%s\t%s\t%s\tFAIL\tstart\t-\t-\t-\t-\t-\t-\t-\n' "$si" "$server" "$rep" >>"$RESULTS"
+                printf '%s\t%s\t%s\tFAIL\tstart\t-\t-\t-\t-\t-\t-\t-\t-\t-\n' "$si" "$server" "$rep" >>"$RESULTS"
                 [[ -n $SERVER_PID ]] && stop_server
                 continue
             fi
@@ -511,12 +574,12 @@ for si in "${!SPECS[@]}"; do
                 status=no-result
             fi
             if [[ $status == ok ]]; then
-                while IFS=$'\t' read -r kind mb msg p50 p99; do
-                    printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-                        "$si" "$server" "$rep" "$kind" "$mb" "$msg" "$p50" "$p99" "$cpu" "$rss_mib" "$wall" >>"$RESULTS"
+                while IFS=$'\t' read -r kind mb msg p50 p99 agg spread; do
+                    printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+                        "$si" "$server" "$rep" "$kind" "$mb" "$msg" "$p50" "$p99" "$cpu" "$rss_mib" "$wall" "$agg" "$spread" >>"$RESULTS"
                 done <<<"$lines"
             else
-                printf '%s\t%s\t%s\tFAIL\t%s\t-\t-\t-\t-\t%s\t%s\t%s\n' \
+                printf '%s\t%s\t%s\tFAIL\t%s\t-\t-\t-\t-\t%s\t%s\t%s\t-\t-\n' \
                     "$si" "$server" "$rep" "$status" "$cpu" "$rss_mib" "$wall" >>"$RESULTS"
                 echo "bench-vs-iggy: FAIL ($status): $blog, $slog" >&2
             fi
@@ -593,6 +656,24 @@ has() {
             mi=$(col "$si" iggy "$kind" 6 | median)
             ms=$(col "$si" sluice "$kind" 6 | median)
             echo "| $((si + 1)) | $name | $kind | $mi | $ms | $(ratio "$ms" "$mi") | $(col "$si" iggy "$kind" 7 | median) | $(col "$si" sluice "$kind" 7 | median) | $(col "$si" iggy "$kind" 8 | median) | $(col "$si" sluice "$kind" 8 | median) | $(col "$si" iggy "$kind" 9 | median) | $(col "$si" sluice "$kind" 9 | median) | $ok_i/$REPS / $ok_s/$REPS |"
+        done <<<"$kinds"
+    done
+    echo
+    echo "The same runs' aggregate rate: each run's actors' bytes over the time from the first"
+    echo "actor's start to the last one's end, from iggy-bench's per-actor log lines (its \"Total"
+    echo "throughput\" above sums each actor's own rate, which rewards serving actors one after"
+    echo "another); spread: the longest actor's time over the shortest's. Medians."
+    echo
+    echo "| # | benchmark | results | Iggy aggregate MB/s | sluice aggregate MB/s | sluice/Iggy | Iggy spread | sluice spread |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for si in "${!SPECS[@]}"; do
+        name=$(spec_name "${SPECS[$si]}")
+        kinds=$(awk -F'\t' -v s="$si" '$1 == s && $4 == "ok" && !seen[$5]++ { print $5 }' "$RESULTS")
+        [[ -z $kinds ]] && continue
+        while read -r kind; do
+            ai=$(col "$si" iggy "$kind" 13 | median)
+            as=$(col "$si" sluice "$kind" 13 | median)
+            echo "| $((si + 1)) | $name | $kind | $ai | $as | $(ratio "$as" "$ai") | $(col "$si" iggy "$kind" 14 | median) | $(col "$si" sluice "$kind" 14 | median) |"
         done <<<"$kinds"
     done
     echo
