@@ -616,6 +616,16 @@ run_col() {
         '$1 == s && $2 == srv && $c != "-" && !seen[$3]++ { print $c }' "$RESULTS"
 }
 
+# paired_ratio SPEC KIND COLUMN: the median over repetitions of sluice's value over
+# Iggy's in the same repetition (the two ran back to back, so a drift in the
+# machine's speed between repetitions cancels out), "-" without a pair.
+paired_ratio() {
+    awk -F'\t' -v s="$1" -v k="$2" -v c="$3" '
+        $1 == s && $4 == "ok" && $5 == k && $c != "-" { v[$2, $3] = $c; reps[$3] = 1 }
+        END { for (r in reps) if ((("iggy", r) in v) && (("sluice", r) in v) && v["iggy", r] + 0 > 0) print v["sluice", r] / v["iggy", r] }
+    ' "$RESULTS" | median
+}
+
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f\n", a / b }'
 }
@@ -662,10 +672,11 @@ has() {
     echo "The same runs' aggregate rate: each run's actors' bytes over the time from the first"
     echo "actor's start to the last one's end, from iggy-bench's per-actor log lines (its \"Total"
     echo "throughput\" above sums each actor's own rate, which rewards serving actors one after"
-    echo "another); spread: the longest actor's time over the shortest's. Medians."
+    echo "another); spread: the longest actor's time over the shortest's. Medians; the paired"
+    echo "ratio is the median of each repetition's sluice / Iggy (the two ran back to back)."
     echo
-    echo "| # | benchmark | results | Iggy aggregate MB/s | sluice aggregate MB/s | sluice/Iggy | Iggy spread | sluice spread |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| # | benchmark | results | Iggy aggregate MB/s | sluice aggregate MB/s | sluice/Iggy | paired sluice/Iggy, Total / aggregate | Iggy spread | sluice spread |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for si in "${!SPECS[@]}"; do
         name=$(spec_name "${SPECS[$si]}")
         kinds=$(awk -F'\t' -v s="$si" '$1 == s && $4 == "ok" && !seen[$5]++ { print $5 }' "$RESULTS")
@@ -673,7 +684,7 @@ has() {
         while read -r kind; do
             ai=$(col "$si" iggy "$kind" 13 | median)
             as=$(col "$si" sluice "$kind" 13 | median)
-            echo "| $((si + 1)) | $name | $kind | $ai | $as | $(ratio "$as" "$ai") | $(col "$si" iggy "$kind" 14 | median) | $(col "$si" sluice "$kind" 14 | median) |"
+            echo "| $((si + 1)) | $name | $kind | $ai | $as | $(ratio "$as" "$ai") | $(paired_ratio "$si" "$kind" 6) / $(paired_ratio "$si" "$kind" 13) | $(col "$si" iggy "$kind" 14 | median) | $(col "$si" sluice "$kind" 14 | median) |"
         done <<<"$kinds"
     done
     echo
