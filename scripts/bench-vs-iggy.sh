@@ -71,6 +71,12 @@
 # pays that, and the other does not, whichever runs first. Writing and deleting a
 # file of the run's size before each start gives both servers backed pages.
 #
+# Besides iggy-bench's "Total throughput" (the sum of each actor's own rate), the
+# report gives each benchmark's aggregate rate (all actors' bytes over the time from
+# the first actor's start to the last one's end, from iggy-bench's per-actor log
+# lines), the actors' spread, and the paired ratio (the median of each repetition's
+# sluice / Iggy); see parse_results and paired_ratio.
+#
 # Output: the markdown report goes to stdout and to <out>/report.md; every run's
 # server log and iggy-bench output are kept in <out>. A run that fails, times out
 # or prints no result line counts as FAIL, and its logs are named in the report.
