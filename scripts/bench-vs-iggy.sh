@@ -75,7 +75,8 @@
 # report gives each benchmark's aggregate rate (all actors' bytes over the time from
 # the first actor's start to the last one's end, from iggy-bench's per-actor log
 # lines), the actors' spread, and the paired ratio (the median of each repetition's
-# sluice / Iggy); see parse_results and paired_ratio.
+# sluice / Iggy); see parse_results and paired_ratio. It also gives the CPU seconds of
+# the measured iggy-bench run itself: the client shares the cores with the server.
 #
 # Output: the markdown report goes to stdout and to <out>/report.md; every run's
 # server log and iggy-bench output are kept in <out>. A run that fails, times out
@@ -362,7 +363,24 @@ run_bench() {
         printf ' %q' "${args[@]}"
         printf '\n'
     } >"$log"
+    # The builtin `times`, written without a subshell, gives the CPU of this
+    # shell's reaped children so far: the run's own is the difference.
+    times >"$log.cpu0"
     NO_COLOR=1 timeout --kill-after=10 "$BENCH_TIMEOUT" "$IGGY_BENCH" "${args[@]}" >>"$log" 2>&1 </dev/null
+    local rc=$?
+    times >"$log.cpu1"
+    return "$rc"
+}
+
+# client_cpu LOG: the CPU seconds (user + system) of the iggy-bench run that
+# wrote LOG (run_bench's two `times` snapshots; their second line is the
+# children's "XmY.YYYs XmY.YYYs").
+client_cpu() {
+    local log=$1
+    awk 'function secs(t,   m) { m = t; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t }
+        FNR == 2 { v[FILENAME] = secs($1) + secs($2) }
+        END { printf "%.2f\n", v[ARGV[2]] - v[ARGV[1]] }' "$log.cpu0" "$log.cpu1" 2>/dev/null || echo "-"
+    rm -f "$log.cpu0" "$log.cpu1"
 }
 
 # parse_results LOG: prints "kind<TAB>MB/s<TAB>msg/s<TAB>p50<TAB>p99<TAB>aggregate MB/s
@@ -542,7 +560,7 @@ for si in "${!SPECS[@]}"; do
             blog=$OUT_DIR/$tag.bench.log
             echo "bench-vs-iggy: [$((si + 1))/${#SPECS[@]}] rep $rep/$REPS $server: $measured" >&2
             if ! start_server "$server" "$slog"; then
-                printf '%s\t%s\t%s\tFAIL\tstart\t-\t-\t-\t-\t-\t-\t-\t-\t-\n' "$si" "$server" "$rep" >>"$RESULTS"
+                printf '%s\t%s\t%s\tFAIL\tstart\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\n' "$si" "$server" "$rep" >>"$RESULTS"
                 [[ -n $SERVER_PID ]] && stop_server
                 continue
             fi
@@ -550,6 +568,7 @@ for si in "${!SPECS[@]}"; do
             if [[ -n $prep ]]; then
                 run_bench "$prep" "$OUT_DIR/$tag.prep.log"
                 rc=$?
+                rm -f "$OUT_DIR/$tag.prep.log.cpu0" "$OUT_DIR/$tag.prep.log.cpu1"
                 if ((rc != 0)); then
                     status="prep-exit-$rc"
                     ((rc == 124)) && status="prep-timeout"
@@ -567,6 +586,8 @@ for si in "${!SPECS[@]}"; do
             fi
             t1=$(date +%s.%N)
             cpu1=$(tree_cpu_ticks "$SERVER_PID")
+            client=-
+            [[ -f $blog.cpu1 ]] && client=$(client_cpu "$blog")
             rss=$(tree_peak_rss_kib "$SERVER_PID")
             alive=1
             kill -0 "$SERVER_PID" 2>/dev/null || alive=0
@@ -581,12 +602,12 @@ for si in "${!SPECS[@]}"; do
             fi
             if [[ $status == ok ]]; then
                 while IFS=$'\t' read -r kind mb msg p50 p99 agg spread; do
-                    printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-                        "$si" "$server" "$rep" "$kind" "$mb" "$msg" "$p50" "$p99" "$cpu" "$rss_mib" "$wall" "$agg" "$spread" >>"$RESULTS"
+                    printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+                        "$si" "$server" "$rep" "$kind" "$mb" "$msg" "$p50" "$p99" "$cpu" "$rss_mib" "$wall" "$agg" "$spread" "$client" >>"$RESULTS"
                 done <<<"$lines"
             else
-                printf '%s\t%s\t%s\tFAIL\t%s\t-\t-\t-\t-\t%s\t%s\t%s\t-\t-\n' \
-                    "$si" "$server" "$rep" "$status" "$cpu" "$rss_mib" "$wall" >>"$RESULTS"
+                printf '%s\t%s\t%s\tFAIL\t%s\t-\t-\t-\t-\t%s\t%s\t%s\t-\t-\t%s\n' \
+                    "$si" "$server" "$rep" "$status" "$cpu" "$rss_mib" "$wall" "$client" >>"$RESULTS"
                 echo "bench-vs-iggy: FAIL ($status): $blog, $slog" >&2
             fi
         done
@@ -695,13 +716,14 @@ has() {
     done
     echo
     echo "Server resources, medians over all runs: CPU seconds (user + system) during the measured"
-    echo "iggy-bench run, peak RSS (VmHWM, MiB) over the server's life, wall seconds of the measured run."
+    echo "iggy-bench run, peak RSS (VmHWM, MiB) over the server's life, wall seconds of the measured run;"
+    echo "and the CPU seconds of the measured iggy-bench run itself (the client, on the same cores)."
     echo
-    echo "| # | benchmark | Iggy CPU s | sluice CPU s | Iggy peak RSS MiB | sluice peak RSS MiB | Iggy wall s | sluice wall s |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| # | benchmark | Iggy CPU s | sluice CPU s | Iggy peak RSS MiB | sluice peak RSS MiB | Iggy wall s | sluice wall s | client CPU s with Iggy / sluice |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for si in "${!SPECS[@]}"; do
         name=$(spec_name "${SPECS[$si]}")
-        echo "| $((si + 1)) | $name | $(run_col "$si" iggy 10 | median) | $(run_col "$si" sluice 10 | median) | $(run_col "$si" iggy 11 | median) | $(run_col "$si" sluice 11 | median) | $(run_col "$si" iggy 12 | median) | $(run_col "$si" sluice 12 | median) |"
+        echo "| $((si + 1)) | $name | $(run_col "$si" iggy 10 | median) | $(run_col "$si" sluice 10 | median) | $(run_col "$si" iggy 11 | median) | $(run_col "$si" sluice 11 | median) | $(run_col "$si" iggy 12 | median) | $(run_col "$si" sluice 12 | median) | $(run_col "$si" iggy 15 | median) / $(run_col "$si" sluice 15 | median) |"
     done
     if [[ -s $SYNC_RESULTS ]]; then
         echo
