@@ -377,7 +377,7 @@ run_bench() {
 # children's "XmY.YYYs XmY.YYYs").
 client_cpu() {
     local log=$1
-    awk 'function secs(t,   m) { m = t; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t }
+    awk 'function secs(t,   m) { gsub(/,/, ".", t); m = t; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t }
         FNR == 2 { v[FILENAME] = secs($1) + secs($2) }
         END { printf "%.2f\n", v[ARGV[2]] - v[ARGV[1]] }' "$log.cpu0" "$log.cpu1" 2>/dev/null || echo "-"
     rm -f "$log.cpu0" "$log.cpu1"
@@ -385,7 +385,7 @@ client_cpu() {
 
 # parse_results LOG: prints "kind<TAB>MB/s<TAB>msg/s<TAB>p50<TAB>p99<TAB>aggregate MB/s
 # <TAB>spread" per result line. MB/s is iggy-bench's "Total throughput", which is
-# the sum of each actor's own rate (its bytes over its own time): a server that
+# the sum of each actor's own rate (from that actor's sampled time series): a server that
 # serves the actors one after another scores higher on it than one that serves them
 # together at the same total rate. So the aggregate is computed too, from the same
 # log's per-actor lines ("Producer #1 → sent ... in 0.96 s, total size: 125.00 MB",
