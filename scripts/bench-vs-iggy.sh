@@ -643,6 +643,12 @@ run_col() {
         '$1 == s && $2 == srv && $c != "-" && !seen[$3]++ { print $c }' "$RESULTS"
 }
 
+# result_kinds SPEC: the result kinds (Producers, Consumers, ...) of the spec's ok
+# rows, in the order first seen.
+result_kinds() {
+    awk -F'\t' -v s="$1" '$1 == s && $4 == "ok" && !seen[$5]++ { print $5 }' "$RESULTS"
+}
+
 # paired_ratio SPEC KIND COLUMN: the median over repetitions of sluice's value over
 # Iggy's in the same repetition (the two ran back to back, so a drift in the
 # machine's speed between repetitions cancels out), "-" without a pair.
@@ -684,7 +690,7 @@ has() {
         ok_s=$(awk -F'\t' -v s="$si" '$1 == s && $2 == "sluice" && $4 == "ok" && !seen[$3]++' "$RESULTS" | wc -l)
         has iggy || ok_i=-
         has sluice || ok_s=-
-        kinds=$(awk -F'\t' -v s="$si" '$1 == s && $4 == "ok" && !seen[$5]++ { print $5 }' "$RESULTS")
+        kinds=$(result_kinds "$si")
         if [[ -z $kinds ]]; then
             echo "| $((si + 1)) | $name | FAIL | - | - | - | - | - | - | - | - | - | $ok_i/$REPS / $ok_s/$REPS |"
             continue
@@ -706,7 +712,7 @@ has() {
     echo "|---|---|---|---|---|---|---|---|---|"
     for si in "${!SPECS[@]}"; do
         name=$(spec_name "${SPECS[$si]}")
-        kinds=$(awk -F'\t' -v s="$si" '$1 == s && $4 == "ok" && !seen[$5]++ { print $5 }' "$RESULTS")
+        kinds=$(result_kinds "$si")
         [[ -z $kinds ]] && continue
         while read -r kind; do
             ai=$(col "$si" iggy "$kind" 13 | median)
