@@ -10,10 +10,11 @@
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{ErrorKind, OpKind, Result, StorageError};
+use crate::reserver::{self, Releases};
 use crate::{DurableFile, DurableStorage, OpenMode};
 
 /// The real file system. Paths are used as given (absolute or relative to the
@@ -34,11 +35,20 @@ impl DiskStorage {
             std::fs::metadata(path).map_err(|e| StorageError::from_io(OpKind::Len, path, &e))?;
         Ok((meta.len(), meta.blocks().saturating_mul(512)))
     }
+
+    /// Waits until every block reservation queued so far has run: they run
+    /// on a thread of their own (`reserver`), so a file's `allocation` may
+    /// lag its `reserve` calls until then.
+    pub fn settle_reservations(&self) {
+        reserver::settle();
+    }
 }
 
 #[derive(Debug)]
 struct DiskFile {
-    file: File,
+    /// Shared only with the reservations queued for this handle, which hold
+    /// it weakly (`reserver`): they never keep a closed handle's file open.
+    file: Arc<File>,
     path: PathBuf,
     writable: bool,
     /// Serialises appends on this handle so two appends never pick the same end.
@@ -46,6 +56,8 @@ struct DiskFile {
     /// Set when the length changed since the last sync, so `sync` knows it
     /// needs `fsync` (metadata) rather than `fdatasync`.
     len_changed: AtomicBool,
+    /// Orders this handle's reservations with its releases (`reserver`).
+    releases: Arc<Releases>,
 }
 
 impl DiskFile {
@@ -150,22 +162,10 @@ impl DurableFile for DiskFile {
         Ok(())
     }
 
+    /// Queued for the reserver thread: returns at once (ADR 0031).
     fn reserve(&self, offset: u64, len: u64) -> Result<()> {
         self.check_writable(OpKind::Reserve)?;
-        let flags = rustix::fs::FallocateFlags::KEEP_SIZE;
-        loop {
-            match rustix::fs::fallocate(&self.file, flags, offset, len) {
-                Ok(()) => return Ok(()),
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => {
-                    return Err(StorageError::from_io(
-                        OpKind::Reserve,
-                        &self.path,
-                        &e.into(),
-                    ));
-                }
-            }
-        }
+        reserver::reserve(&self.file, &self.releases, &self.path, offset, len)
     }
 
     fn release_reserved(&self) -> Result<()> {
@@ -174,9 +174,12 @@ impl DurableFile for DiskFile {
         // Setting the length it has frees the blocks past it and changes no
         // byte below it (ext4 zeroes the rest of the last block past the
         // end, which nothing reads): nothing for a later sync to carry
-        // (`len_changed` stays).
-        let len = self.file.metadata().map_err(err)?.len();
-        self.file.set_len(len).map_err(err)
+        // (`len_changed` stays). No reservation queued before this runs
+        // after it (`Releases`).
+        self.releases.release(|| {
+            let len = self.file.metadata().map_err(err)?.len();
+            self.file.set_len(len).map_err(err)
+        })
     }
 
     fn sync(&self) -> Result<()> {
@@ -224,11 +227,12 @@ impl DurableStorage for DiskStorage {
             ));
         }
         Ok(Box::new(DiskFile {
-            file,
+            file: Arc::new(file),
             path: path.to_path_buf(),
             writable: mode.writable(),
             append_lock: Mutex::new(()),
             len_changed: AtomicBool::new(mode != OpenMode::Read),
+            releases: Arc::default(),
         }))
     }
 
@@ -377,8 +381,10 @@ mod tests {
         let probe = disk
             .open(&dir.path().join("probe"), OpenMode::CreateNew)
             .unwrap();
-        if let Err(e) = probe.reserve(0, 4096) {
-            eprintln!("skipped: the file system reserves no blocks ({e})");
+        probe.reserve(0, 1 << 20).unwrap();
+        disk.settle_reservations();
+        if disk.allocation(&dir.path().join("probe")).unwrap().1 < 1 << 20 {
+            eprintln!("skipped: the file system reserves no blocks");
             return;
         }
         let pool = crate::PooledStorage::new(std::sync::Arc::new(DiskStorage::new()), 2);
@@ -389,6 +395,7 @@ mod tests {
         let syncs = pool.stats().eviction_syncs;
         // Given a reservation through the pool.
         file.reserve(4096, 1 << 20).unwrap();
+        disk.settle_reservations();
         let (len, allocated) = disk.allocation(&a).unwrap();
         assert_eq!(len, 4096, "the length is unchanged");
         assert!(allocated >= 1 << 20, "{allocated} bytes allocated");

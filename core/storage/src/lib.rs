@@ -12,11 +12,14 @@
 //!   therefore correct against [`DiskStorage`] on a POSIX file system.
 //! - The trait is synchronous (ADR 0002 explains why): a call returns when the
 //!   kernel (or the simulator) has answered, and an async server runs it on a
-//!   blocking pool.
+//!   blocking pool. The one exception is advisory: a block reservation
+//!   (`DurableFile::reserve`, ADR 0031) may be queued and run later, since it
+//!   changes no byte.
 
 mod disk;
 mod error;
 mod pool;
+mod reserver;
 mod rng;
 pub mod sim;
 
@@ -95,13 +98,17 @@ pub trait DurableFile: Send + Sync + Debug {
     /// allocation's per-block bookkeeping, ADR 0031). Advisory: a backend
     /// may do nothing (`SimStorage` has no blocks to reserve), and a failure
     /// changes nothing the file holds, so callers may go on without it.
+    /// It may return before the blocks are reserved: `DiskStorage` queues
+    /// it for a thread of its own, bound to this handle's descriptor, so
+    /// the caller never waits for the allocator (`reserver.rs`).
     fn reserve(&self, offset: u64, len: u64) -> Result<()> {
         let _ = (offset, len);
         Ok(())
     }
 
     /// Gives back the blocks `reserve` left past the file's end; its length
-    /// and bytes are unchanged. Advisory, like `reserve`.
+    /// and bytes are unchanged. Advisory, like `reserve`. No reservation
+    /// asked for on this handle before the release takes effect after it.
     fn release_reserved(&self) -> Result<()> {
         Ok(())
     }

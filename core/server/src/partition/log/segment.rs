@@ -136,6 +136,11 @@ pub(crate) struct Segment {
 /// that stays small never reserves any.
 pub(crate) const RESERVE_AHEAD: u64 = 8 << 20;
 
+/// How far ahead of the appends the next reservation is asked for: at least
+/// this many bytes before they reach its range, so it has run by then
+/// (`reserve_ahead`).
+const RESERVE_LEAD: u64 = RESERVE_AHEAD / 2;
+
 /// What a recovery scan found wrong with a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanIssue {
@@ -707,18 +712,22 @@ impl Segment {
         })
     }
 
-    /// Reserves the log file's blocks up to `RESERVE_AHEAD` past `end` once
-    /// the segment holds `RESERVE_AHEAD` bytes, so the appends up to there
-    /// find their blocks allocated (ADR 0031). Best effort: a reservation
-    /// changes no byte, so a failed one (a full disk, a file system without
-    /// `fallocate`) is logged and the append goes on without it; it is tried
-    /// again `RESERVE_AHEAD` later.
+    /// Reserves the log file's next `RESERVE_AHEAD` bytes of blocks once the
+    /// segment holds `RESERVE_AHEAD` and an append ending at `end` comes
+    /// within `RESERVE_LEAD` of what is reserved, so the appends find their
+    /// blocks allocated (ADR 0031). The reservation starts at or past `end`:
+    /// it runs without the engine lock (`DiskStorage` queues it), and a
+    /// reservation of the range being written would hold the file's inode
+    /// lock the write needs. Best effort: a reservation changes no byte, so
+    /// a failed one (a full disk, a file system without `fallocate`, a full
+    /// queue) is logged and the appends go on without it; the next one is
+    /// tried `RESERVE_AHEAD` later.
     fn reserve_ahead(&mut self, end: u64) {
-        if self.size < RESERVE_AHEAD || end <= self.reserved_to {
+        if self.size < RESERVE_AHEAD || end.saturating_add(RESERVE_LEAD) <= self.reserved_to {
             return;
         }
-        let from = self.reserved_to.max(self.size);
-        let to = end.saturating_add(RESERVE_AHEAD);
+        let from = self.reserved_to.max(end);
+        let to = from.saturating_add(RESERVE_AHEAD);
         if let Err(e) = self.log.reserve(from, to - from) {
             tracing::debug!(path = %self.log_path.display(), error = %e, "blocks not reserved ahead of appends");
         }
