@@ -36,9 +36,10 @@ impl DiskStorage {
         Ok((meta.len(), meta.blocks().saturating_mul(512)))
     }
 
-    /// Waits until every block reservation queued so far has run: they run
-    /// on a thread of their own (`reserver`), so a file's `allocation` may
-    /// lag its `reserve` calls until then.
+    /// Waits until every block reservation queued so far in this process
+    /// (by any `DiskStorage`) has run or been skipped: they run on one thread
+    /// of their own (`reserver`), so a file's `allocation` may lag its
+    /// `reserve` calls until then.
     pub fn settle_reservations(&self) {
         reserver::settle();
     }
@@ -370,6 +371,51 @@ mod tests {
         }
     }
 
+    /// Whether the file system under `dir` reserves blocks (`fallocate`);
+    /// says the test is skipped if not.
+    fn reserves_blocks(disk: &DiskStorage, dir: &Path) -> bool {
+        let path = dir.join("probe");
+        let probe = disk.open(&path, OpenMode::CreateNew).unwrap();
+        probe.reserve(0, 1 << 20).unwrap();
+        disk.settle_reservations();
+        let reserves = disk.allocation(&path).unwrap().1 >= 1 << 20;
+        if !reserves {
+            eprintln!("skipped: the file system reserves no blocks");
+        }
+        reserves
+    }
+
+    /// ADR 0031: a handle's release goes through its gate, so a
+    /// reservation queued on it before the release (a segment sealed right
+    /// after an append asked for one) is skipped, not run after it.
+    #[test]
+    fn given_a_reservation_queued_on_a_file_when_the_file_is_released_before_it_runs_then_nothing_stays_reserved()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = DiskStorage::new();
+        if !reserves_blocks(&disk, dir.path()) {
+            return;
+        }
+        let path = dir.path().join("segment");
+        let file = disk.open(&path, OpenMode::CreateNew).unwrap();
+        file.write_at(0, &[1u8; 4096]).unwrap();
+        // Given a reservation queued and not yet run.
+        let held = crate::reserver::hold();
+        file.reserve(4096, 1 << 20).unwrap();
+        // When the file is released before it runs.
+        file.release_reserved().unwrap();
+        drop(held);
+        disk.settle_reservations();
+        // Then nothing is reserved past its end, and its bytes are unchanged.
+        let (len, allocated) = disk.allocation(&path).unwrap();
+        assert_eq!(len, 4096);
+        assert!(
+            allocated < 64 << 10,
+            "{allocated} bytes allocated after the release"
+        );
+        assert_eq!(file.read_to_end().unwrap(), vec![1u8; 4096]);
+    }
+
     /// ADR 0031: a reservation through a file pool reaches the file, and
     /// neither it nor its release dirties the handle (an eviction after them
     /// syncs nothing). Skipped where the file system has no `fallocate`.
@@ -378,13 +424,7 @@ mod tests {
      {
         let dir = tempfile::tempdir().unwrap();
         let disk = DiskStorage::new();
-        let probe = disk
-            .open(&dir.path().join("probe"), OpenMode::CreateNew)
-            .unwrap();
-        probe.reserve(0, 1 << 20).unwrap();
-        disk.settle_reservations();
-        if disk.allocation(&dir.path().join("probe")).unwrap().1 < 1 << 20 {
-            eprintln!("skipped: the file system reserves no blocks");
+        if !reserves_blocks(&disk, dir.path()) {
             return;
         }
         let pool = crate::PooledStorage::new(std::sync::Arc::new(DiskStorage::new()), 2);

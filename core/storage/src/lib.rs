@@ -108,7 +108,9 @@ pub trait DurableFile: Send + Sync + Debug {
 
     /// Gives back the blocks `reserve` left past the file's end; its length
     /// and bytes are unchanged. Advisory, like `reserve`. No reservation
-    /// asked for on this handle before the release takes effect after it.
+    /// asked for on this handle's descriptor before the release takes
+    /// effect after it (a pooled handle reopened since has a new
+    /// descriptor, ADR 0031 names that window).
     fn release_reserved(&self) -> Result<()> {
         Ok(())
     }

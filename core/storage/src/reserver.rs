@@ -14,16 +14,25 @@
 //!   for one incarnation of a segment never lands on a file created later at
 //!   the same path (the lesson of ADR 0022: work done without the engine lock
 //!   is bound to what it was planned for).
-//! - **A reservation queued before a release never runs after it.** Each
-//!   handle keeps a count of its releases and a gate (`Releases`). A job
-//!   carries the count from when it was queued, and runs holding the gate
-//!   only if the count is still that. A release holds the gate while it
-//!   bumps the count and gives the blocks back. So the blocks given back
-//!   when a segment is sealed stay given back.
-//! - **The caller never waits for the allocator.** The queue is bounded; a
-//!   reservation that does not fit is refused at once (the caller goes on
-//!   without it, as after any failed reservation). A release waits at most
-//!   for the one reservation of its own handle that may be running.
+//! - **A reservation queued before a release on the same descriptor never
+//!   runs after it.** Each handle keeps a count of its releases and a gate
+//!   (`Releases`). A job carries the count from when it was queued, and
+//!   runs holding the gate only if the count is still that. A release holds
+//!   the gate while it bumps the count and gives the blocks back. So the
+//!   blocks given back when a segment is sealed stay given back, except in
+//!   one window ADR 0031 names: a pooled handle evicted while its
+//!   reservation runs, reopened, and released through the new descriptor
+//!   (which has a gate of its own) before that reservation's `fallocate`
+//!   starts. It costs space only, up to one reservation, until the segment
+//!   is removed.
+//! - **The caller never waits for the allocator on the queue.** The queue is
+//!   bounded; a reservation that does not fit is refused at once (the caller
+//!   goes on without it, as after any failed reservation). A release waits at
+//!   most for the one reservation of its own handle that may be running. On
+//!   ext4 a running `fallocate` holds the file's inode lock, which every
+//!   buffered write to that file takes too: a write to the *same* file while
+//!   it runs still waits for it (under the engine lock). Writes to every
+//!   other file no longer do.
 //! - **Nothing read or acknowledged depends on it.** `KEEP_SIZE` changes
 //!   neither the file's length nor a byte below it, so a reservation that
 //!   runs late, or never, changes only how fast later writes are.
@@ -98,6 +107,10 @@ enum Job {
     },
     /// Answered once every job queued before it has run.
     Barrier(SyncSender<()>),
+    /// Keeps the thread until its sender is dropped (tests: the jobs queued
+    /// meanwhile run afterwards, in order).
+    #[cfg(test)]
+    Hold(Receiver<()>),
 }
 
 /// The queue to the thread, started on first use; `None` if the thread
@@ -148,8 +161,19 @@ pub(crate) fn reserve(
     })
 }
 
-/// Waits until every reservation queued so far has run or been skipped
-/// (tests and tools that read a file's allocation).
+/// Keeps the reserver thread busy until the returned sender is dropped:
+/// every reservation queued meanwhile runs after that, in order.
+#[cfg(test)]
+pub(crate) fn hold() -> SyncSender<()> {
+    let (tx, rx) = sync_channel(0);
+    if let Some(queue) = queue() {
+        let _ = queue.send(Job::Hold(rx));
+    }
+    tx
+}
+
+/// Waits until every reservation queued so far in this process has run or
+/// been skipped (tests and tools that read a file's allocation).
 pub(crate) fn settle() {
     let Some(queue) = queue() else {
         return;
@@ -179,11 +203,15 @@ fn work(jobs: Receiver<Job>) {
                     continue;
                 }
                 if let Err(e) = fallocate(&file, offset, len) {
-                    tracing::debug!(path = %path.display(), error = %e, "blocks not reserved ahead of appends");
+                    tracing::debug!(path = %path.display(), offset, len, error = %e, "blocks not reserved ahead of appends");
                 }
             }
             Job::Barrier(done) => {
                 let _ = done.send(());
+            }
+            #[cfg(test)]
+            Job::Hold(until) => {
+                let _ = until.recv();
             }
         }
     }
@@ -240,17 +268,12 @@ mod tests {
             std::fs::metadata(path).unwrap().blocks() * 512
         }
 
-        /// Runs `while_held` while the reserver thread is stuck behind a
-        /// reservation of a file whose gate this holds: every job queued
-        /// meanwhile runs after `while_held` returns, in order.
+        /// Runs `while_held` while the reserver thread is held: every job
+        /// queued meanwhile runs after `while_held` returns, in order.
         fn with_reserver_held(&self, while_held: impl FnOnce()) {
-            static BLOCKERS: AtomicU64 = AtomicU64::new(0);
-            let n = BLOCKERS.fetch_add(1, Ordering::Relaxed);
-            let (file, releases, path) = self.file(&format!("blocker-{n}"), true);
-            let gate = releases.gate.lock().unwrap();
-            reserve(&file, &releases, &path, 4096, 4096).unwrap();
+            let held = hold();
             while_held();
-            drop(gate);
+            drop(held);
             settle();
         }
     }

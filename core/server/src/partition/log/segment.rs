@@ -136,9 +136,10 @@ pub(crate) struct Segment {
 /// that stays small never reserves any.
 pub(crate) const RESERVE_AHEAD: u64 = 8 << 20;
 
-/// How far ahead of the appends the next reservation is asked for: at least
-/// this many bytes before they reach its range, so it has run by then
-/// (`reserve_ahead`).
+/// The next reservation is asked for when fewer than this many reserved bytes
+/// are left ahead of the appends, so that it has usually run (it is queued,
+/// `reserve_ahead`) before they reach its range; an append that gets there
+/// first allocates its blocks as it would without one.
 const RESERVE_LEAD: u64 = RESERVE_AHEAD / 2;
 
 /// What a recovery scan found wrong with a segment.
@@ -713,15 +714,15 @@ impl Segment {
     }
 
     /// Reserves the log file's next `RESERVE_AHEAD` bytes of blocks once the
-    /// segment holds `RESERVE_AHEAD` and an append ending at `end` comes
-    /// within `RESERVE_LEAD` of what is reserved, so the appends find their
-    /// blocks allocated (ADR 0031). The reservation starts at or past `end`:
-    /// it runs without the engine lock (`DiskStorage` queues it), and a
-    /// reservation of the range being written would hold the file's inode
-    /// lock the write needs. Best effort: a reservation changes no byte, so
-    /// a failed one (a full disk, a file system without `fallocate`, a full
-    /// queue) is logged and the appends go on without it; the next one is
-    /// tried `RESERVE_AHEAD` later.
+    /// segment holds `RESERVE_AHEAD` and an append ending at `end` leaves
+    /// fewer than `RESERVE_LEAD` reserved bytes ahead of it, so the appends
+    /// find their blocks allocated (ADR 0031). The reservation starts at or
+    /// past `end`: the append about to be written allocates its own blocks,
+    /// since the reservation runs later, on `DiskStorage`'s reserver thread,
+    /// without the engine lock. Best effort: a reservation changes no byte,
+    /// so a failed one (a full disk, a file system without `fallocate`, a
+    /// full queue) is logged and the appends go on without it; the next one
+    /// is tried once they have used what is reserved.
     fn reserve_ahead(&mut self, end: u64) {
         if self.size < RESERVE_AHEAD || end.saturating_add(RESERVE_LEAD) <= self.reserved_to {
             return;
