@@ -179,6 +179,13 @@ fn run_server(args: ServerArgs) -> Result<(), Box<dyn std::error::Error>> {
         tcp_address: args.tcp_addr,
     };
     let config = ServerConfig::load(storage.as_ref(), args.config.as_deref(), &env, &flags)?;
+    // Block reservations are the backend's (ADR 0031): off, its files take
+    // them as no-ops.
+    let storage: Arc<dyn DurableStorage> = if config.files.reserve_blocks {
+        storage
+    } else {
+        Arc::new(DiskStorage::without_reservations())
+    };
     let root = RootSource::from_env(&env, args.with_default_root_credentials)?;
     // `RootSource`'s Debug redacts the password.
     tracing::info!(?config, root_source = ?root, "configuration");

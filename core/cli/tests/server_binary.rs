@@ -140,3 +140,116 @@ fn given_the_shipped_server_when_it_runs_then_transparent_huge_pages_are_off_for
         assert_eq!(thp, "0", "THP_enabled of the server");
     }
 }
+
+/// The segment files (`*.log`) under `dir`, with their length and the bytes
+/// the file system has allocated to them.
+fn segment_allocations(dir: &Path) -> Vec<(std::path::PathBuf, u64, u64)> {
+    let disk = sluice_storage::DiskStorage::new();
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "log") {
+                let (len, allocated) = disk.allocation(&path).unwrap();
+                out.push((path, len, allocated));
+            }
+        }
+    }
+    out
+}
+
+/// Writes 12 MiB to one partition of a `buffered` topic over HTTP (1 MiB per
+/// send), and returns that partition's segment: (length, allocated bytes),
+/// read until `reserved` holds or `tries` reads 100 ms apart have passed (the
+/// reservation runs on a thread of its own).
+async fn grow_one_segment(
+    api: &Api,
+    dir: &Path,
+    tries: u32,
+    reserved: impl Fn(u64, u64) -> bool,
+) -> (u64, u64) {
+    let r = api.post("/streams", json!({"name": "s"})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = api
+        .post(
+            "/streams/s/topics",
+            json!({"name": "t", "partitions_count": 1}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let payload = STANDARD.encode(vec![7u8; 64 << 10]);
+    for _ in 0..12 {
+        let messages: Vec<Value> = (0..16).map(|_| json!({"payload": payload})).collect();
+        let r = api
+            .post(
+                "/streams/s/topics/t/messages",
+                json!({"partitioning": {"kind": "balanced", "value": ""}, "messages": messages}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let mut last = (0, 0);
+    for _ in 0..tries {
+        let segments = segment_allocations(dir);
+        assert_eq!(segments.len(), 1, "{segments:?}");
+        last = (segments[0].1, segments[0].2);
+        if reserved(last.0, last.1) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(last.0 >= 12 << 20, "the segment holds {} bytes", last.0);
+    last
+}
+
+/// `[files] reserve_blocks` reaches the shipped server: on (the default), a
+/// segment grown past 8 MiB has blocks reserved past its end (ADR 0031);
+/// off, it has none. Skipped where the file system reserves no blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_block_reservations_off_when_a_segment_grows_then_nothing_is_allocated_past_its_end()
+{
+    const RESERVED: u64 = 4 << 20;
+    let probe_dir = tempfile::tempdir().unwrap();
+    let disk = sluice_storage::DiskStorage::new();
+    let probe = probe_dir.path().join("probe");
+    // Held open until the reservation ran: one for a closed handle is skipped.
+    let file =
+        sluice_storage::DurableStorage::open(&disk, &probe, sluice_storage::OpenMode::CreateNew)
+            .unwrap();
+    file.reserve(0, 1 << 20).unwrap();
+    disk.settle_reservations();
+    if disk.allocation(&probe).unwrap().1 < 1 << 20 {
+        eprintln!("skipped: the file system reserves no blocks");
+        return;
+    }
+    // Given the default: reservations on.
+    let dir = tempfile::tempdir().unwrap();
+    let server = spawn(dir.path());
+    let api = login(&server).await;
+    let reserved = |len, allocated| allocated >= len + RESERVED;
+    let (len, allocated) = grow_one_segment(&api, dir.path(), 100, reserved).await;
+    assert!(
+        allocated >= len + RESERVED,
+        "on: {allocated} bytes allocated for {len}"
+    );
+    server.kill();
+
+    // When they are turned off.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Launch::server(env!("CARGO_BIN_EXE_sluice"), dir.path())
+        .default_root()
+        .env("SLUICE_FILES_RESERVE_BLOCKS", "false")
+        .start();
+    let api = login(&server).await;
+    // (Given 2 s, where the same reservation with them on is seen at once.)
+    let (len, allocated) = grow_one_segment(&api, dir.path(), 20, reserved).await;
+    // Then the segment's blocks are those of its bytes.
+    assert!(
+        allocated < len + (1 << 20),
+        "off: {allocated} bytes allocated for {len}"
+    );
+    server.kill();
+}

@@ -134,6 +134,11 @@ pub struct FileSettings {
     /// Partitions a combined send appends to at once (`[files]
     /// append_concurrency`, ADR 0030); 1 appends them one after another.
     pub append_concurrency: usize,
+    /// Whether a growing segment reserves its file's blocks ahead of its
+    /// appends (`[files] reserve_blocks`, ADR 0031; on by default). Off,
+    /// every block is allocated by the write that needs it, and `du` of a
+    /// segment counts no more than it holds.
+    pub reserve_blocks: bool,
 }
 
 /// Retention defaults (ADR 0016).
@@ -243,6 +248,7 @@ impl Default for ServerConfig {
             files: FileSettings {
                 max_open: None,
                 append_concurrency: crate::engine::DEFAULT_APPEND_CONCURRENCY,
+                reserve_blocks: true,
             },
             tiering: None,
         }
@@ -412,6 +418,7 @@ impl FileTiering {
 struct FileFiles {
     max_open: Option<u64>,
     append_concurrency: Option<u64>,
+    reserve_blocks: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -513,6 +520,7 @@ pub(crate) const ENV_KEYS: &[(&str, &str)] = &[
         "SLUICE_FILES_APPEND_CONCURRENCY",
         "files.append_concurrency",
     ),
+    ("SLUICE_FILES_RESERVE_BLOCKS", "files.reserve_blocks"),
     ("SLUICE_AUTH_TOKEN_EXPIRY_SECS", "auth.token_expiry_secs"),
     (
         "SLUICE_AUTH_FAILED_LOGIN_DELAY_MS",
@@ -684,6 +692,13 @@ impl ServerConfig {
                 value: enabled.to_string(),
             })?;
         }
+        if let Some(reserve) = file.files.reserve_blocks {
+            self.apply(&Sourced {
+                source_name: name,
+                key: "files.reserve_blocks",
+                value: reserve.to_string(),
+            })?;
+        }
         let tls = file
             .http
             .tls
@@ -790,6 +805,7 @@ impl ServerConfig {
                     usize::try_from(v.number(1, MAX_APPEND_CONCURRENCY)?)
                         .map_err(|_| v.invalid("too large for this platform"))?;
             }
+            "files.reserve_blocks" => self.files.reserve_blocks = v.boolean()?,
             "auth.token_expiry_secs" => {
                 self.auth.token_expiry = Duration::from_secs(v.number(1, MAX_TOKEN_EXPIRY_SECS)?);
             }
@@ -1017,6 +1033,26 @@ mod tests {
         );
         let zero = load(&[("SLUICE_FILES_APPEND_CONCURRENCY", "0")]).unwrap_err();
         assert!(zero.to_string().contains("append_concurrency"), "{zero}");
+    }
+
+    #[test]
+    fn given_block_reservations_off_in_the_file_when_layered_then_env_overrides_it_and_a_non_boolean_is_refused()
+     {
+        let sim = SimStorage::default();
+        write(&sim, "/sluice.toml", "[files]\nreserve_blocks = false\n");
+        let path = Path::new("/sluice.toml");
+        let load = |env: &[(&str, &str)]| {
+            ServerConfig::load(&sim, Some(path), &env_of(env), &FlagOverrides::default())
+        };
+        assert!(
+            ServerConfig::default().files.reserve_blocks,
+            "on by default"
+        );
+        assert!(!load(&[]).unwrap().files.reserve_blocks);
+        let from_env = load(&[("SLUICE_FILES_RESERVE_BLOCKS", "true")]).unwrap();
+        assert!(from_env.files.reserve_blocks);
+        let bad = load(&[("SLUICE_FILES_RESERVE_BLOCKS", "sometimes")]).unwrap_err();
+        assert!(bad.to_string().contains("reserve_blocks"), "{bad}");
     }
 
     #[test]

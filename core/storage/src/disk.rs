@@ -19,12 +19,31 @@ use crate::{DurableFile, DurableStorage, OpenMode};
 
 /// The real file system. Paths are used as given (absolute or relative to the
 /// process's working directory).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct DiskStorage;
+#[derive(Debug, Clone, Copy)]
+pub struct DiskStorage {
+    /// Whether `reserve` and `release_reserved` reach the file system
+    /// (`[files] reserve_blocks`, ADR 0031); off, both do nothing, as on
+    /// `SimStorage`.
+    reserves: bool,
+}
+
+impl Default for DiskStorage {
+    fn default() -> Self {
+        DiskStorage::new()
+    }
+}
 
 impl DiskStorage {
     pub fn new() -> Self {
-        DiskStorage
+        DiskStorage { reserves: true }
+    }
+
+    /// The same backend with block reservations off: the files it opens
+    /// take `reserve` and `release_reserved` as no-ops, so every block is
+    /// allocated by the write that needs it (and nothing is reserved past
+    /// a file's end).
+    pub fn without_reservations() -> Self {
+        DiskStorage { reserves: false }
     }
 
     /// The file's length and the bytes the file system has allocated to it
@@ -59,6 +78,8 @@ struct DiskFile {
     len_changed: AtomicBool,
     /// Orders this handle's reservations with its releases (`reserver`).
     releases: Arc<Releases>,
+    /// `DiskStorage::reserves` when it was opened.
+    reserves: bool,
 }
 
 impl DiskFile {
@@ -166,11 +187,17 @@ impl DurableFile for DiskFile {
     /// Queued for the reserver thread: returns at once (ADR 0031).
     fn reserve(&self, offset: u64, len: u64) -> Result<()> {
         self.check_writable(OpKind::Reserve)?;
+        if !self.reserves {
+            return Ok(());
+        }
         reserver::reserve(&self.file, &self.releases, &self.path, offset, len)
     }
 
     fn release_reserved(&self) -> Result<()> {
         self.check_writable(OpKind::Reserve)?;
+        if !self.reserves {
+            return Ok(());
+        }
         let err = |e: std::io::Error| StorageError::from_io(OpKind::Reserve, &self.path, &e);
         // Setting the length it has frees the blocks past it and changes no
         // byte below it (ext4 zeroes the rest of the last block past the
@@ -234,6 +261,7 @@ impl DurableStorage for DiskStorage {
             append_lock: Mutex::new(()),
             len_changed: AtomicBool::new(mode != OpenMode::Read),
             releases: Arc::default(),
+            reserves: self.reserves,
         }))
     }
 
@@ -413,6 +441,27 @@ mod tests {
             allocated < 64 << 10,
             "{allocated} bytes allocated after the release"
         );
+        assert_eq!(file.read_to_end().unwrap(), vec![1u8; 4096]);
+    }
+
+    /// `[files] reserve_blocks = false`: a backend without reservations
+    /// reserves nothing and releases nothing, whatever its files are asked.
+    #[test]
+    fn given_reservations_off_when_a_file_reserves_then_nothing_is_reserved() {
+        let dir = tempfile::tempdir().unwrap();
+        if !reserves_blocks(&DiskStorage::new(), dir.path()) {
+            return;
+        }
+        let disk = DiskStorage::without_reservations();
+        let path = dir.path().join("segment");
+        let file = disk.open(&path, OpenMode::CreateNew).unwrap();
+        file.write_at(0, &[1u8; 4096]).unwrap();
+        file.reserve(4096, 1 << 20).unwrap();
+        disk.settle_reservations();
+        let (len, allocated) = disk.allocation(&path).unwrap();
+        assert_eq!(len, 4096);
+        assert!(allocated < 64 << 10, "{allocated} bytes allocated");
+        file.release_reserved().unwrap();
         assert_eq!(file.read_to_end().unwrap(), vec![1u8; 4096]);
     }
 
