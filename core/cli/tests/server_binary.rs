@@ -199,7 +199,7 @@ async fn grow_one_segment(
         if reserved(last.0, last.1) {
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(last.0 >= 12 << 20, "the segment holds {} bytes", last.0);
     last
@@ -227,7 +227,10 @@ async fn given_block_reservations_off_when_a_segment_grows_then_nothing_is_alloc
     }
     // Given the default: reservations on.
     let dir = tempfile::tempdir().unwrap();
-    let server = spawn(dir.path());
+    let server = Launch::server(env!("CARGO_BIN_EXE_sluice"), dir.path())
+        .default_root()
+        .env("SLUICE_FILES_RESERVE_BLOCKS", "true")
+        .start();
     let api = login(&server).await;
     let reserved = |len, allocated| allocated >= len + RESERVED;
     let (len, allocated) = grow_one_segment(&api, dir.path(), 100, reserved).await;

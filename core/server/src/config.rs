@@ -137,7 +137,10 @@ pub struct FileSettings {
     /// Whether a growing segment reserves its file's blocks ahead of its
     /// appends (`[files] reserve_blocks`, ADR 0031; on by default). Off,
     /// every block is allocated by the write that needs it, and `du` of a
-    /// segment counts no more than it holds.
+    /// segment being written counts no more than it holds once it has
+    /// rolled past what an earlier run reserved. It is a property of the
+    /// storage backend: the `sluice server` binary builds its
+    /// `DiskStorage` from it; `server::start` takes the backend it is given.
     pub reserve_blocks: bool,
 }
 

@@ -21,9 +21,8 @@ use crate::{DurableFile, DurableStorage, OpenMode};
 /// process's working directory).
 #[derive(Debug, Clone, Copy)]
 pub struct DiskStorage {
-    /// Whether `reserve` and `release_reserved` reach the file system
-    /// (`[files] reserve_blocks`, ADR 0031); off, both do nothing, as on
-    /// `SimStorage`.
+    /// Whether `reserve` reaches the file system (`[files]
+    /// reserve_blocks`, ADR 0031); off, it does nothing, as on `SimStorage`.
     reserves: bool,
 }
 
@@ -39,9 +38,9 @@ impl DiskStorage {
     }
 
     /// The same backend with block reservations off: the files it opens
-    /// take `reserve` and `release_reserved` as no-ops, so every block is
-    /// allocated by the write that needs it (and nothing is reserved past
-    /// a file's end).
+    /// take `reserve` as a no-op, so every block is allocated by the write
+    /// that needs it. `release_reserved` still gives back what an earlier
+    /// run reserved past a file's end.
     pub fn without_reservations() -> Self {
         DiskStorage { reserves: false }
     }
@@ -195,9 +194,8 @@ impl DurableFile for DiskFile {
 
     fn release_reserved(&self) -> Result<()> {
         self.check_writable(OpKind::Reserve)?;
-        if !self.reserves {
-            return Ok(());
-        }
+        // Even with reservations off: an earlier run's (with them on) are
+        // given back at the roll as they would have been.
         let err = |e: std::io::Error| StorageError::from_io(OpKind::Reserve, &self.path, &e);
         // Setting the length it has frees the blocks past it and changes no
         // byte below it (ext4 zeroes the rest of the last block past the
@@ -445,7 +443,8 @@ mod tests {
     }
 
     /// `[files] reserve_blocks = false`: a backend without reservations
-    /// reserves nothing and releases nothing, whatever its files are asked.
+    /// reserves nothing, whatever its files are asked, and still gives back
+    /// blocks an earlier run reserved.
     #[test]
     fn given_reservations_off_when_a_file_reserves_then_nothing_is_reserved() {
         let dir = tempfile::tempdir().unwrap();
@@ -461,7 +460,15 @@ mod tests {
         let (len, allocated) = disk.allocation(&path).unwrap();
         assert_eq!(len, 4096);
         assert!(allocated < 64 << 10, "{allocated} bytes allocated");
+        // Blocks an earlier run reserved (with them on) are given back.
+        let earlier = DiskStorage::new().open(&path, OpenMode::ReadWrite).unwrap();
+        earlier.reserve(4096, 1 << 20).unwrap();
+        disk.settle_reservations();
+        assert!(disk.allocation(&path).unwrap().1 >= 1 << 20);
         file.release_reserved().unwrap();
+        let (len, allocated) = disk.allocation(&path).unwrap();
+        assert_eq!(len, 4096);
+        assert!(allocated < 64 << 10, "{allocated} bytes after the release");
         assert_eq!(file.read_to_end().unwrap(), vec![1u8; 4096]);
     }
 
