@@ -61,6 +61,25 @@ impl DiskStorage {
     pub fn settle_reservations(&self) {
         reserver::settle();
     }
+
+    /// Whether this backend reserves blocks on the file system under `dir`
+    /// (ADR 0031): a probe file there gets 1 MiB reserved, is measured once
+    /// the reservation ran, and is removed. `false` where `fallocate` does
+    /// nothing (some FUSE file systems) or reservations are off; tests use
+    /// it to skip what they cannot check.
+    pub fn reserves_blocks(&self, dir: &Path) -> Result<bool> {
+        const PROBE: u64 = 1 << 20;
+        let path = dir.join(".sluice-reserve-probe");
+        let file = self.open(&path, OpenMode::CreateNew)?;
+        // Held open until the reservation ran: one for a closed handle is skipped.
+        let reserved = file.reserve(0, PROBE).and_then(|()| {
+            self.settle_reservations();
+            self.allocation(&path)
+        });
+        drop(file);
+        self.remove_file(&path)?;
+        Ok(reserved?.1 >= PROBE)
+    }
 }
 
 #[derive(Debug)]
@@ -397,14 +416,9 @@ mod tests {
         }
     }
 
-    /// Whether the file system under `dir` reserves blocks (`fallocate`);
-    /// says the test is skipped if not.
+    /// `DiskStorage::reserves_blocks`, saying the test is skipped if not.
     fn reserves_blocks(disk: &DiskStorage, dir: &Path) -> bool {
-        let path = dir.join("probe");
-        let probe = disk.open(&path, OpenMode::CreateNew).unwrap();
-        probe.reserve(0, 1 << 20).unwrap();
-        disk.settle_reservations();
-        let reserves = disk.allocation(&path).unwrap().1 >= 1 << 20;
+        let reserves = disk.reserves_blocks(dir).unwrap();
         if !reserves {
             eprintln!("skipped: the file system reserves no blocks");
         }
